@@ -1,0 +1,146 @@
+// One-sided remote memory access from a kernel: p/g, put/get.
+//
+// Semantics are NVSHMEM's (nvshmem_p, nvshmem_putmem, nvshmemx_putmem_warp,
+// nvshmemx_putmem_nbi_block, ...):
+//  - `dest` of a put and `src` of a get are symmetric addresses (from
+//    nvst::malloc) naming the object on PE `pe`; the other pointer is any
+//    memory this thread can read or write.
+//  - A blocking put returns when `src` may be reused; the data is delivered
+//    to `pe` by the next quiet() (or barrier). A blocking get returns when the
+//    data is in `dest`. _nbi forms may return earlier: their buffers may be
+//    touched only after quiet().
+//  - _warp and _block forms are called by every thread of the warp / block
+//    with the same arguments; they share the copy and synchronise the group
+//    on exit.
+// Over NVLink (peers of this node) a put is plain 16-byte stores through the
+// peer's mapped heap and a get is loads, so the blocking and _nbi forms do the
+// same work; they differ once a put may go through the proxy (other nodes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "nvst/device/copy.cuh"
+#include "nvst/device/state.cuh"
+
+namespace nvst::dev {
+
+// ---- single elements -------------------------------------------------------
+
+// *dest on `pe` = value. T is 1, 2, 4 or 8 bytes. A volatile store: it is not
+// merged with or reordered against other volatile accesses of this thread.
+template <typename T>
+__device__ __forceinline__ void p(T* dest, T value, int pe) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "nvst::dev::p: element must be 1, 2, 4 or 8 bytes");
+  *reinterpret_cast<volatile T*>(rma_address(dest, sizeof(T), pe)) = value;
+}
+
+// Returns *src on `pe` (a volatile load).
+template <typename T>
+__device__ __forceinline__ T g(const T* src, int pe) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "nvst::dev::g: element must be 1, 2, 4 or 8 bytes");
+  return *reinterpret_cast<const volatile T*>(rma_address(src, sizeof(T), pe));
+}
+
+// ---- bulk, any scope -------------------------------------------------------
+
+template <Scope S>
+__device__ __forceinline__ void put_scope(void* dest, const void* src, std::size_t bytes, int pe) {
+  if (bytes == 0) return;
+  group_copy<S>(rma_address(dest, bytes, pe), src, bytes);
+}
+
+template <Scope S>
+__device__ __forceinline__ void get_scope(void* dest, const void* src, std::size_t bytes, int pe) {
+  if (bytes == 0) return;
+  group_copy<S>(dest, rma_address(src, bytes, pe), bytes);
+}
+
+// ---- the NVSHMEM-named entry points ---------------------------------------
+
+__device__ __forceinline__ void putmem_nbi(void* dest, const void* src, std::size_t bytes, int pe) {
+  put_scope<Scope::kThread>(dest, src, bytes, pe);
+}
+__device__ __forceinline__ void putmem_nbi_warp(void* dest, const void* src, std::size_t bytes,
+                                                int pe) {
+  put_scope<Scope::kWarp>(dest, src, bytes, pe);
+}
+__device__ __forceinline__ void putmem_nbi_block(void* dest, const void* src, std::size_t bytes,
+                                                 int pe) {
+  put_scope<Scope::kBlock>(dest, src, bytes, pe);
+}
+
+__device__ __forceinline__ void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
+  put_scope<Scope::kThread>(dest, src, bytes, pe);
+}
+__device__ __forceinline__ void putmem_warp(void* dest, const void* src, std::size_t bytes,
+                                            int pe) {
+  put_scope<Scope::kWarp>(dest, src, bytes, pe);
+  __syncwarp();
+}
+__device__ __forceinline__ void putmem_block(void* dest, const void* src, std::size_t bytes,
+                                             int pe) {
+  put_scope<Scope::kBlock>(dest, src, bytes, pe);
+  __syncthreads();
+}
+
+__device__ __forceinline__ void getmem_nbi(void* dest, const void* src, std::size_t bytes, int pe) {
+  get_scope<Scope::kThread>(dest, src, bytes, pe);
+}
+__device__ __forceinline__ void getmem_nbi_warp(void* dest, const void* src, std::size_t bytes,
+                                                int pe) {
+  get_scope<Scope::kWarp>(dest, src, bytes, pe);
+}
+__device__ __forceinline__ void getmem_nbi_block(void* dest, const void* src, std::size_t bytes,
+                                                 int pe) {
+  get_scope<Scope::kBlock>(dest, src, bytes, pe);
+}
+
+__device__ __forceinline__ void getmem(void* dest, const void* src, std::size_t bytes, int pe) {
+  get_scope<Scope::kThread>(dest, src, bytes, pe);
+}
+__device__ __forceinline__ void getmem_warp(void* dest, const void* src, std::size_t bytes,
+                                            int pe) {
+  get_scope<Scope::kWarp>(dest, src, bytes, pe);
+  __syncwarp();
+}
+__device__ __forceinline__ void getmem_block(void* dest, const void* src, std::size_t bytes,
+                                             int pe) {
+  get_scope<Scope::kBlock>(dest, src, bytes, pe);
+  __syncthreads();
+}
+
+// Typed forms: nelems elements of T (nvshmem_TYPE_put and friends).
+template <typename T>
+__device__ __forceinline__ void put(T* dest, const T* src, std::size_t nelems, int pe) {
+  putmem(dest, src, nelems * sizeof(T), pe);
+}
+template <typename T>
+__device__ __forceinline__ void put_nbi(T* dest, const T* src, std::size_t nelems, int pe) {
+  putmem_nbi(dest, src, nelems * sizeof(T), pe);
+}
+template <typename T>
+__device__ __forceinline__ void put_warp(T* dest, const T* src, std::size_t nelems, int pe) {
+  putmem_warp(dest, src, nelems * sizeof(T), pe);
+}
+template <typename T>
+__device__ __forceinline__ void put_block(T* dest, const T* src, std::size_t nelems, int pe) {
+  putmem_block(dest, src, nelems * sizeof(T), pe);
+}
+template <typename T>
+__device__ __forceinline__ void get(T* dest, const T* src, std::size_t nelems, int pe) {
+  getmem(dest, src, nelems * sizeof(T), pe);
+}
+template <typename T>
+__device__ __forceinline__ void get_warp(T* dest, const T* src, std::size_t nelems, int pe) {
+  getmem_warp(dest, src, nelems * sizeof(T), pe);
+}
+template <typename T>
+__device__ __forceinline__ void get_block(T* dest, const T* src, std::size_t nelems, int pe) {
+  getmem_block(dest, src, nelems * sizeof(T), pe);
+}
+
+}  // namespace nvst::dev

@@ -1,0 +1,158 @@
+// Signals: 64-bit words in the symmetric heap that one PE updates on another
+// and the owner waits on (nvshmemx_signal_op, nvshmem_put_signal,
+// nvshmem_signal_wait_until, nvshmem_wait_until).
+//
+// Memory ordering, the argument in full:
+//  - put_signal: every member of the group stores its part of the data, the
+//    group synchronises (bar.sync / bar.warp.sync), then one member updates
+//    the signal with a *release* at system scope (st.release.sys or
+//    atom.release.sys.add). The barrier puts the other members' stores before
+//    the release in causality order, and PTX release is cumulative, so any PE
+//    that observes the signal with an acquire also observes all the data.
+//  - the waiting side polls with ld.acquire.sys: loads it issues after the
+//    wait returns see everything that preceded the matching release.
+// No fence is needed between the data and the signal for that reason; quiet
+// is still needed for completion of _nbi data that is *not* followed by a
+// signal.
+#pragma once
+
+#include <cstdint>
+
+#include "nvst/device/rma.cuh"
+#include "nvst/device/state.cuh"
+
+namespace nvst::dev {
+
+enum class SignalOp { kSet, kAdd };
+// The six comparisons of nvshmem_wait_until / signal_wait_until.
+enum class Cmp { kEq, kNe, kGt, kGe, kLt, kLe };
+
+__device__ __forceinline__ bool compare(std::uint64_t observed, Cmp cmp, std::uint64_t value) {
+  switch (cmp) {
+    case Cmp::kEq: return observed == value;
+    case Cmp::kNe: return observed != value;
+    case Cmp::kGt: return observed > value;
+    case Cmp::kGe: return observed >= value;
+    case Cmp::kLt: return observed < value;
+    case Cmp::kLe: return observed <= value;
+  }
+  return false;
+}
+
+namespace detail {
+__device__ __forceinline__ std::uint64_t ld_acquire_sys(const std::uint64_t* p) {
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ld_acquire_sys(const std::uint32_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys(std::uint64_t* p, std::uint64_t v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ void atom_add_release_sys(std::uint64_t* p, std::uint64_t v) {
+  // red: an atomic add whose old value nobody needs.
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+
+// Polls *p until compare(*p, cmp, value); after NVST_DEVICE_TIMEOUT_S stops
+// the kernel, reporting the word's heap offset, what it held and what was
+// expected (and from which PE, when the caller knows).
+template <typename T>
+__device__ __forceinline__ T wait_until_impl(const T* p, Cmp cmp, T value, FailKind kind,
+                                             int from_pe) {
+  T v = ld_acquire_sys(p);
+  if (compare(v, cmp, value)) return v;
+  const std::uint64_t timeout = state().timeout_ns;
+  const std::uint64_t start = global_timer_ns();
+  for (unsigned spins = 1;; ++spins) {
+    v = ld_acquire_sys(p);
+    if (compare(v, cmp, value)) return v;
+    if ((spins & 1023u) == 0 && timeout != 0 && global_timer_ns() - start > timeout)
+      fail(kind, from_pe, heap_offset(p), v, value, static_cast<int>(cmp));
+  }
+}
+}  // namespace detail
+
+// Updates the signal word `sig_addr` (symmetric) on `pe`: SET stores
+// `signal`, ADD adds it atomically. A release: it is ordered after this
+// thread's earlier stores.
+__device__ __forceinline__ void signal_op(std::uint64_t* sig_addr, std::uint64_t signal,
+                                          SignalOp op, int pe) {
+  auto* remote = reinterpret_cast<std::uint64_t*>(rma_address(sig_addr, sizeof(std::uint64_t), pe));
+  if (op == SignalOp::kSet) {
+    detail::st_release_sys(remote, signal);
+  } else {
+    detail::atom_add_release_sys(remote, signal);
+  }
+}
+
+// Waits until the local signal word satisfies `cmp value`; returns it.
+__device__ __forceinline__ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp,
+                                                           std::uint64_t value) {
+  check_symmetric(sig_addr, sizeof(std::uint64_t));
+  return detail::wait_until_impl<std::uint64_t>(sig_addr, cmp, value, FailKind::kWaitTimeout, -1);
+}
+
+// nvshmem_wait_until on a local symmetric 32- or 64-bit word.
+template <typename T>
+__device__ __forceinline__ T wait_until(T* ivar, Cmp cmp, T value) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "nvst::dev::wait_until: 4- or 8-byte words");
+  check_symmetric(ivar, sizeof(T));
+  using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
+  U got = detail::wait_until_impl<U>(reinterpret_cast<const U*>(ivar), cmp,
+                                     static_cast<U>(value), FailKind::kWaitTimeout, -1);
+  return static_cast<T>(got);
+}
+
+// ---- put with signal -------------------------------------------------------
+
+template <Scope S>
+__device__ __forceinline__ void put_signal_scope(void* dest, const void* src, std::size_t bytes,
+                                                 std::uint64_t* sig_addr, std::uint64_t signal,
+                                                 SignalOp op, int pe) {
+  using G = Group<S>;
+  put_scope<S>(dest, src, bytes, pe);
+  G::sync();  // every member's data stores precede the release below
+  if (G::rank() == 0) signal_op(sig_addr, signal, op, pe);
+  G::sync();
+}
+
+__device__ __forceinline__ void putmem_signal(void* dest, const void* src, std::size_t bytes,
+                                              std::uint64_t* sig_addr, std::uint64_t signal,
+                                              SignalOp op, int pe) {
+  put_signal_scope<Scope::kThread>(dest, src, bytes, sig_addr, signal, op, pe);
+}
+__device__ __forceinline__ void putmem_signal_warp(void* dest, const void* src, std::size_t bytes,
+                                                   std::uint64_t* sig_addr, std::uint64_t signal,
+                                                   SignalOp op, int pe) {
+  put_signal_scope<Scope::kWarp>(dest, src, bytes, sig_addr, signal, op, pe);
+}
+__device__ __forceinline__ void putmem_signal_block(void* dest, const void* src,
+                                                    std::size_t bytes, std::uint64_t* sig_addr,
+                                                    std::uint64_t signal, SignalOp op, int pe) {
+  put_signal_scope<Scope::kBlock>(dest, src, bytes, sig_addr, signal, op, pe);
+}
+// Over NVLink the _nbi forms complete as the blocking ones do.
+__device__ __forceinline__ void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes,
+                                                  std::uint64_t* sig_addr, std::uint64_t signal,
+                                                  SignalOp op, int pe) {
+  put_signal_scope<Scope::kThread>(dest, src, bytes, sig_addr, signal, op, pe);
+}
+__device__ __forceinline__ void putmem_signal_nbi_warp(void* dest, const void* src,
+                                                       std::size_t bytes, std::uint64_t* sig_addr,
+                                                       std::uint64_t signal, SignalOp op, int pe) {
+  put_signal_scope<Scope::kWarp>(dest, src, bytes, sig_addr, signal, op, pe);
+}
+__device__ __forceinline__ void putmem_signal_nbi_block(void* dest, const void* src,
+                                                        std::size_t bytes,
+                                                        std::uint64_t* sig_addr,
+                                                        std::uint64_t signal, SignalOp op,
+                                                        int pe) {
+  put_signal_scope<Scope::kBlock>(dest, src, bytes, sig_addr, signal, op, pe);
+}
+
+}  // namespace nvst::dev

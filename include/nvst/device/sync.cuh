@@ -1,0 +1,64 @@
+// Ordering and synchronisation inside kernels: fence, quiet, barrier_all
+// (nvshmem_fence, nvshmem_quiet, nvshmem_barrier_all and the _warp/_block
+// forms of nvshmemx).
+#pragma once
+
+#include <cstdint>
+
+#include "nvst/device/copy.cuh"
+#include "nvst/device/signal.cuh"
+#include "nvst/device/state.cuh"
+
+namespace nvst::dev {
+
+// Orders this thread's earlier puts to each PE before its later ones.
+__device__ __forceinline__ void fence() { __threadfence_system(); }
+
+// Completes this thread's earlier puts and gets: after quiet() the data is
+// visible at the target PE (system scope).
+__device__ __forceinline__ void quiet() { __threadfence_system(); }
+
+// Barrier over all PEs, callable inside a kernel by one thread, one warp or
+// one block per PE (the same scope on every PE, one barrier at a time). Like
+// nvshmem_barrier_all it first quiets the caller's puts, so data put before
+// the barrier is visible everywhere after it.
+//
+// How: every PE keeps a count of barriers entered (barrier_seq, identical on
+// all PEs because barriers are collective). Entering barrier n, a PE stores n
+// with release into flags[my_pe] on every peer, then waits until its own
+// flags[p] >= n for every p. Counts only grow, so no reset is needed between
+// barriers and a fast PE's next arrival cannot be mistaken for this one's.
+template <Scope S>
+__device__ __forceinline__ void barrier_all_scope() {
+  using G = Group<S>;
+  const DeviceState& s = state();
+  __shared__ std::uint64_t shared_seq;  // only used by the block scope
+  G::sync();
+  std::uint64_t seq = 0;
+  if (G::rank() == 0) {
+    __threadfence_system();  // quiet: the callers' earlier puts complete first
+    seq = ++*s.barrier_seq;
+    if constexpr (S == Scope::kBlock) shared_seq = seq;
+  }
+  if constexpr (S == Scope::kWarp) seq = __shfl_sync(0xffffffffu, seq, 0);
+  if constexpr (S == Scope::kBlock) {
+    __syncthreads();
+    seq = shared_seq;
+  }
+  std::uint64_t* my_flag = s.barrier_flags + s.my_pe;
+  for (int pe = static_cast<int>(G::rank()); pe < s.n_pes; pe += static_cast<int>(G::size())) {
+    auto* remote = reinterpret_cast<std::uint64_t*>(rma_address(my_flag, sizeof(std::uint64_t), pe));
+    detail::st_release_sys(remote, seq);
+  }
+  for (int pe = static_cast<int>(G::rank()); pe < s.n_pes; pe += static_cast<int>(G::size())) {
+    detail::wait_until_impl<std::uint64_t>(s.barrier_flags + pe, Cmp::kGe, seq,
+                                           FailKind::kBarrierTimeout, pe);
+  }
+  G::sync();
+}
+
+__device__ __forceinline__ void barrier_all() { barrier_all_scope<Scope::kThread>(); }
+__device__ __forceinline__ void barrier_all_warp() { barrier_all_scope<Scope::kWarp>(); }
+__device__ __forceinline__ void barrier_all_block() { barrier_all_scope<Scope::kBlock>(); }
+
+}  // namespace nvst::dev

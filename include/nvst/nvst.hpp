@@ -1,0 +1,118 @@
+// nvst host API: the runtime a process (a PE) uses to join a job, allocate
+// symmetric memory and move data from the host. OpenSHMEM/NVSHMEM meaning
+// throughout: nvst::malloc is nvshmem_malloc, nvst::ptr is nvshmem_ptr, and
+// so on; the device half of the API is in <nvst/device.cuh>.
+//
+// Every function validates its arguments and throws nvst::Error with a
+// message that names what was wrong. Collective functions (init, malloc,
+// calloc, free, barrier_all, finalize) must be called by every PE in the same
+// order; a PE that dies meanwhile is reported by the others, and every wait
+// ends after NVST_TIMEOUT_S seconds (default 120) with a message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+#include "nvst/error.hpp"
+
+namespace nvst {
+
+// Where the symmetric heap lives and how node peers reach it.
+enum class HeapKind {
+  kAuto,     // kCuMem where a GPU is present, else kHost
+  kCuMem,    // cuMemCreate + POSIX fd over a Unix socket + cuMemMap (NVLink)
+  kCudaIpc,  // legacy cudaIpcGetMemHandle / cudaIpcOpenMemHandle fallback
+  kHost,     // host memory; no peer is reachable by load/store (CI, laptops)
+};
+
+struct InitOptions {
+  // Bytes of symmetric heap per PE; 0 = NVST_SYMMETRIC_SIZE or 1 GiB
+  // (256 MiB for host heaps). Rounded up to the allocation granularity.
+  std::size_t heap_bytes = 0;
+  // kAuto = NVST_HEAP (auto|cumem|cudaipc|host).
+  HeapKind heap_kind = HeapKind::kAuto;
+};
+
+// Joins the job described by the environment: NVST_* (set by `nvst` and the
+// test harness when they spawn PEs), torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or mpirun
+// (OMPI_COMM_WORLD_*, plus MASTER_ADDR or NVST_BOOTSTRAP_ADDR). Picks the GPU
+// LOCAL_RANK, bootstraps, builds the heap and maps node peers' heaps.
+void init(const InitOptions& options = {});
+// Collective: a barrier, then unmaps and frees everything.
+void finalize();
+bool initialized();
+
+int my_pe();
+int n_pes();
+// -1 when this PE has no GPU (host heap).
+int device();
+HeapKind heap_kind();
+const char* heap_kind_name(HeapKind kind);
+
+// A team is a set of PEs: world (all) and node (the PEs of this node, which
+// reach each other's heaps by load/store). NVST_NODE_SIZE=k splits a host into
+// logical nodes of k PEs.
+enum class Team { kWorld, kNode };
+int team_my_pe(Team team);
+int team_n_pes(Team team);
+// The world PE of the team's member `team_pe`; throws if out of range.
+int team_translate_pe(Team team, int team_pe);
+
+// Symmetric allocation. Collective: every PE passes the same size (checked:
+// a mismatch throws on every PE, naming each PE's size) and receives the same
+// offset in its own heap. Alignment is 256 bytes unless asked otherwise.
+// malloc(0) returns nullptr. Exhaustion throws with the heap's figures.
+void* malloc(std::size_t bytes);
+void* calloc(std::size_t count, std::size_t size);
+void* align(std::size_t alignment, std::size_t bytes);
+// Collective, and a barrier first (no PE frees what a peer may still write).
+void free(void* ptr);
+
+// Bytes of symmetric heap per PE, and those still free.
+std::size_t heap_size();
+std::size_t heap_free_bytes();
+// True when [addr, addr+bytes) lies inside this PE's symmetric heap.
+bool is_symmetric(const void* addr, std::size_t bytes = 1);
+
+// The address through which this PE loads and stores `pe`'s copy of the
+// symmetric object `addr` (nvshmem_ptr). nullptr when `pe` is not reachable
+// by load/store (another node, or a host heap). Throws when addr is not in
+// the heap or pe is out of range.
+void* ptr(const void* addr, int pe);
+
+// Blocking barrier over all PEs: waits for this GPU's work, then for every
+// PE to arrive. Memory written before it by any PE is visible after it.
+void barrier_all();
+// Stream-ordered barrier (a one-block kernel): later work on `stream` starts
+// only after every PE's earlier work on its barrier stream is visible.
+void barrier_all_on_stream(cudaStream_t stream);
+
+// Stream-ordered copies through the copy engine to/from a node peer's heap.
+// dest (put) or src (get) must be symmetric; the other side may be any
+// device or pinned memory. Complete when the stream reaches that point.
+void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
+                      cudaStream_t stream);
+void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
+                      cudaStream_t stream);
+// Blocking forms: return when the copy is complete.
+void putmem(void* dest, const void* src, std::size_t bytes, int pe);
+void getmem(void* dest, const void* src, std::size_t bytes, int pe);
+
+// Settings read from the environment, with defaults, for tools and docs.
+double host_timeout_seconds();    // NVST_TIMEOUT_S, default 120
+double device_timeout_seconds();  // NVST_DEVICE_TIMEOUT_S, default 60
+
+// Bootstrap collectives over the control channel (TCP), for tools and
+// libraries built on the runtime (NCCL/NVSHMEM ids, benchmark results).
+// bootstrap_allgather: `mine` has the same size on every PE (checked).
+std::vector<std::byte> bootstrap_allgather(const void* mine, std::size_t bytes);
+// Root's `bytes` to every PE; every PE passes the same size.
+void bootstrap_broadcast(void* data, std::size_t bytes, int root);
+void bootstrap_barrier();
+
+}  // namespace nvst

@@ -1,0 +1,19 @@
+// The host side of the device API: filling the kernels' view of the job and
+// the few kernels the host API launches. Implemented in device_runtime.cu.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "nvst/device/state.cuh"
+
+namespace nvst::detail {
+
+void upload_device_state(const dev::DeviceState& state);
+// Describes the failure a kernel wrote into the mailbox, or "" if none.
+std::string describe_device_error(const dev::DeviceError* mailbox);
+// A one-block barrier_all kernel on `stream`.
+void launch_barrier_all(cudaStream_t stream);
+
+}  // namespace nvst::detail

@@ -1,0 +1,43 @@
+// The memory behind the symmetric heap, and how node peers reach it. Three
+// kinds (nvst::HeapKind): cuMem + fd passing (NVLink), legacy CUDA IPC, and
+// host memory. The allocator (heap_allocator.hpp) never sees which one.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace nvst {
+
+class Bootstrap;
+
+// What a backing needs to know about this PE's node.
+struct NodeContext {
+  Bootstrap* bootstrap;
+  int rank;                      // world rank
+  std::vector<int> node_pes;     // world ranks of the node, ascending
+  int node_index;                // this PE's index in node_pes
+  int device;                    // CUDA device ordinal, -1 for host heaps
+  std::array<std::uint8_t, 16> cookie;  // the job's cookie (socket dir, fd auth)
+  double timeout_s;
+};
+
+class HeapBacking {
+ public:
+  virtual ~HeapBacking() = default;
+  virtual char* local_base() const = 0;
+  virtual std::size_t size() const = 0;
+  // Node member i's heap as mapped into this process, or nullptr.
+  virtual char* peer_base(int node_index) const = 0;
+  virtual bool on_device() const = 0;
+};
+
+std::unique_ptr<HeapBacking> make_host_heap(std::size_t bytes);
+// Collective over the node (uses the bootstrap for barriers).
+std::unique_ptr<HeapBacking> make_cumem_heap(std::size_t bytes, const NodeContext& node);
+// Collective over the world (exchanges IPC handles through the bootstrap).
+std::unique_ptr<HeapBacking> make_cudaipc_heap(std::size_t bytes, const NodeContext& node);
+
+}  // namespace nvst

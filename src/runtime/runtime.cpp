@@ -1,0 +1,448 @@
+// nvst::init and the host API: the process-wide runtime state and the
+// functions of <nvst/nvst.hpp>.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "device/device_runtime.hpp"
+#include "nvst/nvst.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/error_hooks.hpp"
+#include "runtime/heap_allocator.hpp"
+#include "runtime/heap_backing.hpp"
+#include "runtime/launch_env.hpp"
+#include "runtime/settings.hpp"
+
+namespace nvst {
+
+namespace {
+
+constexpr std::size_t kDefaultAlignment = 256;
+
+// What each PE tells the others at start-up.
+struct PeerInfo {
+  char hostname[64];
+  char boot_id[40];
+  char pci_bus_id[32];
+  std::int32_t device;  // -1: no GPU
+  std::int32_t heap_kind;
+  std::uint64_t heap_bytes;
+  std::int32_t pid;
+  std::int32_t pad;
+};
+
+struct Runtime {
+  LaunchInfo launch;
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::vector<PeerInfo> peers;
+  std::vector<int> node_pes;  // world ranks of this PE's node
+  int node_index = 0;
+  int device = -1;
+  HeapKind kind = HeapKind::kHost;
+  std::unique_ptr<HeapBacking> heap;
+  std::unique_ptr<HeapAllocator> allocator;
+  dev::DeviceError* mailbox = nullptr;  // pinned, mapped
+  std::uint64_t alloc_calls = 0;
+};
+
+std::unique_ptr<Runtime> g_rt;
+
+Runtime& rt(const char* fn) {
+  NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called before nvst::init()");
+  return *g_rt;
+}
+
+std::string read_first_line(const char* path) {
+  std::ifstream f(path);
+  std::string s;
+  std::getline(f, s);
+  return s;
+}
+
+void copy_str(char* dst, std::size_t cap, const std::string& s) {
+  std::memset(dst, 0, cap);
+  std::memcpy(dst, s.data(), std::min(cap - 1, s.size()));
+}
+
+int visible_gpu_count() {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // no driver / no device: not an error for host PEs
+    return 0;
+  }
+  return n;
+}
+
+HeapKind parse_heap_kind(const std::string& s) {
+  if (s == "auto") return HeapKind::kAuto;
+  if (s == "cumem") return HeapKind::kCuMem;
+  if (s == "cudaipc") return HeapKind::kCudaIpc;
+  if (s == "host") return HeapKind::kHost;
+  NVST_FAIL("NVST_HEAP='", s, "' is not one of auto, cumem, cudaipc, host");
+}
+
+// The node of this PE: PEs on the same host (same hostname and boot id),
+// then split into logical nodes of NVST_NODE_SIZE. A node must be a
+// contiguous range of world ranks (what every launcher produces).
+void compute_node(Runtime& r) {
+  const PeerInfo& me = r.peers[static_cast<std::size_t>(r.launch.rank)];
+  std::vector<int> host_pes;
+  for (int p = 0; p < r.launch.world; ++p) {
+    const PeerInfo& o = r.peers[static_cast<std::size_t>(p)];
+    if (std::strcmp(o.hostname, me.hostname) == 0 && std::strcmp(o.boot_id, me.boot_id) == 0)
+      host_pes.push_back(p);
+  }
+  for (std::size_t i = 1; i < host_pes.size(); ++i)
+    NVST_REQUIRE(host_pes[i] == host_pes[i - 1] + 1, "the PEs on host ", me.hostname,
+                 " are not a contiguous range of ranks (", host_pes[i - 1], ", ", host_pes[i],
+                 "); launch ranks node by node");
+  int idx = static_cast<int>(std::find(host_pes.begin(), host_pes.end(), r.launch.rank) - host_pes.begin());
+  int k = settings::node_size().value_or(static_cast<int>(host_pes.size()));
+  int first = idx / k * k;
+  int last = std::min(first + k, static_cast<int>(host_pes.size()));
+  r.node_pes.assign(host_pes.begin() + first, host_pes.begin() + last);
+  r.node_index = idx - first;
+  NVST_REQUIRE(static_cast<int>(r.node_pes.size()) <= dev::kMaxNodePes, "a node of ",
+               r.node_pes.size(), " PEs exceeds the supported ", dev::kMaxNodePes);
+}
+
+void check_agreement(const Runtime& r) {
+  const PeerInfo& me = r.peers[static_cast<std::size_t>(r.launch.rank)];
+  for (int p = 0; p < r.launch.world; ++p) {
+    const PeerInfo& o = r.peers[static_cast<std::size_t>(p)];
+    NVST_REQUIRE(o.heap_bytes == me.heap_bytes, "PEs disagree on the symmetric heap size: rank ",
+                 r.launch.rank, " has ", me.heap_bytes, " bytes, rank ", p, " has ",
+                 o.heap_bytes, " (NVST_SYMMETRIC_SIZE must be the same everywhere)");
+    NVST_REQUIRE(o.heap_kind == me.heap_kind, "PEs disagree on the heap kind: rank ",
+                 r.launch.rank, " uses ", heap_kind_name(static_cast<HeapKind>(me.heap_kind)),
+                 ", rank ", p, " uses ", heap_kind_name(static_cast<HeapKind>(o.heap_kind)));
+  }
+}
+
+void upload_state(Runtime& r) {
+  if (r.device < 0) return;
+  dev::DeviceState s{};
+  s.my_pe = r.launch.rank;
+  s.n_pes = r.launch.world;
+  s.node_first_pe = r.node_pes.front();
+  s.node_n_pes = static_cast<int>(r.node_pes.size());
+  s.heap_base = r.heap->local_base();
+  s.heap_size = r.heap->size();
+  for (int i = 0; i < s.node_n_pes; ++i) s.peer_base[i] = r.heap->peer_base(i);
+  s.barrier_seq = reinterpret_cast<std::uint64_t*>(s.heap_base);
+  s.barrier_flags = reinterpret_cast<std::uint64_t*>(s.heap_base + 64);
+  s.timeout_ns = static_cast<std::uint64_t>(settings::device_timeout_s() * 1e9);
+  s.error = r.mailbox;
+  s.initialized = 1;
+  detail::upload_device_state(s);
+}
+
+void check_pe(const Runtime& r, int pe, const char* fn) {
+  NVST_REQUIRE(pe >= 0 && pe < r.launch.world, "nvst::", fn, ": PE ", pe, " out of range [0, ",
+               r.launch.world, ")");
+}
+
+void check_symmetric(const Runtime& r, const void* addr, std::size_t bytes, const char* fn,
+                     const char* what) {
+  const char* base = r.heap->local_base();
+  const char* p = static_cast<const char*>(addr);
+  const std::size_t size = r.heap->size();
+  NVST_REQUIRE(p >= base + dev::kReservedHeapBytes && bytes <= size &&
+                   static_cast<std::size_t>(p - base) <= size - bytes,
+               "nvst::", fn, ": ", what, " ", addr, " (+", bytes,
+               " bytes) is not inside the symmetric heap's allocatable range [",
+               static_cast<const void*>(base + dev::kReservedHeapBytes), ", ",
+               static_cast<const void*>(base + size), ")");
+}
+
+void init_after_bootstrap(Runtime& r, HeapKind kind, std::size_t heap_bytes);
+
+}  // namespace
+
+const char* heap_kind_name(HeapKind kind) {
+  switch (kind) {
+    case HeapKind::kAuto: return "auto";
+    case HeapKind::kCuMem: return "cumem";
+    case HeapKind::kCudaIpc: return "cudaipc";
+    case HeapKind::kHost: return "host";
+  }
+  return "?";
+}
+
+void init(const InitOptions& options) {
+  NVST_REQUIRE(g_rt == nullptr, "nvst::init called twice without nvst::finalize");
+  auto r = std::make_unique<Runtime>();
+  r->launch = launch_info_from_environment();
+  detail::set_error_rank(r->launch.rank);
+
+  HeapKind kind = options.heap_kind;
+  if (kind == HeapKind::kAuto) kind = parse_heap_kind(settings::get("NVST_HEAP").value_or("auto"));
+  const int gpus = kind == HeapKind::kHost ? 0 : visible_gpu_count();
+  if (kind == HeapKind::kAuto) kind = gpus > 0 ? HeapKind::kCuMem : HeapKind::kHost;
+  if (kind != HeapKind::kHost) {
+    NVST_REQUIRE(gpus > 0, "heap kind ", heap_kind_name(kind),
+                 " needs a GPU and none is visible (NVST_HEAP=host runs without one)");
+    int want = static_cast<int>(settings::get_int("NVST_DEVICE").value_or(r->launch.local_rank % gpus));
+    NVST_REQUIRE(want >= 0 && want < gpus, "device ", want, " out of range: ", gpus,
+                 " GPU(s) visible (local rank ", r->launch.local_rank, ")");
+    r->device = want;
+    NVST_CHECK_CUDA(cudaSetDevice(r->device));
+    NVST_CHECK_CUDA(cudaFree(nullptr));  // create the context now
+  }
+  r->kind = kind;
+  const std::size_t heap_bytes =
+      options.heap_bytes ? options.heap_bytes : settings::heap_bytes(kind == HeapKind::kHost);
+  NVST_REQUIRE(heap_bytes > dev::kReservedHeapBytes, "symmetric heap of ", heap_bytes,
+               " bytes is too small (the runtime reserves ", dev::kReservedHeapBytes, ")");
+
+  r->bootstrap = std::make_unique<Bootstrap>(r->launch.id, r->launch.rank, r->launch.world,
+                                             settings::host_timeout_s());
+  try {
+    init_after_bootstrap(*r, kind, heap_bytes);
+  } catch (const std::exception& e) {
+    // Tell the others why, so they report this instead of a closed socket.
+    r->bootstrap->abort(e.what());
+    throw;
+  }
+  g_rt = std::move(r);
+}
+
+namespace {
+void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
+  Runtime* r = &rr;
+  PeerInfo mine{};
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  copy_str(mine.hostname, sizeof(mine.hostname), host);
+  copy_str(mine.boot_id, sizeof(mine.boot_id), read_first_line("/proc/sys/kernel/random/boot_id"));
+  mine.device = r->device;
+  if (r->device >= 0) NVST_CHECK_CUDA(cudaDeviceGetPCIBusId(mine.pci_bus_id, sizeof(mine.pci_bus_id), r->device));
+  mine.heap_kind = static_cast<std::int32_t>(kind);
+  mine.heap_bytes = heap_bytes;
+  mine.pid = static_cast<std::int32_t>(::getpid());
+  auto all = r->bootstrap->allgather(&mine, sizeof(mine), "init: peer info");
+  r->peers.resize(static_cast<std::size_t>(r->launch.world));
+  std::memcpy(r->peers.data(), all.data(), all.size());
+  check_agreement(*r);
+  compute_node(*r);
+
+  NodeContext node{r->bootstrap.get(), r->launch.rank, r->node_pes, r->node_index, r->device,
+                   r->launch.id.cookie, settings::host_timeout_s()};
+  switch (kind) {
+    case HeapKind::kCuMem: r->heap = make_cumem_heap(heap_bytes, node); break;
+    case HeapKind::kCudaIpc: r->heap = make_cudaipc_heap(heap_bytes, node); break;
+    default: r->heap = make_host_heap(heap_bytes); break;
+  }
+  r->allocator = std::make_unique<HeapAllocator>(dev::kReservedHeapBytes, r->heap->size());
+
+  if (r->device >= 0) {
+    // Zero the heap (barrier words included) before any peer may write it.
+    NVST_CHECK_CUDA(cudaMemset(r->heap->local_base(), 0, r->heap->size()));
+    NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&r->mailbox), sizeof(dev::DeviceError),
+                                  cudaHostAllocMapped));
+    std::memset(r->mailbox, 0, sizeof(dev::DeviceError));
+    dev::DeviceError* mailbox = r->mailbox;
+    detail::set_device_error_describer([mailbox] { return detail::describe_device_error(mailbox); });
+    upload_state(*r);
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  }
+  r->bootstrap->barrier("init: heaps ready");
+}
+}  // namespace
+
+void finalize() {
+  Runtime& r = rt("finalize");
+  // Everyone stops touching peers' heaps before anyone unmaps.
+  barrier_all();
+  detail::set_device_error_describer(nullptr);
+  r.heap.reset();
+  if (r.mailbox) cudaFreeHost(r.mailbox);
+  r.bootstrap->barrier("finalize");
+  g_rt.reset();
+}
+
+bool initialized() { return g_rt != nullptr; }
+int my_pe() { return rt("my_pe").launch.rank; }
+int n_pes() { return rt("n_pes").launch.world; }
+int device() { return rt("device").device; }
+HeapKind heap_kind() { return rt("heap_kind").kind; }
+
+int team_my_pe(Team team) {
+  Runtime& r = rt("team_my_pe");
+  return team == Team::kWorld ? r.launch.rank : r.node_index;
+}
+int team_n_pes(Team team) {
+  Runtime& r = rt("team_n_pes");
+  return team == Team::kWorld ? r.launch.world : static_cast<int>(r.node_pes.size());
+}
+int team_translate_pe(Team team, int team_pe) {
+  const int n = team_n_pes(team);
+  NVST_REQUIRE(team_pe >= 0 && team_pe < n, "nvst::team_translate_pe: PE ", team_pe,
+               " out of range [0, ", n, ") of the ", team == Team::kWorld ? "world" : "node",
+               " team");
+  return team == Team::kWorld ? team_pe : g_rt->node_pes[static_cast<std::size_t>(team_pe)];
+}
+
+void* align(std::size_t alignment, std::size_t bytes) {
+  Runtime& r = rt("malloc");
+  NVST_REQUIRE(alignment > 0 && (alignment & (alignment - 1)) == 0,
+               "nvst::align: alignment ", alignment, " is not a power of two");
+  // Every PE checks that every PE asked for the same thing, so a mismatch is
+  // reported everywhere instead of corrupting offsets.
+  struct Request {
+    std::uint64_t bytes, alignment, call;
+  } req{bytes, alignment, ++r.alloc_calls};
+  auto all = r.bootstrap->allgather(&req, sizeof(req), "malloc");
+  std::vector<Request> reqs(static_cast<std::size_t>(r.launch.world));
+  std::memcpy(reqs.data(), all.data(), all.size());
+  bool same = std::all_of(reqs.begin(), reqs.end(), [&](const Request& o) {
+    return o.bytes == req.bytes && o.alignment == req.alignment && o.call == req.call;
+  });
+  if (!same) {
+    std::ostringstream who;
+    for (int p = 0; p < r.launch.world; ++p) {
+      const Request& o = reqs[static_cast<std::size_t>(p)];
+      who << (p ? "; " : "") << "rank " << p << ": " << o.bytes << " bytes, alignment "
+          << o.alignment << ", allocation #" << o.call;
+    }
+    NVST_FAIL("nvst::malloc: PEs disagree on the symmetric allocation (", who.str(), ")");
+  }
+  if (bytes == 0) return nullptr;
+  auto off = r.allocator->allocate(bytes, std::max<std::size_t>(alignment, 16));
+  NVST_REQUIRE(off.has_value(), "nvst::malloc: symmetric heap exhausted: asked ", bytes,
+               " bytes (alignment ", alignment, "), largest free block ",
+               r.allocator->largest_free_block(), " of ", r.allocator->free_bytes(),
+               " free bytes; heap size ", r.heap->size(),
+               " (raise NVST_SYMMETRIC_SIZE or InitOptions::heap_bytes)");
+  return r.heap->local_base() + *off;
+}
+
+void* malloc(std::size_t bytes) { return align(kDefaultAlignment, bytes); }
+
+void* calloc(std::size_t count, std::size_t size) {
+  NVST_REQUIRE(size == 0 || count <= SIZE_MAX / size, "nvst::calloc: ", count, " x ", size,
+               " bytes overflows");
+  const std::size_t bytes = count * size;
+  void* p = malloc(bytes);
+  if (p == nullptr) return p;
+  if (rt("calloc").heap->on_device()) {
+    NVST_CHECK_CUDA(cudaMemset(p, 0, bytes));
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  } else {
+    std::memset(p, 0, bytes);
+  }
+  return p;
+}
+
+void free(void* ptr) {
+  Runtime& r = rt("free");
+  if (ptr == nullptr) return;
+  const char* base = r.heap->local_base();
+  const char* p = static_cast<const char*>(ptr);
+  NVST_REQUIRE(p >= base && p < base + r.heap->size(),
+               "nvst::free: pointer ", ptr, " is not in the symmetric heap");
+  const std::size_t off = static_cast<std::size_t>(p - base);
+  NVST_REQUIRE(r.allocator->block_size(off) > 0, "nvst::free: pointer ", ptr,
+               " was not returned by nvst::malloc (or was freed already)");
+  barrier_all();
+  r.allocator->release(off);
+}
+
+std::size_t heap_size() { return rt("heap_size").heap->size(); }
+std::size_t heap_free_bytes() { return rt("heap_free_bytes").allocator->free_bytes(); }
+
+bool is_symmetric(const void* addr, std::size_t bytes) {
+  Runtime& r = rt("is_symmetric");
+  const char* base = r.heap->local_base();
+  const char* p = static_cast<const char*>(addr);
+  return p >= base && bytes <= r.heap->size() &&
+         static_cast<std::size_t>(p - base) <= r.heap->size() - bytes;
+}
+
+void* ptr(const void* addr, int pe) {
+  Runtime& r = rt("ptr");
+  check_pe(r, pe, "ptr");
+  NVST_REQUIRE(is_symmetric(addr, 1), "nvst::ptr: address ", addr,
+               " is not in the symmetric heap");
+  if (pe == r.launch.rank) return const_cast<void*>(addr);
+  auto it = std::find(r.node_pes.begin(), r.node_pes.end(), pe);
+  if (it == r.node_pes.end()) return nullptr;
+  char* peer = r.heap->peer_base(static_cast<int>(it - r.node_pes.begin()));
+  if (peer == nullptr) return nullptr;
+  return peer + (static_cast<const char*>(addr) - r.heap->local_base());
+}
+
+void barrier_all() {
+  Runtime& r = rt("barrier_all");
+  if (r.device >= 0) NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  r.bootstrap->barrier("barrier_all");
+}
+
+void barrier_all_on_stream(cudaStream_t stream) {
+  Runtime& r = rt("barrier_all_on_stream");
+  NVST_REQUIRE(r.device >= 0, "nvst::barrier_all_on_stream needs a GPU (this PE has a host heap)");
+  for (int pe = 0; pe < r.launch.world; ++pe)
+    NVST_REQUIRE(std::find(r.node_pes.begin(), r.node_pes.end(), pe) != r.node_pes.end(),
+                 "nvst::barrier_all_on_stream: PE ", pe,
+                 " is on another node; device barriers across nodes need the proxy transport");
+  detail::launch_barrier_all(stream);
+}
+
+namespace {
+void* peer_or_throw(Runtime& r, const void* sym, int pe, const char* fn) {
+  void* p = ptr(sym, pe);
+  NVST_REQUIRE(p != nullptr, "nvst::", fn, ": PE ", pe, " is not reachable from PE ",
+               r.launch.rank, " by the copy engine (not on this node, or a host heap)");
+  return p;
+}
+}  // namespace
+
+void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
+                      cudaStream_t stream) {
+  Runtime& r = rt("putmem_on_stream");
+  check_pe(r, pe, "putmem_on_stream");
+  if (bytes == 0) return;
+  NVST_REQUIRE(src != nullptr, "nvst::putmem_on_stream: src is null");
+  check_symmetric(r, dest, bytes, "putmem_on_stream", "dest");
+  void* remote = peer_or_throw(r, dest, pe, "putmem_on_stream");
+  NVST_CHECK_CUDA(cudaMemcpyAsync(remote, src, bytes, cudaMemcpyDefault, stream));
+}
+
+void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
+                      cudaStream_t stream) {
+  Runtime& r = rt("getmem_on_stream");
+  check_pe(r, pe, "getmem_on_stream");
+  if (bytes == 0) return;
+  NVST_REQUIRE(dest != nullptr, "nvst::getmem_on_stream: dest is null");
+  check_symmetric(r, src, bytes, "getmem_on_stream", "src");
+  void* remote = peer_or_throw(r, src, pe, "getmem_on_stream");
+  NVST_CHECK_CUDA(cudaMemcpyAsync(dest, remote, bytes, cudaMemcpyDefault, stream));
+}
+
+void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
+  putmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
+  if (bytes) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
+void getmem(void* dest, const void* src, std::size_t bytes, int pe) {
+  getmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
+  if (bytes) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
+double host_timeout_seconds() { return settings::host_timeout_s(); }
+double device_timeout_seconds() { return settings::device_timeout_s(); }
+
+std::vector<std::byte> bootstrap_allgather(const void* mine, std::size_t bytes) {
+  return rt("bootstrap_allgather").bootstrap->allgather(mine, bytes, "bootstrap_allgather");
+}
+void bootstrap_broadcast(void* data, std::size_t bytes, int root) {
+  rt("bootstrap_broadcast").bootstrap->broadcast(data, bytes, root, "bootstrap_broadcast");
+}
+void bootstrap_barrier() { rt("bootstrap_barrier").bootstrap->barrier("bootstrap_barrier"); }
+
+}  // namespace nvst

@@ -1,0 +1,22 @@
+// Settings read from the environment: one place, with their defaults, so the
+// README's table and the code agree.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace nvst::settings {
+
+std::optional<std::string> get(const char* name);
+// Integer or size ("1G", "256M", "4096"); throws naming the variable on junk.
+std::optional<std::size_t> get_size(const char* name);
+std::optional<long> get_int(const char* name);
+std::optional<double> get_double(const char* name);
+
+double host_timeout_s();       // NVST_TIMEOUT_S (120)
+double device_timeout_s();     // NVST_DEVICE_TIMEOUT_S (60)
+std::size_t heap_bytes(bool host_heap);  // NVST_SYMMETRIC_SIZE (1G; 256M host)
+std::optional<int> node_size();  // NVST_NODE_SIZE: logical nodes of k PEs
+
+}  // namespace nvst::settings

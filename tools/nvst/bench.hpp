@@ -1,0 +1,30 @@
+// Benchmarks of the `nvst bench` command. Each runs inside every PE of a job
+// (nvst spawns the PEs, or torchrun/mpirun did) and initialises the runtime
+// itself, because the heap it needs depends on the sizes asked for.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace nvst::tools {
+
+// nccl-tests' flags where they mean the same thing.
+struct BenchOptions {
+  std::size_t min_bytes = 4096;          // -b
+  std::size_t max_bytes = std::size_t{1} << 30;  // -e
+  double factor = 2.0;                   // -f
+  int iters = 20;                        // -n: timed iterations per sample
+  int warmup = 5;                        // -w
+  int samples = 5;                       // timed samples; the median is reported
+  bool check = true;                     // -c: verify data (#wrong column)
+  std::string json_path;                 // --json: write results here (rank 0)
+  std::string label;                     // free text stored in the JSON
+};
+
+// Point-to-point between PE 0 and PE 1 (needs 2 PEs with GPUs). Returns the
+// process exit code.
+int bench_p2p(const BenchOptions& options);
+// What runs without a GPU: bootstrap latency and host heap operations.
+int bench_host(const BenchOptions& options);
+
+}  // namespace nvst::tools
