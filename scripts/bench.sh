@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The benchmark command: builds if needed, then runs `nvst bench` on whatever
+# hardware is present (p2p with 2+ GPUs; host-side benchmarks without).
+# Extra arguments go to nvst bench (e.g. -b 4K -e 1G --json out.json).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+if [ ! -x "$BUILD_DIR/bin/nvst" ]; then
+  bash scripts/install_deps.sh
+  bash scripts/build.sh
+fi
+exec "$BUILD_DIR/bin/nvst" bench "$@"

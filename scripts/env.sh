@@ -1,0 +1,7 @@
+# Sourced by the scripts: the CMake from PyPI and the build folder.
+CMAKE="$(python3 -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))' 2>/dev/null || command -v cmake)"
+CTEST="$(dirname "$CMAKE")/ctest"
+BUILD_DIR="${NVST_BUILD_DIR:-build}"
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.ccache}"
+# NVLink multicast stays off everywhere (see README: shared GPU hosts).
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

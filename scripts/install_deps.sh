@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what the build needs on a fresh Debian 12 / Ubuntu machine that
+# already has the CUDA toolkit in /usr/local/cuda. Safe to run again: it
+# skips what is present. Versions are pinned where they come from PyPI.
+set -euo pipefail
+
+APT_PACKAGES=(build-essential ninja-build ccache libfabric-dev libhwloc-dev libgtest-dev
+              libbenchmark-dev libcli11-dev nlohmann-json3-dev python3-pip)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install_deps: apt-get install ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# CMake 3.31 (Debian's 3.25 cannot hand C++20 to nvcc 13) and NVSHMEM 3.4.5,
+# the GPU machines' version, so the NVSHMEM baseline compiles here too.
+PIP_PACKAGES=(cmake==3.31.6 nvidia-nvshmem-cu13==3.4.5)
+need_pip=0
+python3 -c "import cmake; assert cmake.__version__.startswith('3.31.6')" 2>/dev/null || need_pip=1
+python3 -c "import importlib.metadata as m; assert m.version('nvidia-nvshmem-cu13') == '3.4.5'" 2>/dev/null || need_pip=1
+if [ $need_pip -eq 1 ]; then
+  echo "install_deps: pip install ${PIP_PACKAGES[*]}"
+  python3 -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>&1 | grep -v "Running pip as the 'root'" || true
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "install_deps: /usr/local/cuda/bin/nvcc not found: install the CUDA toolkit 13.0 first" >&2
+  exit 1
+fi

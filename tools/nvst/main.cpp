@@ -1,0 +1,153 @@
+// nvst: the command-line tool. `nvst info`, `nvst bench [p2p|host]`,
+// `nvst selftest`. Without a launcher it spawns one process per PE itself
+// (re-running this binary with NVST_* set); under torchrun or mpirun each
+// process is already a PE.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench.hpp"
+#include "commands.hpp"
+#include "nvst/error.hpp"
+#include "nvst/launch.hpp"
+
+namespace {
+
+using nvst::tools::BenchOptions;
+
+std::vector<std::string> g_argv;
+
+// Runs `pe_main` in every PE: here when already a PE, else in `np` spawned
+// copies of this command.
+int run_as_job(int np, const std::vector<std::pair<std::string, std::string>>& env,
+               int (*pe_main)(const BenchOptions&), const BenchOptions& opts) {
+  if (nvst::is_pe_process()) return pe_main(opts);
+  nvst::SpawnOptions spawn;
+  spawn.nprocs = np;
+  spawn.argv = g_argv;
+  spawn.env = env;
+  return nvst::spawn_and_wait(spawn);
+}
+
+int selftest_main(const BenchOptions&) { return nvst::tools::selftest_pe(); }
+
+// This command line with the benchmark named explicitly, for the PEs.
+std::vector<std::string> bench_argv(std::vector<std::string> args, const std::string& which) {
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    if (args[i] != "bench") continue;
+    if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "all"))
+      args[i + 1] = which;
+    else
+      args.insert(args.begin() + static_cast<long>(i) + 1, which);
+    break;
+  }
+  return args;
+}
+
+std::size_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  NVST_REQUIRE(end != s.c_str() && v >= 0, "not a size: '", s, "' (examples: 4K, 16M, 1G)");
+  std::string unit(end);
+  double mul = 1;
+  if (unit == "K" || unit == "k" || unit == "KB") mul = 1024.0;
+  else if (unit == "M" || unit == "m" || unit == "MB") mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g" || unit == "GB") mul = 1024.0 * 1024 * 1024;
+  else NVST_REQUIRE(unit.empty() || unit == "B", "not a size: '", s, "' (examples: 4K, 16M, 1G)");
+  return static_cast<std::size_t>(v * mul);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) g_argv.emplace_back(argv[i]);
+  CLI::App app{"nvst: NVSHMEM-Tutorial's runtime tool (info, benchmarks, self-test)"};
+  app.require_subcommand(1);
+
+  app.add_subcommand("info", "GPUs, NVLink/peer-access matrix, transports and versions");
+
+  BenchOptions opts;
+  std::string min_s = "4K", max_s = "1G";
+  int np = 0;
+  auto* bench = app.add_subcommand(
+      "bench", "benchmarks on whatever hardware is present (p2p with 2+ GPUs, host otherwise)");
+  bench->add_option("which", "p2p, host, or all (default: all that the hardware allows)")
+      ->check(CLI::IsMember({"p2p", "host", "all"}));
+  bench->add_option("-b,--minbytes", min_s, "smallest size (nccl-tests -b)");
+  bench->add_option("-e,--maxbytes", max_s, "largest size (nccl-tests -e)");
+  bench->add_option("-f,--stepfactor", opts.factor, "size multiplier (nccl-tests -f)")
+      ->check(CLI::Range(1.01, 1024.0));
+  bench->add_option("-n,--iters", opts.iters, "timed iterations per sample (nccl-tests -n)")
+      ->check(CLI::Range(1, 1000000));
+  bench->add_option("-w,--warmup_iters", opts.warmup, "warm-up iterations (nccl-tests -w)")
+      ->check(CLI::Range(0, 1000000));
+  bench->add_option("--samples", opts.samples, "timed samples; the median is reported")
+      ->check(CLI::Range(1, 1000));
+  bench->add_option("-c,--check", opts.check, "verify data and count wrong words (0/1)");
+  bench->add_option("--json", opts.json_path, "write results as JSON (rank 0)");
+  bench->add_option("--label", opts.label, "free text stored in the JSON");
+  bench->add_option("--np", np, "PEs to spawn (default: 2 GPUs for p2p, 4 host PEs)")
+      ->check(CLI::Range(1, 1024));
+
+  int self_np = 0;
+  auto* self = app.add_subcommand("selftest", "quick end-to-end check of the runtime");
+  self->add_option("--np", self_np, "PEs to spawn (default: every GPU, or 2 host PEs)")
+      ->check(CLI::Range(1, 1024));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (app.got_subcommand("info")) return nvst::tools::info();
+
+    if (app.got_subcommand("selftest")) {
+      const int gpus = nvst::tools::gpu_count();
+      int n = self_np ? self_np : (gpus > 0 ? gpus : 2);
+      std::vector<std::pair<std::string, std::string>> env;
+      if (gpus == 0) env.emplace_back("NVST_HEAP", "host");
+      return run_as_job(n, env, selftest_main, opts);
+    }
+
+    // bench
+    opts.min_bytes = parse_size(min_s);
+    opts.max_bytes = parse_size(max_s);
+    NVST_REQUIRE(opts.min_bytes >= 1 && opts.min_bytes <= opts.max_bytes,
+                 "need 1 <= minbytes <= maxbytes, got ", opts.min_bytes, " and ", opts.max_bytes);
+    std::string which = bench->get_option("which")->empty()
+                            ? "all"
+                            : bench->get_option("which")->as<std::string>();
+    if (nvst::is_pe_process()) {
+      // Already a PE (spawned by us, torchrun or mpirun): run the one asked.
+      if (which == "host") return nvst::tools::bench_host(opts);
+      return nvst::tools::bench_p2p(opts);
+    }
+    const int gpus = nvst::tools::gpu_count();
+    int rc = 0;
+    if (which == "p2p" || (which == "all" && gpus >= 2)) {
+      NVST_REQUIRE(gpus >= 2, "nvst bench p2p needs 2 GPUs; ", gpus, " visible");
+      std::printf("# nvst bench p2p: %d GPU(s) visible, PE 0 -> PE 1\n", gpus);
+      std::fflush(stdout);
+      g_argv = bench_argv(g_argv, "p2p");
+      rc = run_as_job(np ? np : 2, {}, nvst::tools::bench_p2p, opts);
+    }
+    if (which == "host" || (which == "all" && gpus < 2)) {
+      if (gpus == 0)
+        std::printf("# no GPU found: running host-side benchmarks only (host-memory PEs)\n");
+      else if (which == "all")
+        std::printf("# %d GPU visible: p2p needs 2; running host-side benchmarks\n", gpus);
+      std::fflush(stdout);
+      g_argv = bench_argv(g_argv, "host");
+      int rc2 = run_as_job(np ? np : 4, {{"NVST_HEAP", "host"}}, nvst::tools::bench_host, opts);
+      if (rc == 0) rc = rc2;
+    }
+    return rc;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvst: error: %s\n", e.what());
+    return 1;
+  }
+}
