@@ -5,6 +5,7 @@
 //
 //   nvst::dev::p / g                       nvshmem_p / nvshmem_g
 //   nvst::dev::putmem[_nbi][_warp|_block]  nvshmem[x]_putmem[_nbi][_warp|_block]
+//   nvst::dev::putmem_nbi_block_tma        (ours: block put staged through the TMA)
 //   nvst::dev::getmem[_nbi][_warp|_block]  nvshmem[x]_getmem[_nbi][_warp|_block]
 //   nvst::dev::putmem_signal[_nbi][...]    nvshmem[x]_putmem_signal[_nbi][...]
 //   nvst::dev::signal_op                   nvshmemx_signal_op
@@ -19,3 +20,5 @@
 #include "nvst/device/signal.cuh"
 #include "nvst/device/state.cuh"
 #include "nvst/device/sync.cuh"
+// rma_address is used by the TMA put, so it comes after rma.cuh.
+#include "nvst/device/copy_tma.cuh"

@@ -8,6 +8,7 @@
 namespace nvst::dev {
 // The one copy of the kernels' view of the job (see state.cuh).
 __constant__ DeviceState g_device_state;
+__device__ int g_device_failure_claimed = 0;
 }  // namespace nvst::dev
 
 namespace nvst::detail {

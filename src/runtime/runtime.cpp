@@ -410,6 +410,10 @@ void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
   NVST_REQUIRE(src != nullptr, "nvst::putmem_on_stream: src is null");
   check_symmetric(r, dest, bytes, "putmem_on_stream", "dest");
   void* remote = peer_or_throw(r, dest, pe, "putmem_on_stream");
+  if (!r.heap->on_device()) {  // host heap: only this PE is reachable, by memcpy
+    std::memmove(remote, src, bytes);
+    return;
+  }
   NVST_CHECK_CUDA(cudaMemcpyAsync(remote, src, bytes, cudaMemcpyDefault, stream));
 }
 
@@ -421,17 +425,21 @@ void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
   NVST_REQUIRE(dest != nullptr, "nvst::getmem_on_stream: dest is null");
   check_symmetric(r, src, bytes, "getmem_on_stream", "src");
   void* remote = peer_or_throw(r, src, pe, "getmem_on_stream");
+  if (!r.heap->on_device()) {
+    std::memmove(dest, remote, bytes);
+    return;
+  }
   NVST_CHECK_CUDA(cudaMemcpyAsync(dest, remote, bytes, cudaMemcpyDefault, stream));
 }
 
 void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
   putmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
-  if (bytes) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  if (bytes && g_rt->heap->on_device()) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
 void getmem(void* dest, const void* src, std::size_t bytes, int pe) {
   getmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
-  if (bytes) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  if (bytes && g_rt->heap->on_device()) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
 double host_timeout_seconds() { return settings::host_timeout_s(); }

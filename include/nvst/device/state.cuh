@@ -65,9 +65,14 @@ struct DeviceState {
 }  // namespace nvst::dev
 
 #ifdef __CUDACC__
+#include <cstdio>
+
 namespace nvst::dev {
 
 extern __constant__ DeviceState g_device_state;
+// Claimed (0 -> 1) by the first failing thread. In device memory, because
+// atomics on pinned host memory are not guaranteed atomic over PCIe.
+extern __device__ int g_device_failure_claimed;
 
 __device__ __forceinline__ const DeviceState& state() { return g_device_state; }
 
@@ -85,7 +90,7 @@ __device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64
                                          int cmp) {
   const DeviceState& s = state();
   DeviceError* e = s.error;
-  if (e != nullptr && atomicCAS_system(&e->flag, 0, 1) == 0) {
+  if (e != nullptr && atomicCAS(&g_device_failure_claimed, 0, 1) == 0) {
     e->kind = static_cast<int>(kind);
     e->my_pe = s.my_pe;
     e->peer_pe = peer_pe;
@@ -95,6 +100,8 @@ __device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64
     e->offset = offset;
     e->observed = observed;
     e->expected = expected;
+    __threadfence_system();
+    *reinterpret_cast<volatile int*>(&e->flag) = 1;  // published last
     __threadfence_system();
   }
   printf("[nvst PE %d] device error kind=%d peer=%d offset=0x%llx observed=%llu expected=%llu "
