@@ -1,0 +1,59 @@
+// `nvst bench host`: what can be measured without a GPU today: the
+// bootstrap's barrier and allgather latency between host-memory PEs.
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "bench.hpp"
+#include "nvst/nvst.hpp"
+#include "report.hpp"
+
+namespace nvst::tools {
+
+int bench_host(const BenchOptions& o) {
+  nvst::InitOptions init;
+  init.heap_kind = nvst::HeapKind::kHost;
+  nvst::init(init);
+  Report report;
+  report.label = o.label;
+  using clock = std::chrono::steady_clock;
+  auto time_us = [&](auto&& op) {
+    for (int i = 0; i < o.warmup; ++i) op();
+    std::vector<double> samples;
+    for (int s = 0; s < o.samples; ++s) {
+      nvst::bootstrap_barrier();
+      auto t0 = clock::now();
+      for (int i = 0; i < o.iters; ++i) op();
+      samples.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() / o.iters);
+    }
+    double t = median(samples);
+    nvst::bootstrap_broadcast(&t, sizeof(t), 0);
+    return t;
+  };
+  if (nvst::my_pe() == 0)
+    std::printf("# nvst bench host: %d host-memory PEs on loopback TCP (bootstrap channel)\n",
+                nvst::n_pes());
+  double t = time_us([] { nvst::bootstrap_barrier(); });
+  report.add({"bootstrap_barrier", "nvst_bootstrap", 0, t, 0, 0, 0});
+  const std::size_t cap = std::min<std::size_t>(o.max_bytes, 1u << 20);
+  for (std::size_t b = std::max<std::size_t>(o.min_bytes, 8); b <= cap; b = static_cast<std::size_t>(b * o.factor)) {
+    std::vector<char> mine(b, static_cast<char>(nvst::my_pe()));
+    long long wrong = 0;
+    double us = time_us([&] {
+      auto all = nvst::bootstrap_allgather(mine.data(), b);
+      for (int p = 0; p < nvst::n_pes(); ++p)
+        wrong += all[static_cast<std::size_t>(p) * b + b / 2] != static_cast<std::byte>(p);
+    });
+    report.add({"bootstrap_allgather", "nvst_bootstrap", b, us,
+                static_cast<double>(b) * nvst::n_pes() / us / 1e3, 0, wrong});
+    if (b * o.factor <= b) break;
+  }
+  if (nvst::my_pe() == 0) {
+    report.print_table("nvst_bootstrap", {});
+    report.write_json(o.json_path);
+  }
+  nvst::finalize();
+  return 0;
+}
+
+}  // namespace nvst::tools

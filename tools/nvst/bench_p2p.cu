@@ -1,0 +1,365 @@
+// `nvst bench p2p`: PE 0 -> PE 1 over NVLink, every implementation in one
+// process and one run: our device put (SM stores, and TMA-staged), our
+// copy-engine put, cudaMemcpy over legacy CUDA IPC, NCCL send/recv and
+// NVSHMEM putmem (plugin). One direction and both at once, and a ping-pong
+// latency. Each (impl, size) is timed with CUDA events over `iters`
+// back-to-back operations, `samples` times; the median sample is reported.
+// The receiver checks every 32-bit word of the data afterwards (#wrong).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "baseline_loader.hpp"
+#include "bench.hpp"
+#include "nvst/device.cuh"
+#include "nvst/nvst.hpp"
+#include "report.hpp"
+
+#define NVST_CHECK_NCCL(call)                                                          \
+  do {                                                                                 \
+    ncclResult_t r_ = (call);                                                          \
+    NVST_REQUIRE(r_ == ncclSuccess, #call, " failed: ", ncclGetErrorString(r_));       \
+  } while (0)
+
+namespace nvst::tools {
+
+namespace {
+
+__device__ __forceinline__ std::uint32_t pattern(std::uint32_t seed, std::size_t i) {
+  std::uint64_t x = (static_cast<std::uint64_t>(seed) << 32) ^ i ^ 0x9e3779b97f4a7c15ull;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return static_cast<std::uint32_t>(x) | 1u;  // never zero
+}
+
+__global__ void fill_kernel(std::uint32_t* p, std::size_t n, std::uint32_t seed) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] = pattern(seed, i);
+}
+
+__global__ void count_wrong_kernel(const std::uint32_t* p, std::size_t n, std::uint32_t seed,
+                                   unsigned long long* wrong) {
+  unsigned long long bad = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    bad += p[i] != pattern(seed, i);
+  if (bad) atomicAdd(wrong, bad);
+}
+
+// Our device put: block b moves its 16-byte-aligned share of the buffer.
+template <bool kTma>
+__global__ void put_kernel(char* dst, const char* src, std::size_t bytes, int pe) {
+  const std::size_t per = ((bytes + gridDim.x - 1) / gridDim.x + 15) / 16 * 16;
+  const std::size_t off = per * blockIdx.x;
+  if (off < bytes) {
+    const std::size_t len = bytes - off < per ? bytes - off : per;
+    if constexpr (kTma) nvst::dev::putmem_nbi_block_tma(dst + off, src + off, len, pe);
+    else nvst::dev::putmem_nbi_block(dst + off, src + off, len, pe);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) nvst::dev::quiet();
+}
+
+__global__ void pingpong_kernel(std::uint64_t* flag, int me, int peer, int iters) {
+  for (int i = 1; i <= iters; ++i) {
+    const auto v = static_cast<std::uint64_t>(i);
+    if (me == 0) {
+      nvst::dev::p(flag, v, peer);
+      nvst::dev::wait_until(flag, nvst::dev::Cmp::kEq, v);
+    } else {
+      nvst::dev::wait_until(flag, nvst::dev::Cmp::kEq, v);
+      nvst::dev::p(flag, v, peer);
+    }
+  }
+}
+
+// Blocks for our SM-driven put: about one block per 64 KiB, at least 1, at
+// most 2 per SM. Small puts stay on few blocks (launch and tail cost), large
+// ones use the whole GPU. (Calibrated from the sweep rows: see docs/06.)
+int choose_put_blocks(std::size_t bytes, int sms) {
+  std::size_t b = (bytes + (64u << 10) - 1) / (64u << 10);
+  return static_cast<int>(std::clamp<std::size_t>(b, 1, static_cast<std::size_t>(2 * sms)));
+}
+
+struct Ctx {
+  const BenchOptions& o;
+  int me = 0, peer = 1, sms = 0;
+  cudaStream_t stream{};
+  cudaEvent_t start{}, stop{};
+  unsigned long long* wrong_dev = nullptr;
+  Report report;
+  std::uint32_t seed = 1;
+};
+
+void bcast_cb(void* data, std::size_t bytes, int root) { nvst::bootstrap_broadcast(data, bytes, root); }
+
+// Times `launch` (one operation) on this PE's stream: median over samples of
+// iters back-to-back operations, in microseconds per operation.
+double time_op(Ctx& c, const std::function<void()>& launch) {
+  for (int i = 0; i < c.o.warmup; ++i) launch();
+  NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+  std::vector<double> us;
+  for (int s = 0; s < c.o.samples; ++s) {
+    nvst::bootstrap_barrier();  // both PEs start a sample together
+    NVST_CHECK_CUDA(cudaEventRecord(c.start, c.stream));
+    for (int i = 0; i < c.o.iters; ++i) launch();
+    NVST_CHECK_CUDA(cudaEventRecord(c.stop, c.stream));
+    NVST_CHECK_CUDA(cudaEventSynchronize(c.stop));
+    float ms = 0;
+    NVST_CHECK_CUDA(cudaEventElapsedTime(&ms, c.start, c.stop));
+    us.push_back(1000.0 * ms / c.o.iters);
+  }
+  return median(us);
+}
+
+// Fills src (sender side), poisons dst (receiver side), runs, checks.
+// `send` says whether this PE sends in this measurement, `recv` whether it
+// receives; `launch` is run on every PE that sends or receives.
+void measure(Ctx& c, const std::string& op, const std::string& impl, std::size_t bytes,
+             char* src, char* dst, bool send, bool recv, const std::function<void()>& launch) {
+  const std::uint32_t seed = ++c.seed * 2654435761u + static_cast<std::uint32_t>(c.me);
+  const std::uint32_t peer_seed = c.seed * 2654435761u + static_cast<std::uint32_t>(c.peer);
+  const std::size_t words = bytes / 4;
+  if (send) fill_kernel<<<264, 512, 0, c.stream>>>(reinterpret_cast<std::uint32_t*>(src), words, seed);
+  if (recv) NVST_CHECK_CUDA(cudaMemsetAsync(dst, 0xFF, bytes, c.stream));
+  NVST_CHECK_LAUNCH();
+  NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+  if (c.me == 0) std::fprintf(stderr, "  %-10s %-14s %10zu bytes\r", op.c_str(), impl.c_str(), bytes);
+  double us = (send || recv) ? time_op(c, launch) : 0.0;
+  NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+  nvst::barrier_all();
+  long long wrong = 0;
+  if (c.o.check && recv) {
+    NVST_CHECK_CUDA(cudaMemsetAsync(c.wrong_dev, 0, sizeof(*c.wrong_dev), c.stream));
+    count_wrong_kernel<<<264, 512, 0, c.stream>>>(reinterpret_cast<std::uint32_t*>(dst), words,
+                                                  peer_seed, c.wrong_dev);
+    NVST_CHECK_LAUNCH();
+    unsigned long long w = 0;
+    NVST_CHECK_CUDA(cudaMemcpyAsync(&w, c.wrong_dev, sizeof(w), cudaMemcpyDeviceToHost, c.stream));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+    wrong = static_cast<long long>(w);
+  }
+  auto all = nvst::bootstrap_allgather(&wrong, sizeof(wrong));
+  long long total = 0;
+  for (std::size_t i = 0; i < all.size() / sizeof(long long); ++i) {
+    long long w;
+    std::memcpy(&w, all.data() + i * sizeof(w), sizeof(w));
+    total += w;
+  }
+  double sent = static_cast<double>(bytes);
+  ResultRow row{op, impl, bytes, us, sent / us / 1e3, (op == "put_bidir" ? 2 : 1) * sent / us / 1e3, total};
+  // The time PE 0 measured is the one reported.
+  double t0 = us;
+  nvst::bootstrap_broadcast(&t0, sizeof(t0), 0);
+  row.time_us = t0;
+  row.algbw_gbps = sent / t0 / 1e3;
+  row.busbw_gbps = (op == "put_bidir" ? 2 : 1) * sent / t0 / 1e3;
+  c.report.add(row);
+}
+
+}  // namespace
+
+int bench_p2p(const BenchOptions& o) {
+  nvst::InitOptions init;
+  init.heap_bytes = 2 * o.max_bytes + (64u << 20);
+  nvst::init(init);
+  NVST_REQUIRE(nvst::n_pes() == 2, "nvst bench p2p runs on exactly 2 PEs (got ", nvst::n_pes(),
+               "); use --np 2");
+  NVST_REQUIRE(nvst::device() >= 0, "nvst bench p2p needs GPUs");
+  Ctx c{o};
+  c.me = nvst::my_pe();
+  c.peer = 1 - c.me;
+  c.report.label = o.label;
+  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&c.sms, cudaDevAttrMultiProcessorCount, nvst::device()));
+  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  NVST_CHECK_CUDA(cudaEventCreate(&c.start));
+  NVST_CHECK_CUDA(cudaEventCreate(&c.stop));
+  NVST_CHECK_CUDA(cudaMalloc(&c.wrong_dev, sizeof(unsigned long long)));
+  const bool sweep = std::getenv("NVST_BENCH_SWEEP") && std::string(std::getenv("NVST_BENCH_SWEEP")) == "1";
+
+  char* src = static_cast<char*>(nvst::malloc(o.max_bytes));
+  char* dst = static_cast<char*>(nvst::malloc(o.max_bytes));
+  auto* flag = static_cast<std::uint64_t*>(nvst::calloc(1, sizeof(std::uint64_t)));
+
+  // CUDA IPC baseline: a plain cudaMalloc buffer opened by the peer.
+  char* ipc_local = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(&ipc_local, o.max_bytes));
+  cudaIpcMemHandle_t mine{};
+  NVST_CHECK_CUDA(cudaIpcGetMemHandle(&mine, ipc_local));
+  auto handles = nvst::bootstrap_allgather(&mine, sizeof(mine));
+  cudaIpcMemHandle_t theirs;
+  std::memcpy(&theirs, handles.data() + sizeof(theirs) * static_cast<std::size_t>(c.peer), sizeof(theirs));
+  char* ipc_peer = nullptr;
+  NVST_CHECK_CUDA(cudaIpcOpenMemHandle(reinterpret_cast<void**>(&ipc_peer), theirs, cudaIpcMemLazyEnablePeerAccess));
+
+  // NCCL over the two PEs.
+  ncclUniqueId nid{};
+  if (c.me == 0) NVST_CHECK_NCCL(ncclGetUniqueId(&nid));
+  nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
+  ncclComm_t comm{};
+  NVST_CHECK_NCCL(ncclCommInitRank(&comm, 2, nid, c.me));
+
+  // NVSHMEM, when its plugin loads.
+  NvshmemBaseline nv = load_nvshmem_baseline();
+  char* nv_src = nullptr;
+  char* nv_dst = nullptr;
+  std::uint64_t* nv_flag = nullptr;
+  if (nv.loaded()) {
+    std::string want = std::to_string(2 * o.max_bytes + (128u << 20));
+    ::setenv("NVSHMEM_SYMMETRIC_SIZE", want.c_str(), 1);
+    char err[256] = {};
+    if (nv.init(c.me, 2, bcast_cb, err, sizeof err) != 0) nv.why_not = err;
+  }
+  if (nv.loaded()) {
+    nv_src = static_cast<char*>(nv.malloc(o.max_bytes));
+    nv_dst = static_cast<char*>(nv.malloc(o.max_bytes));
+    nv_flag = static_cast<std::uint64_t*>(nv.malloc(sizeof(std::uint64_t)));
+    NVST_REQUIRE(nv_src && nv_dst && nv_flag, "nvshmem_malloc failed");
+    NVST_CHECK_CUDA(cudaMemset(nv_flag, 0, sizeof(std::uint64_t)));
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    nv.barrier_all();
+    c.report.nvshmem_version = nv.version();
+  } else if (c.me == 0) {
+    std::printf("# NVSHMEM column: n/a (%s)\n", nv.why_not.c_str());
+  }
+
+  const int threads = 1024;
+  auto nv_put = [&](std::size_t bytes, int blocks, int to) {
+    int rc = nv.put(nv_dst, nv_src, bytes, to, blocks, threads, c.stream);
+    NVST_REQUIRE(rc == 0, "NVSHMEM put kernel launch failed: ", cudaGetErrorString(static_cast<cudaError_t>(rc)));
+  };
+
+  std::vector<std::size_t> sizes;
+  for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0000001; s *= o.factor)
+    sizes.push_back(std::max<std::size_t>(4, static_cast<std::size_t>(s) / 4 * 4));  // whole words
+
+  for (const std::string op : {"put", "put_bidir"}) {
+    const bool bidir = op == "put_bidir";
+    const bool send = c.me == 0 || bidir, recv = c.me == 1 || bidir;
+    for (std::size_t bytes : sizes) {
+      const int blocks = choose_put_blocks(bytes, c.sms);
+      measure(c, op, "nvst_put", bytes, src, dst, send, recv, [&] {
+        if (send) put_kernel<false><<<blocks, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
+        NVST_CHECK_LAUNCH();
+      });
+      measure(c, op, "nvst_put_tma", bytes, src, dst, send, recv, [&] {
+        if (send) put_kernel<true><<<blocks, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
+        NVST_CHECK_LAUNCH();
+      });
+      if (sweep) {
+        for (int b : {1, 8, 16, 32, 66, 132, 264}) {
+          measure(c, op, "nvst_put_b" + std::to_string(b), bytes, src, dst, send, recv, [&] {
+            if (send) put_kernel<false><<<b, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
+            NVST_CHECK_LAUNCH();
+          });
+        }
+      }
+      measure(c, op, "nvst_put_ce", bytes, src, dst, send, recv, [&] {
+        if (send) nvst::putmem_on_stream(dst, src, bytes, c.peer, c.stream);
+      });
+      measure(c, op, "cuda_ipc_ce", bytes, src, ipc_local, send, recv, [&] {
+        if (send) NVST_CHECK_CUDA(cudaMemcpyAsync(ipc_peer, src, bytes, cudaMemcpyDeviceToDevice, c.stream));
+      });
+      measure(c, op, "nccl", bytes, src, dst, send, recv, [&] {
+        NVST_CHECK_NCCL(ncclGroupStart());
+        if (send) NVST_CHECK_NCCL(ncclSend(src, bytes, ncclInt8, c.peer, comm, c.stream));
+        if (recv) NVST_CHECK_NCCL(ncclRecv(dst, bytes, ncclInt8, c.peer, comm, c.stream));
+        NVST_CHECK_NCCL(ncclGroupEnd());
+      });
+      if (nv.loaded()) {
+        // Best over block counts, as the anchors measured NVSHMEM.
+        std::size_t first = c.report.rows.size();
+        for (int b : {1, 8, 32, 132}) {
+          measure(c, op, "nvshmem_b" + std::to_string(b), bytes, nv_src, nv_dst, send, recv, [&] {
+            if (send) nv_put(bytes, b, c.peer);
+          });
+        }
+        ResultRow best = c.report.rows[first];
+        for (std::size_t i = first; i < c.report.rows.size(); ++i)
+          if (c.report.rows[i].time_us < best.time_us) best = c.report.rows[i];
+        long long wrong = 0;
+        for (std::size_t i = first; i < c.report.rows.size(); ++i) wrong += c.report.rows[i].wrong;
+        if (!sweep) c.report.rows.resize(first);
+        best.impl = "nvshmem";
+        best.wrong = wrong;
+        c.report.add(best);
+      }
+    }
+  }
+
+  // Ping-pong: one-way latency of p + wait_until.
+  {
+    const int rounds = std::max(1000, o.iters * 50);
+    Ctx& cc = c;
+    auto run_pp = [&](const std::function<void()>& launch) {
+      std::vector<double> us;
+      for (int s = 0; s < o.samples + 1; ++s) {
+        launch();  // resets the flags, records start, launches
+        NVST_CHECK_CUDA(cudaEventRecord(cc.stop, cc.stream));
+        NVST_CHECK_CUDA(cudaEventSynchronize(cc.stop));
+        float ms = 0;
+        NVST_CHECK_CUDA(cudaEventElapsedTime(&ms, cc.start, cc.stop));
+        if (s > 0) us.push_back(1000.0 * ms / (2.0 * rounds));  // first sample is warm-up
+      }
+      double t = median(us);
+      nvst::bootstrap_broadcast(&t, sizeof(t), 0);
+      return t;
+    };
+    // Flags count up within a run: reset them before each sample.
+    auto reset = [&](std::uint64_t* f, bool nvshmem_flag) {
+      NVST_CHECK_CUDA(cudaMemset(f, 0, sizeof(std::uint64_t)));
+      NVST_CHECK_CUDA(cudaDeviceSynchronize());
+      if (nvshmem_flag) nv.barrier_all();
+      nvst::barrier_all();
+    };
+    double ours = run_pp([&] {
+      reset(flag, false);
+      NVST_CHECK_CUDA(cudaEventRecord(cc.start, cc.stream));
+      pingpong_kernel<<<1, 1, 0, cc.stream>>>(flag, c.me, c.peer, rounds);
+      NVST_CHECK_LAUNCH();
+    });
+    c.report.add({"pingpong", "nvst_p_wait", 8, ours, 0, 0, 0});
+    if (nv.loaded()) {
+      double theirs = run_pp([&] {
+        reset(nv_flag, true);
+        NVST_CHECK_CUDA(cudaEventRecord(cc.start, cc.stream));
+        int rc = nv.pingpong(nv_flag, c.me, c.peer, rounds, cc.stream);
+        NVST_REQUIRE(rc == 0, "NVSHMEM ping-pong launch failed");
+      });
+      c.report.add({"pingpong", "nvshmem", 8, theirs, 0, 0, 0});
+    }
+  }
+
+  if (c.me == 0) {
+    std::fprintf(stderr, "%60s\r", "");
+    c.report.print_table("nvst_put", {"cuda_ipc_ce", "nccl", "nvshmem"});
+    c.report.write_json(o.json_path);
+  }
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+  if (nv.loaded()) {
+    nv.free(nv_flag);
+    nv.free(nv_dst);
+    nv.free(nv_src);
+    nv.finalize();
+  }
+  NVST_CHECK_NCCL(ncclCommDestroy(comm));
+  NVST_CHECK_CUDA(cudaIpcCloseMemHandle(ipc_peer));
+  nvst::barrier_all();
+  NVST_CHECK_CUDA(cudaFree(ipc_local));
+  NVST_CHECK_CUDA(cudaFree(c.wrong_dev));
+  nvst::free(flag);
+  nvst::free(dst);
+  nvst::free(src);
+  nvst::finalize();
+  return 0;
+}
+
+}  // namespace nvst::tools

@@ -1,0 +1,35 @@
+// Benchmark results: rows, an nccl-tests-style table and the JSON format
+// every benchmark writes (machine, gpus, date, commit, versions, rows).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace nvst::tools {
+
+struct ResultRow {
+  std::string op;    // "put", "put_bidir", "pingpong", ...
+  std::string impl;  // "nvst_put", "nccl", "nvshmem", ...
+  std::size_t bytes = 0;
+  double time_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  long long wrong = 0;
+};
+
+struct Report {
+  std::vector<ResultRow> rows;
+  std::string label;
+  std::string nvshmem_version;  // empty: not measured
+  void add(const ResultRow& r) { rows.push_back(r); }
+  // One table per op: a row per size, a column per impl (GB/s, or us for
+  // latency ops), then ours over the best baseline and #wrong.
+  void print_table(const std::string& ours, const std::vector<std::string>& baselines) const;
+  void write_json(const std::string& path) const;
+};
+
+// Median of samples.
+double median(std::vector<double> v);
+
+}  // namespace nvst::tools
