@@ -1,32 +1,59 @@
 #!/usr/bin/env bash
-# One round on a lent GPU machine: everything the GPU side of the issues
-# asks for, logs and JSON under $OUT (or ./device-out), a short summary last.
-# Usage: bash scripts/device_round.sh BIN_DIR [quick|full]
+# One round on a lent GPU machine: the GPU tests and benchmarks the issues
+# ask for, logs and JSON under $OUT (or ./device-out), a short summary last.
+# Usage: bash scripts/device_round.sh BIN_DIR MODE
+#   shared  one GPU: PEs time-share it (correctness only, no timings)
+#   quick   2+ GPUs: tests, no sanitizer, short benchmark
+#   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
+#           the full p2p benchmark
 set -uo pipefail
 BIN=${1:?bin dir with nvst and nvst_gpu_tests}
 MODE=${2:-full}
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export NVST_DEVICE_TIMEOUT_S=${NVST_DEVICE_TIMEOUT_S:-30} NVST_TIMEOUT_S=${NVST_TIMEOUT_S:-120}
+export NVST_DEVICE_TIMEOUT_S=${NVST_DEVICE_TIMEOUT_S:-20} NVST_TIMEOUT_S=${NVST_TIMEOUT_S:-60}
+GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 summary="$OUT/summary.txt"; : > "$summary"
-step() {  # step NAME TIMEOUT CMD...: runs, logs, records rc
+step() {  # step NAME TIMEOUT CMD...: runs, logs, records rc and the last verdict line
   local name=$1 t=$2; shift 2
   local t0=$SECONDS
-  timeout "$t" "$@" > "$OUT/$name.log" 2>&1
+  timeout -k 5 "$t" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
-  printf '%-28s rc=%-3d %4ds  %s\n' "$name" "$rc" $((SECONDS - t0)) "$(grep -E 'passed|failed|PASS|FAIL' "$OUT/$name.log" | tail -1)" | tee -a "$summary"
+  printf '%-24s rc=%-3d %4ds  %s\n' "$name" "$rc" $((SECONDS - t0)) \
+    "$(grep -E 'passed|failed|PASS|FAIL|ERROR|error' "$OUT/$name.log" | tail -1 | cut -c1-150)" | tee -a "$summary"
 }
-nvidia-smi topo -m > "$OUT/topo.log" 2>&1
+{ nvidia-smi; nvidia-smi topo -m; ldd "$BIN/nvst" | grep -E 'nccl|fabric|cuda'; } > "$OUT/machine.log" 2>&1
+echo "gpus=$GPUS mode=$MODE commit=$(cat "$BIN/../COMMIT" 2>/dev/null)" | tee -a "$summary"
 step info 60 "$BIN/nvst" info
-step selftest 120 "$BIN/nvst" selftest
-step gpu_api_2pe 300 "$BIN/nvst_gpu_tests" --np 2
-step gpu_api_4pe 300 "$BIN/nvst_gpu_tests" --np 4
-step gpu_errors 300 "$BIN/nvst_gpu_tests" --mode errors --np 2
-if [ "$MODE" = full ]; then
-  step memcheck_2pe 400 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 "$BIN/nvst_gpu_tests" --np 2 --rounds 1
-  step racecheck_2pe 400 compute-sanitizer --tool racecheck --target-processes all --error-exitcode 9 "$BIN/nvst_gpu_tests" --np 2 --rounds 1
-fi
-NVST_BENCH_SWEEP=${NVST_BENCH_SWEEP:-0} step bench_p2p 500 "$BIN/nvst" bench p2p -b 4K -e 1G -f 2 --json "$OUT/p2p.json"
+SAN="compute-sanitizer --target-processes all --error-exitcode 9 --print-limit 20"
+case "$MODE" in
+  shared)
+    export NVST_TEST_SHARE_GPUS=1
+    step selftest_2pe 120 "$BIN/nvst" selftest --np 2
+    step gpu_api_2pe 240 "$BIN/nvst_gpu_tests" --np 2
+    step gpu_errors 120 "$BIN/nvst_gpu_tests" --mode errors --np 2
+    step memcheck_2pe 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
+    ;;
+  quick|full)
+    step selftest 120 "$BIN/nvst" selftest
+    step gpu_api_2pe 240 "$BIN/nvst_gpu_tests" --np 2
+    if [ "$GPUS" -ge 4 ]; then step gpu_api_4pe 240 "$BIN/nvst_gpu_tests" --np 4
+    else NVST_TEST_SHARE_GPUS=1 step gpu_api_4pe_shared 240 "$BIN/nvst_gpu_tests" --np 4; fi
+    step gpu_errors 120 "$BIN/nvst_gpu_tests" --mode errors --np 2
+    if [ "$MODE" = full ]; then
+      step memcheck_2pe 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
+      step racecheck_2pe 300 $SAN --tool racecheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
+      step bench_p2p 400 "$BIN/nvst" bench p2p -b 4K -e 1G -f 2 --json "$OUT/p2p.json"
+    else
+      step bench_p2p 200 "$BIN/nvst" bench p2p -b 4K -e 64M -f 4 -n 10 --json "$OUT/p2p.json"
+    fi
+    ;;
+  *) echo "unknown mode $MODE" >&2; exit 2 ;;
+esac
 echo "--- summary"; cat "$summary"
-echo "--- p2p table"; sed -n '/^#/,$p' "$OUT/bench_p2p.log" | tail -70
+for f in "$OUT"/*.log; do  # the first failure of each failing log
+  grep -qE '^FAIL|rc=[1-9]|ERROR SUMMARY: [1-9]' "$f" && { echo "--- $f"; grep -E '^FAIL|error|ERROR' "$f" | head -8; }
+done
+[ -f "$OUT/bench_p2p.log" ] && { echo "--- p2p table"; sed -n '/^#/,$p' "$OUT/bench_p2p.log" | tail -60; }
+exit 0

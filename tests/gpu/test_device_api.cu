@@ -655,8 +655,12 @@ int main(int argc, char** argv) {
     if (nvst::is_pe_process()) return api_mode();
     int gpus = 0;
     if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-    if (gpus < np) {
-      std::printf("SKIP: needs %d GPUs, found %d\n", np, gpus);
+    // NVST_TEST_SHARE_GPUS=1 lets several PEs time-share one GPU (correctness
+    // runs on a one-GPU machine; timings there mean nothing).
+    const char* share = std::getenv("NVST_TEST_SHARE_GPUS");
+    const bool shared = share && std::string(share) == "1";
+    if (gpus < np && !(shared && gpus >= 1)) {
+      std::printf("SKIP: needs %d GPUs, found %d (NVST_TEST_SHARE_GPUS=1 shares them)\n", np, gpus);
       return 77;
     }
     std::vector<std::string> args(argv, argv + argc);
