@@ -5,7 +5,7 @@
 #   shared  one GPU: PEs time-share it (correctness only, no timings)
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
-#           the full p2p benchmark
+#           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
 BIN=${1:?bin dir with nvst and nvst_gpu_tests}
 MODE=${2:-full}
@@ -44,7 +44,7 @@ case "$MODE" in
     if [ "$MODE" = full ]; then
       step memcheck_2pe 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
       step racecheck_2pe 300 $SAN --tool racecheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
-      step bench_p2p 400 "$BIN/nvst" bench p2p -b 4K -e 1G -f 2 --json "$OUT/p2p.json"
+      step bench_p2p 500 "$BIN/nvst" bench p2p -b 4K -e 1G -f 2 --json "$OUT/p2p.json"
     else
       step bench_p2p 200 "$BIN/nvst" bench p2p -b 4K -e 64M -f 4 -n 10 --json "$OUT/p2p.json"
     fi
@@ -56,4 +56,6 @@ for f in "$OUT"/*.log; do  # the first failure of each failing log
   grep -qE '^FAIL|rc=[1-9]|ERROR SUMMARY: [1-9]' "$f" && { echo "--- $f"; grep -E '^FAIL|error|ERROR' "$f" | head -8; }
 done
 [ -f "$OUT/bench_p2p.log" ] && { echo "--- p2p table"; sed -n '/^#/,$p' "$OUT/bench_p2p.log" | tail -60; }
+# The device tool returns at most 8 files: ship the logs as one archive.
+(cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 exit 0

@@ -67,6 +67,20 @@ __global__ void put_kernel(char* dst, const char* src, std::size_t bytes, int pe
   if (threadIdx.x == 0) nvst::dev::quiet();
 }
 
+// The same put with chunks dealt round-robin to the blocks (block b moves
+// chunks b, b + grid, ...): at any moment the whole grid writes inside a
+// window of grid * chunk bytes instead of one stretch per block spread over
+// the buffer, which keeps fewer remote pages (and their translations) live.
+__global__ void put_interleaved_kernel(char* dst, const char* src, std::size_t bytes, int pe,
+                                       std::size_t chunk) {
+  for (std::size_t off = chunk * blockIdx.x; off < bytes; off += chunk * gridDim.x) {
+    const std::size_t len = bytes - off < chunk ? bytes - off : chunk;
+    nvst::dev::putmem_nbi_block(dst + off, src + off, len, pe);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) nvst::dev::quiet();
+}
+
 __global__ void pingpong_kernel(std::uint64_t* flag, int me, int peer, int iters) {
   for (int i = 1; i <= iters; ++i) {
     const auto v = static_cast<std::uint64_t>(i);
@@ -131,7 +145,7 @@ void measure(Ctx& c, const std::string& op, const std::string& impl, std::size_t
   if (recv) NVST_CHECK_CUDA(cudaMemsetAsync(dst, 0xFF, bytes, c.stream));
   NVST_CHECK_LAUNCH();
   NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
-  if (c.me == 0) std::fprintf(stderr, "  %-10s %-14s %10zu bytes\r", op.c_str(), impl.c_str(), bytes);
+  if (c.me == 0) progress(op + " " + impl + " " + std::to_string(bytes) + " bytes");
   double us = (send || recv) ? time_op(c, launch) : 0.0;
   NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
   nvst::barrier_all();
@@ -253,13 +267,27 @@ int bench_p2p(const BenchOptions& o) {
         if (send) put_kernel<true><<<blocks, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
         NVST_CHECK_LAUNCH();
       });
-      if (sweep) {
-        for (int b : {1, 8, 16, 32, 66, 132, 264}) {
-          measure(c, op, "nvst_put_b" + std::to_string(b), bytes, src, dst, send, recv, [&] {
-            if (send) put_kernel<false><<<b, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
-            NVST_CHECK_LAUNCH();
-          });
-        }
+      if (sweep && !bidir) {
+        // Calibration rows for choose_put_blocks: contiguous split and
+        // interleaved chunks over block counts and block sizes.
+        for (int t : {256, 1024})
+          for (int b : {1, 2, 4, 8, 16, 32, 66, 132, 264}) {
+            measure(c, op, "split_b" + std::to_string(b) + "_t" + std::to_string(t), bytes, src, dst, send,
+                    recv, [&] {
+                      if (send) put_kernel<false><<<b, t, 0, c.stream>>>(dst, src, bytes, c.peer);
+                      NVST_CHECK_LAUNCH();
+                    });
+          }
+        for (std::size_t chunk : {std::size_t{16} << 10, std::size_t{64} << 10, std::size_t{256} << 10})
+          for (int b : {8, 32, 66, 132, 264}) {
+            if ((b - 1) * chunk >= bytes && b > 8) continue;  // idle blocks only
+            measure(c, op, "ilv_b" + std::to_string(b) + "_c" + std::to_string(chunk >> 10) + "k", bytes, src,
+                    dst, send, recv, [&] {
+                      if (send)
+                        put_interleaved_kernel<<<b, threads, 0, c.stream>>>(dst, src, bytes, c.peer, chunk);
+                      NVST_CHECK_LAUNCH();
+                    });
+          }
       }
       measure(c, op, "nvst_put_ce", bytes, src, dst, send, recv, [&] {
         if (send) nvst::putmem_on_stream(dst, src, bytes, c.peer, c.stream);
@@ -338,7 +366,7 @@ int bench_p2p(const BenchOptions& o) {
   }
 
   if (c.me == 0) {
-    std::fprintf(stderr, "%60s\r", "");
+    progress_done();
     c.report.print_table("nvst_put", {"cuda_ipc_ce", "nccl", "nvshmem"});
     c.report.write_json(o.json_path);
   }

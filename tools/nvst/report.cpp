@@ -18,6 +18,24 @@
 
 namespace nvst::tools {
 
+void progress(const std::string& what) {
+  static const bool tty = ::isatty(2) != 0;
+  static auto last = std::chrono::steady_clock::now() - std::chrono::seconds(60);
+  if (tty) {
+    std::fprintf(stderr, "  %-70s\r", what.c_str());
+    return;
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (now - last < std::chrono::seconds(10)) return;
+  last = now;
+  std::fprintf(stderr, "# progress: %s\n", what.c_str());
+}
+
+void progress_done() {
+  if (::isatty(2) != 0) std::fprintf(stderr, "%72s\r", "");
+}
+
+
 double median(std::vector<double> v) {
   NVST_REQUIRE(!v.empty(), "median of no samples");
   std::sort(v.begin(), v.end());
@@ -114,7 +132,12 @@ void Report::write_json(const std::string& path) const {
   cudaRuntimeGetVersion(&rt);
   if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
   ncclGetVersion(&nccl);
-  j["versions"] = {{"cuda_runtime", rt}, {"cuda_driver", drv}, {"nccl", nccl},
+  // NCCL encodes its version as major*10000 + minor*100 + patch (>= 2.9);
+  // CUDA as major*1000 + minor*10. Write both as dotted strings.
+  auto dotted_nccl = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
+                     std::to_string(nccl % 100);
+  auto dotted_cuda = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  j["versions"] = {{"cuda_runtime", dotted_cuda(rt)}, {"cuda_driver", dotted_cuda(drv)}, {"nccl", dotted_nccl},
                    {"nvshmem", nvshmem_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(nvshmem_version)}};
   j["label"] = label;
   for (auto& r : rows)

@@ -29,6 +29,12 @@ struct Report {
   void write_json(const std::string& path) const;
 };
 
+// Progress of a long run on stderr: rewritten in place on a terminal; in a
+// log (not a terminal) one line at most every 10 s, so logs stay readable.
+void progress(const std::string& what);
+// Clears the progress line (terminal only).
+void progress_done();
+
 // Median of samples.
 double median(std::vector<double> v);
 

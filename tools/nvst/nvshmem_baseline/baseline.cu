@@ -56,9 +56,11 @@ extern "C" int nvstb_init(int rank, int nranks, nvstb_broadcast_fn bcast, char* 
     std::snprintf(err, errlen, "nvshmemx_init_attr(UNIQUEID) failed");
     return 1;
   }
-  int major = 0, minor = 0;
-  nvshmem_info_get_version(&major, &minor);
-  std::snprintf(g_version, sizeof(g_version), "%d.%d", major, minor);
+  // nvshmem_info_get_version() reports the OpenSHMEM spec level (1.3); the
+  // library's own release is the vendor version.
+  int major = 0, minor = 0, patch = 0;
+  nvshmemx_vendor_get_version_info(&major, &minor, &patch);
+  std::snprintf(g_version, sizeof(g_version), "%d.%d.%d", major, minor, patch);
   return 0;
 }
 
