@@ -81,6 +81,36 @@ __global__ void put_interleaved_kernel(char* dst, const char* src, std::size_t b
   if (threadIdx.x == 0) nvst::dev::quiet();
 }
 
+// Sweep only: the interleaved put written out with a store cache hint and a
+// deeper unroll, to see whether either moves the bandwidth-bound end.
+// kHint 0: plain stores; 1: st.global.cs (streaming); 2: st.global.wt.
+// Needs 16-byte aligned buffers and bytes % 16 == 0 (the sweep's sizes).
+template <int kUnroll, int kHint>
+__global__ void put_hinted_kernel(char* dst_sym, const char* src, std::size_t bytes, int pe) {
+  auto* dst = reinterpret_cast<uint4*>(nvst::dev::rma_address(dst_sym, bytes, pe));
+  const auto* s = reinterpret_cast<const uint4*>(src);
+  const std::size_t n = bytes / 16, per_round = static_cast<std::size_t>(blockDim.x) * kUnroll;
+  for (std::size_t base = per_round * blockIdx.x; base < n; base += per_round * gridDim.x) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::size_t i = base + threadIdx.x + static_cast<std::size_t>(u) * blockDim.x;
+      if (i < n) v[u] = __ldg(s + i);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const std::size_t i = base + threadIdx.x + static_cast<std::size_t>(u) * blockDim.x;
+      if (i < n) {
+        if constexpr (kHint == 1) __stcs(dst + i, v[u]);
+        else if constexpr (kHint == 2) __stwt(dst + i, v[u]);
+        else dst[i] = v[u];
+      }
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) nvst::dev::quiet();
+}
+
 __global__ void pingpong_kernel(std::uint64_t* flag, int me, int peer, int iters) {
   for (int i = 1; i <= iters; ++i) {
     const auto v = static_cast<std::uint64_t>(i);
@@ -94,12 +124,29 @@ __global__ void pingpong_kernel(std::uint64_t* flag, int me, int peer, int iters
   }
 }
 
-// Blocks for our SM-driven put: about one block per 64 KiB, at least 1, at
-// most 2 per SM. Small puts stay on few blocks (launch and tail cost), large
-// ones use the whole GPU. (Calibrated from the sweep rows: see docs/06.)
-int choose_put_blocks(std::size_t bytes, int sms) {
-  std::size_t b = (bytes + (64u << 10) - 1) / (64u << 10);
-  return static_cast<int>(std::clamp<std::size_t>(b, 1, static_cast<std::size_t>(2 * sms)));
+// How our SM-driven put is launched for a given size: blocks x threads, and
+// the chunk each block takes in turn (interleaved, see the kernel). Read off
+// the calibration sweep on 2x H200 (bench/results/2026-11-22-h200x2-sweep,
+// NVST_BENCH_SWEEP=1; docs/03-device-put.md discusses it):
+//  - below 32 MB a put is latency-bound: 256-thread blocks launch faster than
+//    1024-thread ones (about 0.3 us), and about one block per 32 KB (at least
+//    8, at most 32 up to 4 MB, then up to 132) keeps enough stores in flight;
+//    each block takes one contiguous share (chunk = bytes / blocks).
+//  - from 32 MB it is bandwidth-bound: 2 full blocks per SM, 64 KB chunks
+//    dealt round-robin so the grid writes inside a 17 MB window; this is
+//    what lifts 256 MB..1 GB from 347 to 370 GB/s (fewer live remote pages).
+struct PutPlan {
+  int blocks, threads;
+  std::size_t chunk;
+};
+
+PutPlan plan_put(std::size_t bytes, int sms) {
+  if (bytes >= (std::size_t{32} << 20)) return {2 * sms, 1024, std::size_t{64} << 10};
+  const std::size_t per32k = bytes >> 15, per128k = bytes >> 17;
+  const std::size_t b = bytes <= (std::size_t{4} << 20) ? std::clamp<std::size_t>(per32k, 8, 32)
+                                                         : std::clamp<std::size_t>(per128k, 32, sms);
+  const std::size_t chunk = ((bytes + b - 1) / b + 15) / 16 * 16;
+  return {static_cast<int>(b), 256, chunk};
 }
 
 struct Ctx {
@@ -254,17 +301,27 @@ int bench_p2p(const BenchOptions& o) {
   for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0000001; s *= o.factor)
     sizes.push_back(std::max<std::size_t>(4, static_cast<std::size_t>(s) / 4 * 4));  // whole words
 
+  // Clocks ramp up over the first milliseconds of work: without this the
+  // first rows (ours, 4 KB) would pay for it. ~0.2 s of large puts each way.
+  for (int i = 0; i < 40; ++i)
+    put_interleaved_kernel<<<2 * c.sms, threads, 0, c.stream>>>(dst, src, o.max_bytes < (64u << 20) ? o.max_bytes : (64u << 20), c.peer,
+                                                                std::size_t{64} << 10);
+  NVST_CHECK_LAUNCH();
+  NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
+  nvst::barrier_all();
+
   for (const std::string op : {"put", "put_bidir"}) {
     const bool bidir = op == "put_bidir";
     const bool send = c.me == 0 || bidir, recv = c.me == 1 || bidir;
     for (std::size_t bytes : sizes) {
-      const int blocks = choose_put_blocks(bytes, c.sms);
+      const PutPlan plan = plan_put(bytes, c.sms);
       measure(c, op, "nvst_put", bytes, src, dst, send, recv, [&] {
-        if (send) put_kernel<false><<<blocks, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
+        if (send)
+          put_interleaved_kernel<<<plan.blocks, plan.threads, 0, c.stream>>>(dst, src, bytes, c.peer, plan.chunk);
         NVST_CHECK_LAUNCH();
       });
       measure(c, op, "nvst_put_tma", bytes, src, dst, send, recv, [&] {
-        if (send) put_kernel<true><<<blocks, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
+        if (send) put_kernel<true><<<plan.blocks, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
         NVST_CHECK_LAUNCH();
       });
       if (sweep && !bidir) {
@@ -288,6 +345,20 @@ int bench_p2p(const BenchOptions& o) {
                       NVST_CHECK_LAUNCH();
                     });
           }
+        if (bytes >= (std::size_t{8} << 20)) {
+          using K = void (*)(char*, const char*, std::size_t, int);
+          const std::pair<const char*, K> hinted[] = {
+              {"hint_u4_plain", put_hinted_kernel<4, 0>}, {"hint_u4_cs", put_hinted_kernel<4, 1>},
+              {"hint_u4_wt", put_hinted_kernel<4, 2>},    {"hint_u8_plain", put_hinted_kernel<8, 0>},
+              {"hint_u8_cs", put_hinted_kernel<8, 1>},    {"hint_u2_plain", put_hinted_kernel<2, 0>}};
+          for (const auto& [name, k] : hinted)
+            for (int b : {132, 264}) {
+              measure(c, op, std::string(name) + "_b" + std::to_string(b), bytes, src, dst, send, recv, [&] {
+                if (send) k<<<b, threads, 0, c.stream>>>(dst, src, bytes, c.peer);
+                NVST_CHECK_LAUNCH();
+              });
+            }
+        }
       }
       measure(c, op, "nvst_put_ce", bytes, src, dst, send, recv, [&] {
         if (send) nvst::putmem_on_stream(dst, src, bytes, c.peer, c.stream);
