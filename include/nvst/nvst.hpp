@@ -103,6 +103,33 @@ void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
 void putmem(void* dest, const void* src, std::size_t bytes, int pe);
 void getmem(void* dest, const void* src, std::size_t bytes, int pe);
 
+// ---- one-sided operations to any PE --------------------------------------
+// Node peers (load/store reachable) are written directly; other PEs (other
+// nodes, and every other PE when heaps are in host memory) go through this
+// PE's proxy thread and the fabric transport (libfabric). Semantics are
+// NVSHMEM's: _nbi forms return at once and their `src` may be reused only
+// after quiet(); the signal of putmem_signal_nbi becomes visible at `pe` only
+// after the data; fence() orders earlier puts before later ones; quiet()
+// returns when every earlier put and signal of this PE is visible at its
+// target. Host-side forms work on host heaps; on GPU heaps use the device API
+// (<nvst/device.cuh>) or putmem_on_stream.
+enum class SignalOp { kSet, kAdd };
+enum class Cmp { kEq, kNe, kGt, kGe, kLt, kLe };
+
+void putmem_nbi(void* dest, const void* src, std::size_t bytes, int pe);
+// dest and sig_addr are symmetric; the signal word is 8-byte aligned.
+void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
+                       std::uint64_t signal, SignalOp op, int pe);
+void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe);
+void fence();
+void quiet();
+// Waits (host heap) until `*sig_addr cmp value` holds on this PE; returns the
+// value seen. Times out after NVST_TIMEOUT_S with a message.
+std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value);
+// How this PE reaches `pe`: "self", "nvlink" (load/store), or
+// "fabric:<provider>" (the proxy), or "none".
+std::string transport_to(int pe);
+
 // Settings read from the environment, with defaults, for tools and docs.
 double host_timeout_seconds();    // NVST_TIMEOUT_S, default 120
 double device_timeout_seconds();  // NVST_DEVICE_TIMEOUT_S, default 60

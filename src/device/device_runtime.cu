@@ -62,10 +62,31 @@ std::string describe_device_error(const dev::DeviceError* e) {
           << " is not reachable by load/store from this PE (another node: needs the proxy "
              "transport)";
       break;
+    case dev::FailKind::kProxyTimeout:
+      out << "timed out (NVST_DEVICE_TIMEOUT_S) waiting for the proxy (command ticket " << v->expected
+          << ", proxy completed up to " << v->observed << ")"
+          << (v->peer_pe >= 0 ? "; the command was for PE " + std::to_string(v->peer_pe) : std::string());
+      break;
+    case dev::FailKind::kProxyFailed:
+      out << "the proxy thread of this PE failed (its error is in the log above)"
+          << (v->peer_pe >= 0 ? "; this command was for PE " + std::to_string(v->peer_pe) : std::string());
+      break;
     default:
       out << "unknown device failure kind " << v->kind;
   }
   return out.str();
+}
+
+namespace {
+__global__ void signal_add_kernel(unsigned long long* word, unsigned long long value) {
+  // System scope: kernels polling the word with ld.acquire.sys see it.
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(word), "l"(value) : "memory");
+}
+}  // namespace
+
+void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream) {
+  signal_add_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<unsigned long long*>(word), value);
+  NVST_CHECK_LAUNCH();
 }
 
 void launch_barrier_all(cudaStream_t stream) {

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <string>
 
 #include "nvst/device/state.cuh"
@@ -15,5 +16,8 @@ void upload_device_state(const dev::DeviceState& state);
 std::string describe_device_error(const dev::DeviceError* mailbox);
 // A one-block barrier_all kernel on `stream`.
 void launch_barrier_all(cudaStream_t stream);
+// *word += value on the GPU, ordered in `stream` (the proxy applies a
+// signal ADD that arrived through its inbox).
+void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream);
 
 }  // namespace nvst::detail

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -16,6 +19,7 @@
 #include "runtime/heap_backing.hpp"
 #include "runtime/launch_env.hpp"
 #include "runtime/settings.hpp"
+#include "transport/proxy.hpp"
 
 namespace nvst {
 
@@ -46,6 +50,7 @@ struct Runtime {
   std::unique_ptr<HeapBacking> heap;
   std::unique_ptr<HeapAllocator> allocator;
   dev::DeviceError* mailbox = nullptr;  // pinned, mapped
+  std::unique_ptr<Proxy> proxy;         // when some PE is beyond load/store
   std::uint64_t alloc_calls = 0;
 };
 
@@ -138,6 +143,10 @@ void upload_state(Runtime& r) {
   s.barrier_flags = reinterpret_cast<std::uint64_t*>(s.heap_base + 64);
   s.timeout_ns = static_cast<std::uint64_t>(settings::device_timeout_s() * 1e9);
   s.error = r.mailbox;
+  if (r.proxy) {
+    s.fifo = r.proxy->device_fifo_for_device();
+    s.fifo_tail = r.proxy->device_tail();
+  }
   s.initialized = 1;
   detail::upload_device_state(s);
 }
@@ -240,6 +249,16 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
   }
   r->allocator = std::make_unique<HeapAllocator>(dev::kReservedHeapBytes, r->heap->size());
 
+  // The proxy and fabric transport, when some PE is out of load/store reach
+  // (another node; any other PE with host heaps). Every PE decides alike:
+  // the node layout and heap kind are the same everywhere.
+  const bool someone_remote = kind == HeapKind::kHost
+                                  ? r->launch.world > 1
+                                  : static_cast<int>(r->node_pes.size()) < r->launch.world;
+  const bool proxy_on = settings::get("NVST_PROXY").value_or("1") != "0";
+  if (someone_remote && proxy_on)
+    r->proxy = std::make_unique<Proxy>(*r->bootstrap, r->heap->local_base(), r->heap->size(),
+                                       r->heap->on_device() ? r->device : -1, settings::host_timeout_s());
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
     NVST_CHECK_CUDA(cudaMemset(r->heap->local_base(), 0, r->heap->size()));
@@ -257,8 +276,10 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
 
 void finalize() {
   Runtime& r = rt("finalize");
-  // Everyone stops touching peers' heaps before anyone unmaps.
+  // Everyone stops touching peers' heaps before anyone unmaps; barrier_all
+  // quiets this PE's proxy first, so after it no write to anyone is pending.
   barrier_all();
+  r.proxy.reset();
   detail::set_device_error_describer(nullptr);
   r.heap.reset();
   if (r.mailbox) cudaFreeHost(r.mailbox);
@@ -380,6 +401,7 @@ void* ptr(const void* addr, int pe) {
 void barrier_all() {
   Runtime& r = rt("barrier_all");
   if (r.device >= 0) NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  if (r.proxy) r.proxy->quiet();
   r.bootstrap->barrier("barrier_all");
 }
 
@@ -433,6 +455,14 @@ void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
 }
 
 void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
+  Runtime& r = rt("putmem");
+  check_pe(r, pe, "putmem");
+  if (bytes != 0) check_symmetric(r, dest, bytes, "putmem", "dest");
+  if (bytes != 0 && ptr(dest, pe) == nullptr && r.proxy) {
+    putmem_nbi(dest, src, bytes, pe);
+    r.proxy->quiet();
+    return;
+  }
   putmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
   if (bytes && g_rt->heap->on_device()) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
@@ -440,6 +470,149 @@ void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
 void getmem(void* dest, const void* src, std::size_t bytes, int pe) {
   getmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
   if (bytes && g_rt->heap->on_device()) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+}
+
+// ---- one-sided operations through the proxy --------------------------------
+
+namespace {
+Proxy& proxy_or_throw(Runtime& r, int pe, const char* fn) {
+  NVST_REQUIRE(r.proxy != nullptr, "nvst::", fn, ": PE ", pe, " is not reachable from PE ", r.launch.rank,
+               " by load/store and the proxy transport is off (NVST_PROXY=0, or a single-node job)");
+  return *r.proxy;
+}
+
+void check_signal_word(Runtime& r, const std::uint64_t* sig, const char* fn) {
+  check_symmetric(r, sig, 8, fn, "signal word");
+  NVST_REQUIRE(reinterpret_cast<std::uintptr_t>(sig) % 8 == 0, "nvst::", fn, ": signal word ",
+               static_cast<const void*>(sig), " is not 8-byte aligned");
+}
+
+std::uint64_t offset_of(Runtime& r, const void* sym) {
+  return static_cast<std::uint64_t>(static_cast<const char*>(sym) - r.heap->local_base());
+}
+
+// Host-heap PEs write their own heap (and a signal word) directly.
+void apply_signal_locally(std::uint64_t* w, std::uint64_t v, SignalOp op) {
+  std::atomic_ref<std::uint64_t> a(*w);
+  if (op == SignalOp::kAdd) a.fetch_add(v, std::memory_order_release);
+  else a.store(v, std::memory_order_release);
+}
+
+void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
+                std::uint64_t signal, SignalOp op, int pe, bool with_signal) {
+  Runtime& r = rt(fn);
+  check_pe(r, pe, fn);
+  if (bytes) {
+    NVST_REQUIRE(src != nullptr, "nvst::", fn, ": src is null");
+    check_symmetric(r, dest, bytes, fn, "dest");
+  }
+  if (with_signal) check_signal_word(r, sig, fn);
+  if (void* near = bytes ? ptr(dest, pe) : ptr(with_signal ? static_cast<void*>(sig) : dest, pe);
+      near != nullptr) {
+    NVST_REQUIRE(!r.heap->on_device(), "nvst::", fn,
+                 " from the host to a GPU heap: use putmem_on_stream or the device API");
+    if (bytes) std::memmove(ptr(dest, pe), src, bytes);
+    if (with_signal) apply_signal_locally(static_cast<std::uint64_t*>(ptr(sig, pe)), signal, op);
+    return;
+  }
+  proxy::Command c{};
+  c.dest = bytes ? offset_of(r, dest) : 0;
+  c.src = reinterpret_cast<std::uint64_t>(src);
+  c.bytes = bytes;
+  c.pe = static_cast<std::uint32_t>(pe);
+  c.src_on_device = r.heap->on_device() ? 1 : 0;
+  if (with_signal) {
+    c.sig = offset_of(r, sig);
+    c.sig_value = signal;
+    c.sig_op = static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet);
+  }
+  proxy_or_throw(r, pe, fn).push(c, with_signal ? proxy::Op::kPutSignal : proxy::Op::kPut);
+}
+}  // namespace
+
+void putmem_nbi(void* dest, const void* src, std::size_t bytes, int pe) {
+  if (bytes == 0) {
+    check_pe(rt("putmem_nbi"), pe, "putmem_nbi");
+    return;
+  }
+  put_common("putmem_nbi", dest, src, bytes, nullptr, 0, SignalOp::kSet, pe, false);
+}
+
+void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
+                       std::uint64_t signal, SignalOp op, int pe) {
+  put_common("putmem_signal_nbi", dest, src, bytes, sig_addr, signal, op, pe, true);
+}
+
+void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe) {
+  Runtime& r = rt("signal_op");
+  check_pe(r, pe, "signal_op");
+  check_signal_word(r, sig_addr, "signal_op");
+  if (void* near = ptr(sig_addr, pe); near != nullptr) {
+    NVST_REQUIRE(!r.heap->on_device(), "nvst::signal_op from the host to a GPU heap: use the device API");
+    apply_signal_locally(static_cast<std::uint64_t*>(near), signal, op);
+    return;
+  }
+  proxy::Command c{};
+  c.pe = static_cast<std::uint32_t>(pe);
+  c.sig = offset_of(r, sig_addr);
+  c.sig_value = signal;
+  c.sig_op = static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet);
+  proxy_or_throw(r, pe, "signal_op").push(c, proxy::Op::kSignal);
+}
+
+void fence() {
+  Runtime& r = rt("fence");
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (r.proxy) r.proxy->push(proxy::Command{}, proxy::Op::kFence);
+}
+
+void quiet() {
+  Runtime& r = rt("quiet");
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (r.proxy) r.proxy->quiet();
+}
+
+std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value) {
+  Runtime& r = rt("signal_wait_until");
+  check_signal_word(r, sig_addr, "signal_wait_until");
+  NVST_REQUIRE(!r.heap->on_device(), "nvst::signal_wait_until on the host needs a host heap; "
+               "in a kernel use nvst::dev::signal_wait_until");
+  auto holds = [&](std::uint64_t v) {
+    switch (cmp) {
+      case Cmp::kEq: return v == value;
+      case Cmp::kNe: return v != value;
+      case Cmp::kGt: return v > value;
+      case Cmp::kGe: return v >= value;
+      case Cmp::kLt: return v < value;
+      case Cmp::kLe: return v <= value;
+    }
+    return false;
+  };
+  static const char* names[] = {"==", "!=", ">", ">=", "<", "<="};
+  std::atomic_ref<std::uint64_t> a(*sig_addr);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(settings::host_timeout_s());
+  for (std::uint64_t spin = 0;; ++spin) {
+    const std::uint64_t v = a.load(std::memory_order_acquire);
+    if (holds(v)) return v;
+    if (spin > 1000) std::this_thread::yield();
+    if ((spin & 1023) == 0) {
+      if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
+      NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
+                   settings::host_timeout_s(), " s waiting for signal word at heap offset ",
+                   offset_of(r, sig_addr), " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v,
+                   "; NVST_TIMEOUT_S)");
+    }
+  }
+}
+
+std::string transport_to(int pe) {
+  Runtime& r = rt("transport_to");
+  check_pe(r, pe, "transport_to");
+  if (pe == r.launch.rank) return "self";
+  if (ptr(r.heap->local_base(), pe) != nullptr) return "nvlink";
+  if (r.proxy) return "fabric:" + r.proxy->provider();
+  return "none";
 }
 
 double host_timeout_seconds() { return settings::host_timeout_s(); }

@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "nvst/device/copy.cuh"
+#include "nvst/device/proxy.cuh"
 #include "nvst/device/state.cuh"
 
 namespace nvst::dev {
@@ -30,10 +31,23 @@ namespace nvst::dev {
 
 // *dest on `pe` = value. T is 1, 2, 4 or 8 bytes. A volatile store: it is not
 // merged with or reordered against other volatile accesses of this thread.
+// To a PE of another node only 8-byte elements are supported (sent as a
+// signal SET through the proxy); smaller ones stop the kernel (kUnreachable).
 template <typename T>
 __device__ __forceinline__ void p(T* dest, T value, int pe) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
                 "nvst::dev::p: element must be 1, 2, 4 or 8 bytes");
+  if constexpr (sizeof(T) == 8) {
+    check_pe(pe);
+    if (!on_node(pe) && has_proxy()) {
+      check_symmetric(dest, 8);
+      std::uint64_t bits;
+      memcpy(&bits, &value, 8);
+      proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(dest), bits,
+                 static_cast<std::uint8_t>(proxy::SignalOp::kSet));
+      return;
+    }
+  }
   *reinterpret_cast<volatile T*>(rma_address(dest, sizeof(T), pe)) = value;
 }
 
@@ -47,10 +61,31 @@ __device__ __forceinline__ T g(const T* src, int pe) {
 
 // ---- bulk, any scope -------------------------------------------------------
 
+// A put to a PE of another node is one command to the proxy, posted by the
+// group's first member once every member has arrived (so `src` is ready).
 template <Scope S>
 __device__ __forceinline__ void put_scope(void* dest, const void* src, std::size_t bytes, int pe) {
   if (bytes == 0) return;
+  check_pe(pe);
+  if (!on_node(pe) && has_proxy()) {
+    check_symmetric(dest, bytes);
+    Group<S>::sync();
+    if (Group<S>::rank() == 0) proxy_push(proxy::Op::kPut, pe, heap_offset(dest), src, bytes, 0, 0, 0);
+    Group<S>::sync();
+    return;
+  }
   group_copy<S>(rma_address(dest, bytes, pe), src, bytes);
+}
+
+// Blocking puts: `src` may be reused on return. Over NVLink the stores are
+// done; through the proxy the group waits until it has completed them.
+template <Scope S>
+__device__ __forceinline__ void put_blocking(void* dest, const void* src, std::size_t bytes, int pe) {
+  put_scope<S>(dest, src, bytes, pe);
+  if (bytes != 0 && !on_node(pe) && has_proxy()) {
+    if (Group<S>::rank() == 0) proxy_quiet();
+    Group<S>::sync();
+  }
 }
 
 template <Scope S>
@@ -74,16 +109,16 @@ __device__ __forceinline__ void putmem_nbi_block(void* dest, const void* src, st
 }
 
 __device__ __forceinline__ void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
-  put_scope<Scope::kThread>(dest, src, bytes, pe);
+  put_blocking<Scope::kThread>(dest, src, bytes, pe);
 }
 __device__ __forceinline__ void putmem_warp(void* dest, const void* src, std::size_t bytes,
                                             int pe) {
-  put_scope<Scope::kWarp>(dest, src, bytes, pe);
+  put_blocking<Scope::kWarp>(dest, src, bytes, pe);
   __syncwarp();
 }
 __device__ __forceinline__ void putmem_block(void* dest, const void* src, std::size_t bytes,
                                              int pe) {
-  put_scope<Scope::kBlock>(dest, src, bytes, pe);
+  put_blocking<Scope::kBlock>(dest, src, bytes, pe);
   __syncthreads();
 }
 

@@ -82,6 +82,13 @@ __device__ __forceinline__ T wait_until_impl(const T* p, Cmp cmp, T value, FailK
 // thread's earlier stores.
 __device__ __forceinline__ void signal_op(std::uint64_t* sig_addr, std::uint64_t signal,
                                           SignalOp op, int pe) {
+  check_pe(pe);
+  if (!on_node(pe) && has_proxy()) {
+    check_symmetric(sig_addr, sizeof(std::uint64_t));
+    proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(sig_addr), signal,
+               static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet));
+    return;
+  }
   auto* remote = reinterpret_cast<std::uint64_t*>(rma_address(sig_addr, sizeof(std::uint64_t), pe));
   if (op == SignalOp::kSet) {
     detail::st_release_sys(remote, signal);
@@ -115,6 +122,18 @@ __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, st
                                                  std::uint64_t* sig_addr, std::uint64_t signal,
                                                  SignalOp op, int pe) {
   using G = Group<S>;
+  check_pe(pe);
+  if (!on_node(pe) && has_proxy()) {
+    // One command: the proxy sends the signal only once the data is there.
+    if (bytes) check_symmetric(dest, bytes);
+    check_symmetric(sig_addr, sizeof(std::uint64_t));
+    G::sync();
+    if (G::rank() == 0)
+      proxy_push(proxy::Op::kPutSignal, pe, bytes ? heap_offset(dest) : 0, src, bytes, heap_offset(sig_addr), signal,
+                 static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet));
+    G::sync();
+    return;
+  }
   put_scope<S>(dest, src, bytes, pe);
   G::sync();  // every member's data stores precede the release below
   if (G::rank() == 0) signal_op(sig_addr, signal, op, pe);

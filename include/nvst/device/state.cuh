@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "nvst/proxy_fifo.hpp"
+
 namespace nvst::dev {
 
 // PEs of one node that a process can map (NVLink domain). World size itself
@@ -28,7 +30,9 @@ enum class FailKind : int {
   kBarrierTimeout = 2,  // barrier: a peer did not arrive
   kBadPe = 3,           // PE out of range
   kNotSymmetric = 4,    // address outside the symmetric heap
-  kUnreachable = 5,     // peer not reachable by load/store
+  kUnreachable = 5,     // peer not reachable by load/store (and no proxy for this call)
+  kProxyTimeout = 6,    // the proxy did not take or complete a command in time
+  kProxyFailed = 7,     // the proxy stopped on an error (the host log says which)
 };
 
 // A fatal device-side error, written to pinned host memory before the kernel
@@ -59,6 +63,8 @@ struct DeviceState {
   std::uint64_t* barrier_flags;  // symmetric: flags[p] = last barrier p reached here
   std::uint64_t timeout_ns;      // device wait timeout; 0 = none
   DeviceError* error;            // pinned host mailbox
+  proxy::FifoShared* fifo;       // commands to the proxy (pinned, mapped); nullptr: no proxy
+  unsigned long long* fifo_tail; // its producers' ticket counter (device memory)
   int initialized;
 };
 
@@ -149,6 +155,13 @@ __device__ __forceinline__ char* peer_address(const void* addr, int pe) {
   char* base = s.peer_base[idx];
   if (base == nullptr) return nullptr;
   return base + (static_cast<const char*>(addr) - s.heap_base);
+}
+
+// Whether `pe` is reachable by load/store (this node's PEs).
+__device__ __forceinline__ bool on_node(int pe) {
+  const DeviceState& s = state();
+  unsigned idx = static_cast<unsigned>(pe - s.node_first_pe);
+  return idx < static_cast<unsigned>(s.node_n_pes) && s.peer_base[idx] != nullptr;
 }
 
 // peer_address for an RMA call: validates pe and range, and stops the kernel

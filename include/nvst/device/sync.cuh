@@ -12,11 +12,17 @@
 namespace nvst::dev {
 
 // Orders this thread's earlier puts to each PE before its later ones.
-__device__ __forceinline__ void fence() { __threadfence_system(); }
+__device__ __forceinline__ void fence() {
+  __threadfence_system();
+  proxy_fence();
+}
 
 // Completes this thread's earlier puts and gets: after quiet() the data is
 // visible at the target PE (system scope).
-__device__ __forceinline__ void quiet() { __threadfence_system(); }
+__device__ __forceinline__ void quiet() {
+  __threadfence_system();
+  proxy_quiet();
+}
 
 // Barrier over all PEs, callable inside a kernel by one thread, one warp or
 // one block per PE (the same scope on every PE, one barrier at a time). Like
@@ -37,6 +43,7 @@ __device__ __forceinline__ void barrier_all_scope() {
   std::uint64_t seq = 0;
   if (G::rank() == 0) {
     __threadfence_system();  // quiet: the callers' earlier puts complete first
+    proxy_quiet();
     seq = ++*s.barrier_seq;
     if constexpr (S == Scope::kBlock) shared_seq = seq;
   }
@@ -47,6 +54,11 @@ __device__ __forceinline__ void barrier_all_scope() {
   }
   std::uint64_t* my_flag = s.barrier_flags + s.my_pe;
   for (int pe = static_cast<int>(G::rank()); pe < s.n_pes; pe += static_cast<int>(G::size())) {
+    if (!on_node(pe) && has_proxy()) {  // another node: a signal SET through the proxy
+      proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(my_flag), seq,
+                 static_cast<std::uint8_t>(proxy::SignalOp::kSet));
+      continue;
+    }
     auto* remote = reinterpret_cast<std::uint64_t*>(rma_address(my_flag, sizeof(std::uint64_t), pe));
     detail::st_release_sys(remote, seq);
   }

@@ -1,0 +1,85 @@
+// The command FIFO between producers (GPU threads, or host threads) and a
+// PE's proxy thread: the layout both sides share. It lives in pinned host
+// memory so that GPU stores reach the CPU without a copy; the producers'
+// ticket counter ("tail") lives where the producers can do fast atomics on
+// it (device memory for GPU producers, host memory for host producers).
+//
+// Protocol (one consumer, any number of producers):
+//   producer: t = fetch_add(tail, 1)              -- a ticket: slot t % capacity
+//             wait until t - head < capacity      -- back-pressure (timeout)
+//             write the command's body words
+//             release fence
+//             store tag = (t + 1) << 8 | op        -- publishes the command
+//   consumer: tag = acquire-load slot[head % capacity].tag; 0 means not yet
+//             copy the command; store tag = 0; store-release head + 1
+//
+// Why it is right:
+//  - Tickets are unique (one atomic counter), so no two producers share a
+//    slot in the same lap and no command is lost or duplicated.
+//  - A producer writes slot t only once head > t - capacity, i.e. after the
+//    consumer copied and cleared the slot's previous command (ticket
+//    t - capacity): the consumer clears the tag before it publishes head with
+//    release, the producer reads head (acquire) before writing.
+//  - The release fence between body and tag (on the GPU
+//    __threadfence_system(), which orders the stores as the CPU sees them)
+//    and the consumer's acquire load of the tag mean a non-zero tag implies
+//    the whole body is visible.
+//  - The consumer takes slots strictly in ticket order, so a producer whose
+//    ticket came later waits behind an earlier one that has not published
+//    yet: commands are executed in ticket order, which is what fence and
+//    quiet rely on. A producer that dies between ticket and publish stalls
+//    the FIFO; the proxy reports it after the timeout instead of hanging.
+//  - `completed` (written by the proxy) is the quiet point: every command
+//    whose ticket is below it has finished, data visible at its target.
+#pragma once
+
+#include <cstdint>
+
+namespace nvst::proxy {
+
+enum class Op : std::uint8_t {
+  kPut = 1,        // bytes from src to dest on pe
+  kPutSignal = 2,  // a put, then the signal once the data is visible
+  kSignal = 3,     // an 8-byte set/add at sig on pe
+  kFence = 4,      // later commands to a PE land after earlier ones
+  kQuiet = 5,      // completes everything before it; sets `completed`
+};
+
+enum class SignalOp : std::uint8_t { kSet = 0, kAdd = 1 };
+
+struct alignas(64) Command {
+  std::uint64_t tag;        // 0 = empty; (ticket + 1) << 8 | op when published
+  std::uint64_t dest;       // heap offset at the target
+  std::uint64_t src;        // source address in the producer's address space
+  std::uint64_t bytes;
+  std::uint64_t sig;        // heap offset of the signal word at the target
+  std::uint64_t sig_value;
+  std::uint32_t pe;         // target PE
+  std::uint8_t sig_op;      // SignalOp
+  std::uint8_t src_on_device;  // 1: src is GPU memory (staged by the proxy)
+  std::uint8_t pad[2];
+  std::uint64_t reserved;
+};
+static_assert(sizeof(Command) == 64, "a command is one 64-byte line");
+
+constexpr std::uint64_t command_tag(std::uint64_t ticket, Op op) {
+  return ((ticket + 1) << 8) | static_cast<std::uint64_t>(op);
+}
+constexpr Op tag_op(std::uint64_t tag) { return static_cast<Op>(tag & 0xff); }
+constexpr std::uint64_t tag_ticket(std::uint64_t tag) { return (tag >> 8) - 1; }
+
+// Shared by producers and the consumer; capacity slots follow the header.
+struct FifoShared {
+  alignas(64) std::uint64_t head;       // commands consumed so far
+  alignas(64) std::uint64_t completed;  // every ticket < completed has finished
+  alignas(64) std::uint64_t failed;     // non-zero: the proxy failed, stop waiting
+  std::uint32_t capacity;               // a power of two
+  std::uint32_t pad;
+  alignas(64) Command slots[1];         // really `capacity` of them
+};
+
+constexpr std::size_t fifo_bytes(std::uint32_t capacity) {
+  return sizeof(FifoShared) + (capacity - 1) * sizeof(Command);
+}
+
+}  // namespace nvst::proxy

@@ -1,0 +1,261 @@
+// libfabric plumbing for the fabric transport: see fabric.hpp.
+#include "transport/fabric.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "nvst/error.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/settings.hpp"
+
+// libfabric calls return 0 or a negative error code.
+#define NVST_CHECK_FI(call)                                                               \
+  do {                                                                                    \
+    int nvst_rc_ = static_cast<int>(call);                                                \
+    if (nvst_rc_ != 0) NVST_FAIL(#call, " failed: ", fi_strerror(-nvst_rc_), " (", nvst_rc_, ")"); \
+  } while (0)
+
+namespace nvst::fabric {
+
+namespace {
+
+constexpr std::uint32_t kApi = FI_VERSION(1, 17);
+
+struct InfoDeleter {
+  void operator()(fi_info* p) const { fi_freeinfo(p); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+// What a transport asks of a provider: reliable datagram endpoints with RMA
+// writes and atomics, delivery completion, and whichever memory
+// registration modes the provider needs (we handle them all).
+InfoPtr hints(const std::string& provider) {
+  InfoPtr h(fi_allocinfo());
+  h->ep_attr->type = FI_EP_RDM;
+  h->caps = FI_RMA | FI_ATOMIC | FI_WRITE | FI_REMOTE_WRITE;
+  h->mode = FI_CONTEXT;
+  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                            FI_MR_ENDPOINT;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;  // one proxy thread per PE drives it
+  h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  if (!provider.empty()) h->fabric_attr->prov_name = ::strdup(provider.c_str());
+  return h;
+}
+
+}  // namespace
+
+std::vector<std::string> providers_present() {
+  InfoPtr h(fi_allocinfo());
+  h->ep_attr->type = FI_EP_RDM;
+  fi_info* all = nullptr;
+  std::set<std::string> names;
+  if (fi_getinfo(kApi, nullptr, nullptr, 0, h.get(), &all) == 0) {
+    for (fi_info* i = all; i; i = i->next) names.insert(i->fabric_attr->prov_name);
+    fi_freeinfo(all);
+  }
+  return {names.begin(), names.end()};
+}
+
+std::string chosen_provider() {
+  if (auto p = settings::get("NVST_FABRIC_PROVIDER")) return *p;
+  auto present = providers_present();
+  for (const char* want : {"efa", "verbs;ofi_rxm", "tcp;ofi_rxm"})
+    if (std::find(present.begin(), present.end(), want) != present.end()) return want;
+  return present.empty() ? "tcp;ofi_rxm" : present.front();
+}
+
+// What each PE publishes about itself.
+struct PeerAddress {
+  std::uint64_t heap_base;  // virtual address (for FI_MR_VIRT_ADDR providers)
+  std::uint64_t heap_key;
+  std::uint64_t control_base;
+  std::uint64_t control_key;
+  std::uint32_t name_len;
+  std::uint8_t name[240];
+};
+
+struct Transport::Impl {
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* cq = nullptr;
+  fid_ep* ep = nullptr;
+  fid_mr* heap_mr = nullptr;
+  fid_mr* control_mr = nullptr;
+  fid_mr* scratch_mr = nullptr;
+  char* heap = nullptr;
+  std::size_t heap_bytes = 0;
+  char* control = nullptr;
+  std::size_t control_bytes = 0;
+  char* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
+  bool virt_addr = false;
+  std::vector<fi_addr_t> addr;        // per PE
+  std::vector<PeerAddress> peers;     // per PE
+
+  void* desc_for(const void* p, std::size_t bytes) const {
+    auto* c = static_cast<const char*>(p);
+    if (heap_mr && c >= heap && c + bytes <= heap + heap_bytes) return fi_mr_desc(heap_mr);
+    if (c >= scratch && c + bytes <= scratch + scratch_bytes) return fi_mr_desc(scratch_mr);
+    NVST_FAIL("fabric: source ", p, " (+", bytes, ") is neither in the heap nor in the staging area");
+  }
+  std::uint64_t remote_addr(int pe, Region r, std::uint64_t offset) const {
+    const auto& peer = peers[static_cast<std::size_t>(pe)];
+    if (!virt_addr) return offset;
+    return (r == Region::kHeap ? peer.heap_base : peer.control_base) + offset;
+  }
+  std::uint64_t remote_key(int pe, Region r) const {
+    const auto& peer = peers[static_cast<std::size_t>(pe)];
+    return r == Region::kHeap ? peer.heap_key : peer.control_key;
+  }
+
+  fid_mr* reg(char* base, std::size_t bytes, std::uint64_t access, std::uint64_t key) {
+    fid_mr* mr = nullptr;
+    NVST_CHECK_FI(fi_mr_reg(domain, base, bytes, access, 0, key, 0, &mr, nullptr));
+    if (info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+      NVST_CHECK_FI(fi_mr_bind(mr, &ep->fid, 0));
+      NVST_CHECK_FI(fi_mr_enable(mr));
+    }
+    return mr;
+  }
+
+  ~Impl() {
+    if (scratch_mr) fi_close(&scratch_mr->fid);
+    if (control_mr) fi_close(&control_mr->fid);
+    if (heap_mr) fi_close(&heap_mr->fid);
+    if (ep) fi_close(&ep->fid);
+    if (av) fi_close(&av->fid);
+    if (cq) fi_close(&cq->fid);
+    if (domain) fi_close(&domain->fid);
+    if (fabric) fi_close(&fabric->fid);
+    if (info) fi_freeinfo(info);
+  }
+};
+
+Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control,
+                     std::size_t control_bytes, char* scratch, std::size_t scratch_bytes)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.heap = heap;
+  m.heap_bytes = heap_bytes;
+  m.control = control;
+  m.control_bytes = control_bytes;
+  m.scratch = scratch;
+  m.scratch_bytes = scratch_bytes;
+  provider_ = chosen_provider();
+  InfoPtr h = hints(provider_);
+  int rc = fi_getinfo(kApi, nullptr, nullptr, 0, h.get(), &m.info);
+  if (rc != 0 || m.info == nullptr) {
+    std::string present;
+    for (auto& p : providers_present()) present += (present.empty() ? "" : ", ") + p;
+    NVST_FAIL("fabric provider '", provider_, "' is not available with RDM endpoints, RMA and atomics (",
+              fi_strerror(-rc), "); providers present: ", present.empty() ? "none" : present,
+              " (set NVST_FABRIC_PROVIDER)");
+  }
+  hmem_ = (m.info->caps & FI_HMEM) != 0;
+  m.virt_addr = (m.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  max_write_ = std::min<std::size_t>(m.info->ep_attr->max_msg_size, std::size_t{1} << 30);
+
+  NVST_CHECK_FI(fi_fabric(m.info->fabric_attr, &m.fabric, nullptr));
+  NVST_CHECK_FI(fi_domain(m.fabric, m.info, &m.domain, nullptr));
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+  cq_attr.size = 4096;
+  NVST_CHECK_FI(fi_cq_open(m.domain, &cq_attr, &m.cq, nullptr));
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  NVST_CHECK_FI(fi_av_open(m.domain, &av_attr, &m.av, nullptr));
+  NVST_CHECK_FI(fi_endpoint(m.domain, m.info, &m.ep, nullptr));
+  NVST_CHECK_FI(fi_ep_bind(m.ep, &m.cq->fid, FI_TRANSMIT | FI_RECV));
+  NVST_CHECK_FI(fi_ep_bind(m.ep, &m.av->fid, 0));
+  NVST_CHECK_FI(fi_enable(m.ep));
+
+  // Keys: ours when the provider lets us choose (1 heap, 2 scratch, 3 control).
+  const std::uint64_t remote = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ;
+  if (heap) m.heap_mr = m.reg(heap, heap_bytes, remote, 1);
+  m.scratch_mr = m.reg(scratch, scratch_bytes, FI_WRITE | FI_READ, 2);
+  m.control_mr = m.reg(control, control_bytes, remote, 3);
+
+  PeerAddress mine{};
+  mine.heap_base = reinterpret_cast<std::uint64_t>(heap);
+  mine.heap_key = m.heap_mr ? fi_mr_key(m.heap_mr) : 0;
+  mine.control_base = reinterpret_cast<std::uint64_t>(control);
+  mine.control_key = fi_mr_key(m.control_mr);
+  std::size_t len = sizeof(mine.name);
+  NVST_CHECK_FI(fi_getname(&m.ep->fid, mine.name, &len));
+  mine.name_len = static_cast<std::uint32_t>(len);
+  auto all = boot.allgather(&mine, sizeof(mine), "fabric: endpoint addresses");
+  const int world = boot.world();
+  m.peers.resize(static_cast<std::size_t>(world));
+  std::memcpy(m.peers.data(), all.data(), all.size());
+  m.addr.resize(static_cast<std::size_t>(world));
+  for (int p = 0; p < world; ++p) {
+    int n = fi_av_insert(m.av, m.peers[static_cast<std::size_t>(p)].name, 1,
+                         &m.addr[static_cast<std::size_t>(p)], 0, nullptr);
+    NVST_REQUIRE(n == 1, "fi_av_insert of PE ", p, "'s address failed (", n, ")");
+  }
+}
+
+Transport::~Transport() = default;
+
+bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
+                      std::uint64_t dest_offset, void* context) {
+  Impl& m = *impl_;
+  ssize_t rc = fi_write(m.ep, src, bytes, m.desc_for(src, bytes), m.addr[static_cast<std::size_t>(pe)],
+                        m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), context);
+  if (rc == -FI_EAGAIN) return false;
+  NVST_REQUIRE(rc == 0, "fi_write of ", bytes, " bytes to PE ", pe, " failed: ", fi_strerror(static_cast<int>(-rc)));
+  return true;
+}
+
+bool Transport::atomic(int pe, const std::uint64_t* value, AtomicOp op, Region region,
+                       std::uint64_t dest_offset, void* context) {
+  Impl& m = *impl_;
+  ssize_t rc = fi_atomic(m.ep, value, 1, m.desc_for(value, 8), m.addr[static_cast<std::size_t>(pe)],
+                         m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), FI_UINT64,
+                         op == AtomicOp::kAdd ? FI_SUM : FI_ATOMIC_WRITE, context);
+  if (rc == -FI_EAGAIN) return false;
+  NVST_REQUIRE(rc == 0, "fi_atomic (", op == AtomicOp::kAdd ? "add" : "set", ") to PE ", pe,
+               " failed: ", fi_strerror(static_cast<int>(-rc)));
+  return true;
+}
+
+int Transport::progress(std::vector<Completion>& out) {
+  Impl& m = *impl_;
+  fi_cq_entry entries[32];
+  int n = 0;
+  for (;;) {
+    ssize_t got = fi_cq_read(m.cq, entries, 32);
+    if (got > 0) {
+      for (ssize_t i = 0; i < got; ++i) out.push_back({entries[i].op_context, 0, {}});
+      n += static_cast<int>(got);
+      continue;
+    }
+    if (got == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(m.cq, &err, 0) > 0) {
+        char buf[256] = {};
+        const char* text = fi_cq_strerror(m.cq, err.prov_errno, err.err_data, buf, sizeof buf);
+        out.push_back({err.op_context, err.err ? err.err : FI_EIO,
+                       std::string(fi_strerror(err.err)) + (text ? std::string(": ") + text : "")});
+        ++n;
+        continue;
+      }
+    }
+    if (got != -FI_EAGAIN && got < 0)
+      NVST_FAIL("fi_cq_read failed: ", fi_strerror(static_cast<int>(-got)));
+    return n;
+  }
+}
+
+}  // namespace nvst::fabric

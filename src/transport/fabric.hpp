@@ -1,0 +1,86 @@
+// Fabric transport: one libfabric RDM endpoint per PE, the symmetric heap
+// registered for remote writes and atomics, and every peer's address, heap
+// base and key exchanged through the bootstrap. It only issues operations and
+// reports completions; ordering (a signal after its data), fence and quiet
+// are the proxy's job (transport/proxy.hpp).
+//
+// Provider: NVST_FABRIC_PROVIDER ("tcp;ofi_rxm", "shm", "verbs;ofi_rxm",
+// "efa", ...); by default the first present of efa, verbs;ofi_rxm,
+// tcp;ofi_rxm. Asking for one that is missing fails with the list of those
+// present. Every operation asks for FI_DELIVERY_COMPLETE: its completion
+// means the bytes are visible in the target's memory, which is what lets a
+// signal follow its data.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace nvst {
+
+class Bootstrap;
+
+namespace fabric {
+
+// Names of the providers libfabric offers for RDM endpoints here.
+std::vector<std::string> providers_present();
+// The provider NVST_FABRIC_PROVIDER asks for, or the default choice.
+std::string chosen_provider();
+
+// A completed (or failed) operation: the context passed when it was posted.
+struct Completion {
+  void* context;
+  int error;  // 0, or a positive libfabric error code
+  std::string error_text;
+};
+
+enum class AtomicOp { kSet, kAdd };
+
+// The remotely writable regions of every PE: its symmetric heap (when it is
+// host memory, or GPU memory with FI_HMEM) and its control region (host
+// memory: the staged-put inboxes and their doorbells and credits).
+enum class Region { kHeap, kControl };
+
+class Transport {
+ public:
+  // Collective over the world: opens the endpoint, registers the heap (for
+  // remote writes; heap == nullptr: not registered, GPU heaps without
+  // FI_HMEM), the control region (remote writes) and the scratch region
+  // (local sources: staging slots and atomic operands), exchanges addresses.
+  Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control,
+            std::size_t control_bytes, char* scratch, std::size_t scratch_bytes);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  const std::string& provider() const { return provider_; }
+  bool has_hmem() const { return hmem_; }
+
+  // Posts a write of [src, src+bytes) to `pe`'s region at `dest_offset`.
+  // src lies in a registered region. Returns false when the provider is out
+  // of resources (FI_EAGAIN): progress() and post again.
+  bool write(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
+             void* context);
+  // Posts an 8-byte atomic (set or add) of *value (in scratch) at `pe`'s
+  // region offset. Same return convention.
+  bool atomic(int pe, const std::uint64_t* value, AtomicOp op, Region region, std::uint64_t dest_offset,
+              void* context);
+  // Drives the provider (incoming data for this PE included) and appends
+  // finished operations to `out`. Returns how many were appended.
+  int progress(std::vector<Completion>& out);
+
+  // Largest single write; larger puts are split by the caller.
+  std::size_t max_write() const { return max_write_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string provider_;
+  bool hmem_ = false;
+  std::size_t max_write_ = 0;
+};
+
+}  // namespace fabric
+}  // namespace nvst

@@ -1,0 +1,97 @@
+// Host halves of the command FIFO (layout and protocol:
+// include/nvst/proxy_fifo.hpp): a producer for host threads, and the proxy's
+// consumer. The device producer is include/nvst/device/proxy.cuh.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "nvst/error.hpp"
+#include "nvst/proxy_fifo.hpp"
+
+namespace nvst::proxy {
+
+inline std::atomic_ref<std::uint64_t> word(std::uint64_t& w) { return std::atomic_ref<std::uint64_t>(w); }
+
+// Producer side for host threads; any number may share one FIFO and tail.
+class HostProducer {
+ public:
+  HostProducer(FifoShared* fifo, std::uint64_t* tail, double timeout_s)
+      : fifo_(fifo), tail_(tail), timeout_s_(timeout_s) {}
+
+  // Publishes `c` (its tag is set here) and returns its ticket.
+  std::uint64_t push(Command c, Op op) {
+    const std::uint64_t t = word(*tail_).fetch_add(1, std::memory_order_relaxed);
+    wait("a free FIFO slot", [&] { return t - word(fifo_->head).load(std::memory_order_acquire) < fifo_->capacity; });
+    Command& slot = fifo_->slots[t & (fifo_->capacity - 1)];
+    c.tag = 0;
+    // Body first (plain stores), then the tag with release.
+    std::uint64_t tag = command_tag(t, op);
+    slot.dest = c.dest;
+    slot.src = c.src;
+    slot.bytes = c.bytes;
+    slot.sig = c.sig;
+    slot.sig_value = c.sig_value;
+    slot.pe = c.pe;
+    slot.sig_op = c.sig_op;
+    slot.src_on_device = c.src_on_device;
+    word(slot.tag).store(tag, std::memory_order_release);
+    return t;
+  }
+
+  // Waits until every command up to and including `ticket` has finished.
+  void wait_completed(std::uint64_t ticket) {
+    wait("the proxy to complete earlier commands (quiet)",
+         [&] { return word(fifo_->completed).load(std::memory_order_acquire) > ticket; });
+  }
+
+ private:
+  template <typename Pred>
+  void wait(const char* what, Pred ready) {
+    if (ready()) return;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s_);
+    for (int spin = 0;; ++spin) {
+      if (ready()) return;
+      NVST_REQUIRE(word(fifo_->failed).load(std::memory_order_acquire) == 0,
+                   "the proxy thread failed while this thread waited for ", what, " (see its error above)");
+      if (spin > 64) std::this_thread::yield();
+      if ((spin & 255) == 0 && std::chrono::steady_clock::now() > deadline)
+        NVST_FAIL("timed out after ", timeout_s_, " s waiting for ", what,
+                  " (NVST_TIMEOUT_S; a peer may be dead or the proxy stalled)");
+    }
+  }
+  FifoShared* fifo_;
+  std::uint64_t* tail_;
+  double timeout_s_;
+};
+
+// The one consumer (the proxy thread).
+class Consumer {
+ public:
+  explicit Consumer(FifoShared* fifo) : fifo_(fifo) {}
+  // Takes the next command if it has been published.
+  bool poll(Command& out) {
+    const std::uint64_t h = word(fifo_->head).load(std::memory_order_relaxed);
+    Command& slot = fifo_->slots[h & (fifo_->capacity - 1)];
+    const std::uint64_t tag = word(slot.tag).load(std::memory_order_acquire);
+    if (tag == 0) return false;
+    out = slot;
+    out.tag = tag;
+    word(slot.tag).store(0, std::memory_order_relaxed);
+    word(fifo_->head).store(h + 1, std::memory_order_release);
+    return true;
+  }
+  std::uint64_t head() const { return word(fifo_->head).load(std::memory_order_relaxed); }
+  // Publishes the quiet point: every ticket below `ticket_end` has finished.
+  void set_completed(std::uint64_t ticket_end) {
+    word(fifo_->completed).store(ticket_end, std::memory_order_release);
+  }
+  void set_failed() { word(fifo_->failed).store(1, std::memory_order_release); }
+
+ private:
+  FifoShared* fifo_;
+};
+
+}  // namespace nvst::proxy

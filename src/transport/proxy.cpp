@@ -1,0 +1,596 @@
+// The proxy thread: see proxy.hpp.
+#include "transport/proxy.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <vector>
+
+#include "device/device_runtime.hpp"
+#include "runtime/bootstrap.hpp"
+
+namespace nvst {
+
+namespace {
+constexpr int kMaxInFlight = 512;                       // fabric operations posted at once
+constexpr int kStageSlots = 8;                          // staging slots in the pipeline
+constexpr std::size_t kStageBytes = std::size_t{1} << 20;
+constexpr int kInboxSlots = 4;                          // per (source, target) pair
+constexpr std::size_t kInboxHeader = 64;
+constexpr std::size_t kInboxData = kStageBytes - kInboxHeader;  // data per piece
+constexpr std::uint32_t kFifoCapacity = 4096;
+using Clock = std::chrono::steady_clock;
+
+std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+// The header in front of each piece in an inbox slot.
+struct InboxHeader {
+  std::uint64_t seq;        // piece number from this source, for checks
+  std::uint64_t dest;       // heap offset
+  std::uint64_t bytes;      // data bytes after the header
+  std::uint64_t sig;        // heap offset of the signal word
+  std::uint64_t sig_value;
+  std::uint8_t has_signal;  // apply the signal after the data
+  std::uint8_t sig_op;      // proxy::SignalOp
+  std::uint8_t pad[22];
+};
+static_assert(sizeof(InboxHeader) == kInboxHeader);
+
+// Control region layout (per PE, world PEs):
+//   credits[world]             pieces target t has applied from me (t writes)
+//   bells[world][kInboxSlots]  seq + 1 of the piece in inbox slot k from s (s writes)
+//   slots[world][kInboxSlots]  header + data (s writes)
+struct ControlLayout {
+  int world;
+  bool inbox;  // GPU heaps: inboxes exist
+  std::size_t credit(int t) const { return 8 * static_cast<std::size_t>(t); }
+  std::size_t bell(int s, int k) const {
+    return 8 * static_cast<std::size_t>(world) + 8 * (static_cast<std::size_t>(s) * kInboxSlots + k);
+  }
+  std::size_t slots_begin() const { return round_up(bell(world, 0), 4096); }
+  std::size_t slot(int s, int k) const {
+    return slots_begin() + (static_cast<std::size_t>(s) * kInboxSlots + k) * kStageBytes;
+  }
+  std::size_t bytes() const { return inbox ? slot(world, 0) : slots_begin(); }
+};
+
+std::uint64_t load_acquire(const std::uint64_t* p) {
+  return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
+}
+
+fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
+  return sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd) ? fabric::AtomicOp::kAdd
+                                                                   : fabric::AtomicOp::kSet;
+}
+}  // namespace
+
+// One posted fabric operation. Lives in the registered scratch area so that
+// `value` can be the local operand of an atomic.
+struct Proxy::InFlight {
+  enum Kind : int { kHeapWrite, kSignal, kInboxWrite, kBell, kCredit };
+  std::uint64_t value;  // atomic operand; kInboxWrite: the piece's seq
+  int kind;
+  int pe;
+  int stage_slot;       // -1: none
+  int group;            // host path put_signal: index into groups, -1: none
+  int inbox_slot;       // kInboxWrite: slot k at the target
+  Clock::time_point posted;
+};
+
+struct Proxy::State {
+  ControlLayout layout;
+  int me = 0;
+  char* heap = nullptr;
+  std::size_t heap_bytes = 0;
+  proxy::Consumer host_consumer;
+  std::unique_ptr<proxy::Consumer> dev_consumer;
+  InFlight* pool = nullptr;
+  std::vector<int> free_ops;
+  std::vector<char> op_busy = std::vector<char>(kMaxInFlight, 0);
+  int in_flight = 0;
+  char* stage = nullptr;
+  std::vector<int> free_slots;
+  // The command being posted piece by piece.
+  bool active = false;
+  proxy::Command cur{};
+  std::size_t cur_done = 0;
+  int cur_group = -1;
+  bool cur_signal_sent = false;  // inbox path: the signal-carrying piece went
+  Clock::time_point cur_since;
+  // Host path put_signal: pieces in flight, and whether all were posted.
+  struct Group {
+    int remaining = 0;
+    bool all_posted = false;
+    proxy::Command cmd{};
+  };
+  std::vector<Group> groups;
+  std::vector<int> free_groups;
+  std::deque<int> ready_signals;
+  // Inbox path, sending side: pieces sent per target, bells to post.
+  std::vector<std::uint64_t> sent;
+  struct Bell {
+    int pe, slot;
+    std::uint64_t seq;
+  };
+  std::deque<Bell> bells;
+  // Inbox path, receiving side: next piece expected per source, pieces
+  // copied (stream done) per source, credits to return.
+  std::vector<std::uint64_t> recv, applied;
+  struct Applying {
+    int src;
+    cudaEvent_t done;
+  };
+  std::deque<Applying> applying;
+  std::vector<cudaEvent_t> free_events;
+  std::deque<int> credits_due;
+  cudaStream_t stream = nullptr;
+  // fence / quiet
+  bool blocked = false;
+  bool blocked_is_quiet = false;
+  proxy::Consumer* blocked_fifo = nullptr;
+  std::uint64_t blocked_ticket = 0;
+  Clock::time_point last_age_check = Clock::now();
+  std::vector<fabric::Completion> completions;
+
+  explicit State(proxy::FifoShared* f) : host_consumer(f) {}
+
+  InFlight* take(int kind, int pe) {
+    const int id = free_ops.back();
+    InFlight* op = &pool[id];
+    *op = InFlight{0, kind, pe, -1, -1, -1, Clock::now()};
+    return op;
+  }
+  void commit(InFlight* op) {  // the post succeeded
+    free_ops.pop_back();
+    op_busy[static_cast<std::size_t>(op - pool)] = 1;
+    ++in_flight;
+  }
+  void release(InFlight* op) {
+    --in_flight;
+    const int id = static_cast<int>(op - pool);
+    op_busy[static_cast<std::size_t>(id)] = 0;
+    free_ops.push_back(id);
+  }
+  std::uint64_t credits_from(int t) const {
+    return load_acquire(reinterpret_cast<const std::uint64_t*>(layout_base + layout.credit(t)));
+  }
+  bool all_credited() const {
+    for (int t = 0; t < layout.world; ++t)
+      if (sent[static_cast<std::size_t>(t)] != credits_from(t)) return false;
+    return true;
+  }
+  bool drained() const {
+    return in_flight == 0 && !active && ready_signals.empty() && bells.empty() &&
+           (!layout.inbox || all_credited());
+  }
+  char* layout_base = nullptr;  // the control region
+};
+
+Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s)
+    : device_(device), timeout_s_(timeout_s) {
+  const int world = boot.world();
+  const bool inbox = device >= 0;
+  ControlLayout layout{world, inbox};
+  const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
+  scratch_bytes_ = pool_bytes + kStageSlots * kStageBytes;
+  control_bytes_ = layout.bytes();
+  scratch_ = static_cast<char*>(std::aligned_alloc(4096, scratch_bytes_));
+  control_ = static_cast<char*>(std::aligned_alloc(4096, control_bytes_));
+  NVST_REQUIRE(scratch_ && control_, "proxy: cannot allocate ", scratch_bytes_ + control_bytes_,
+               " bytes of staging and inbox memory");
+  std::memset(scratch_, 0, scratch_bytes_);
+  std::memset(control_, 0, control_bytes_);
+  if (inbox) {
+    // Pinned, so that the staging and inbox copies are DMA (and async).
+    NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterDefault));
+    NVST_CHECK_CUDA(cudaHostRegister(control_, control_bytes_, cudaHostRegisterDefault));
+  }
+  transport_ = std::make_unique<fabric::Transport>(boot, inbox ? nullptr : heap, heap_bytes, control_,
+                                                   control_bytes_, scratch_, scratch_bytes_);
+
+  auto make_fifo = [](void* mem) {
+    auto* f = static_cast<proxy::FifoShared*>(mem);
+    std::memset(mem, 0, proxy::fifo_bytes(kFifoCapacity));
+    f->capacity = kFifoCapacity;
+    return f;
+  };
+  host_fifo_mem_ = std::make_unique<std::byte[]>(proxy::fifo_bytes(kFifoCapacity) + 64);
+  void* p = host_fifo_mem_.get();
+  std::size_t space = proxy::fifo_bytes(kFifoCapacity) + 64;
+  host_fifo_ = make_fifo(std::align(64, proxy::fifo_bytes(kFifoCapacity), p, space));
+  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s);
+
+  st_ = std::make_unique<State>(host_fifo_);
+  State& s = *st_;
+  s.layout = layout;
+  s.layout_base = control_;
+  s.me = boot.rank();
+  s.heap = heap;
+  s.heap_bytes = heap_bytes;
+  s.pool = reinterpret_cast<InFlight*>(scratch_);
+  for (int i = kMaxInFlight - 1; i >= 0; --i) s.free_ops.push_back(i);
+  s.stage = scratch_ + pool_bytes;
+  for (int i = kStageSlots - 1; i >= 0; --i) s.free_slots.push_back(i);
+  s.sent.assign(static_cast<std::size_t>(world), 0);
+  s.recv.assign(static_cast<std::size_t>(world), 0);
+  s.applied.assign(static_cast<std::size_t>(world), 0);
+  if (inbox) {
+    void* mem = nullptr;
+    NVST_CHECK_CUDA(cudaHostAlloc(&mem, proxy::fifo_bytes(kFifoCapacity), cudaHostAllocMapped));
+    dev_fifo_ = make_fifo(mem);
+    NVST_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_fifo_dev_), mem, 0));
+    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_tail_), sizeof(*dev_tail_)));
+    NVST_CHECK_CUDA(cudaMemset(dev_tail_, 0, sizeof(*dev_tail_)));
+    s.dev_consumer = std::make_unique<proxy::Consumer>(dev_fifo_);
+    NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    for (int i = 0; i < kInboxSlots * world; ++i) {
+      cudaEvent_t e;
+      NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      s.free_events.push_back(e);
+    }
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+Proxy::~Proxy() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  transport_.reset();
+  if (device_ >= 0) {
+    State& s = *st_;
+    cudaStreamSynchronize(s.stream);
+    for (auto& a : s.applying) s.free_events.push_back(a.done);
+    for (cudaEvent_t e : s.free_events) cudaEventDestroy(e);
+    cudaStreamDestroy(s.stream);
+    cudaFreeHost(dev_fifo_);
+    cudaFree(dev_tail_);
+    cudaHostUnregister(scratch_);
+    cudaHostUnregister(control_);
+  }
+  std::free(scratch_);
+  std::free(control_);
+}
+
+std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op) {
+  if (std::string f = failure(); !f.empty()) throw Error(f);
+  return host_producer_->push(c, op);
+}
+
+void Proxy::quiet() {
+  const std::uint64_t t = push(proxy::Command{}, proxy::Op::kQuiet);
+  try {
+    host_producer_->wait_completed(t);
+  } catch (const Error&) {
+    if (std::string f = failure(); !f.empty()) throw Error(f);
+    throw;
+  }
+}
+
+std::string Proxy::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
+}
+
+void Proxy::fail(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (failure_.empty()) failure_ = why;
+  }
+  st_->host_consumer.set_failed();
+  if (st_->dev_consumer) st_->dev_consumer->set_failed();
+  std::fprintf(stderr, "%s\n", why.c_str());
+}
+
+void Proxy::run() {
+  if (device_ >= 0) cudaSetDevice(device_);
+  int idle = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool busy = false;
+    try {
+      busy = step();
+    } catch (const std::exception& e) {
+      fail(e.what());
+      break;
+    }
+    if (busy) {
+      idle = 0;
+    } else if (++idle > 2000) {
+      // Idle: keep progressing (peers' writes land through it) but leave the
+      // core to others.
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    } else if (idle > 200) {
+      std::this_thread::yield();
+    }
+  }
+  // After a failure keep taking commands so producers are not left waiting
+  // for slots; they see `failed` and stop.
+  while (!stop_.load(std::memory_order_relaxed)) {
+    proxy::Command c;
+    while (st_->host_consumer.poll(c)) {
+    }
+    while (st_->dev_consumer && st_->dev_consumer->poll(c)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// One round; returns whether anything happened.
+bool Proxy::step() {
+  State& s = *st_;
+  bool busy = false;
+
+  // 1. Completions.
+  s.completions.clear();
+  if (transport_->progress(s.completions) > 0) busy = true;
+  for (auto& c : s.completions) {
+    auto* op = static_cast<InFlight*>(c.context);
+    static const char* names[] = {"write", "signal", "inbox write", "doorbell", "credit"};
+    if (c.error != 0)
+      NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
+    if (op->stage_slot >= 0) s.free_slots.push_back(op->stage_slot);
+    if (op->group >= 0) {
+      auto& g = s.groups[static_cast<std::size_t>(op->group)];
+      if (--g.remaining == 0 && g.all_posted) s.ready_signals.push_back(op->group);
+    }
+    if (op->kind == InFlight::kInboxWrite) s.bells.push_back({op->pe, op->inbox_slot, op->value});
+    s.release(op);
+  }
+
+  // 2. Dead or wedged peers: operations that never complete, or a command
+  // that cannot start (no credit, EAGAIN while the provider reconnects).
+  if ((s.in_flight > 0 || s.active) && Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
+    s.last_age_check = Clock::now();
+    const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
+    const double active_age = std::chrono::duration<double>(Clock::now() - s.cur_since).count();
+    if (s.active && active_age > limit)
+      NVST_FAIL("an operation to PE ", s.cur.pe, " has waited ", active_age,
+                " s to start (limit 0.8 x NVST_TIMEOUT_S); PE ", s.cur.pe, " may be dead");
+    for (int i = 0; i < kMaxInFlight; ++i) {
+      if (!s.op_busy[static_cast<std::size_t>(i)]) continue;
+      const double age = std::chrono::duration<double>(Clock::now() - s.pool[i].posted).count();
+      if (age > limit)
+        NVST_FAIL("an operation to PE ", s.pool[i].pe, " has not completed after ", age,
+                  " s (limit 0.8 x NVST_TIMEOUT_S); PE ", s.pool[i].pe, " may be dead");
+    }
+  }
+
+  // 3. Small follow-up operations: host-path signals after their data,
+  // doorbells after their pieces, credits after the copies.
+  while (!s.ready_signals.empty() && !s.free_ops.empty()) {
+    const int g = s.ready_signals.front();
+    const proxy::Command& cmd = s.groups[static_cast<std::size_t>(g)].cmd;
+    InFlight* op = s.take(InFlight::kSignal, static_cast<int>(cmd.pe));
+    op->value = cmd.sig_value;
+    if (!transport_->atomic(op->pe, &op->value, atomic_of(cmd.sig_op), fabric::Region::kHeap, cmd.sig, op)) break;
+    s.commit(op);
+    s.ready_signals.pop_front();
+    s.free_groups.push_back(g);
+    busy = true;
+  }
+  while (!s.bells.empty() && !s.free_ops.empty()) {
+    const State::Bell b = s.bells.front();
+    InFlight* op = s.take(InFlight::kBell, b.pe);
+    op->value = b.seq + 1;
+    if (!transport_->atomic(b.pe, &op->value, fabric::AtomicOp::kSet, fabric::Region::kControl,
+                            s.layout.bell(s.me, b.slot), op))
+      break;
+    s.commit(op);
+    s.bells.pop_front();
+    busy = true;
+  }
+  if (s.layout.inbox) {
+    // Receiving: take every piece whose doorbell rang, in order per source.
+    for (int src = 0; src < s.layout.world; ++src) {
+      auto& next = s.recv[static_cast<std::size_t>(src)];
+      for (;;) {
+        const int k = static_cast<int>(next % kInboxSlots);
+        const auto* bell = reinterpret_cast<const std::uint64_t*>(control_ + s.layout.bell(src, k));
+        if (load_acquire(bell) != next + 1 || s.free_events.empty()) break;
+        const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
+        NVST_REQUIRE(h->seq == next && h->bytes <= kInboxData && h->dest <= s.heap_bytes &&
+                         h->bytes <= s.heap_bytes - h->dest && (!h->has_signal || h->sig <= s.heap_bytes - 8),
+                     "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ",
+                     h->dest, ", bytes ", h->bytes, ")");
+        if (h->bytes)
+          NVST_CHECK_CUDA(cudaMemcpyAsync(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader,
+                                          h->bytes, cudaMemcpyHostToDevice, s.stream));
+        if (h->has_signal) {
+          auto* word = reinterpret_cast<std::uint64_t*>(s.heap + h->sig);
+          if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
+            detail::launch_signal_add(word, h->sig_value, s.stream);
+          else  // a copy-engine write: no SM needed, ordered after the data
+            NVST_CHECK_CUDA(cudaMemcpyAsync(word, &h->sig_value, 8, cudaMemcpyHostToDevice, s.stream));
+        }
+        cudaEvent_t e = s.free_events.back();
+        s.free_events.pop_back();
+        NVST_CHECK_CUDA(cudaEventRecord(e, s.stream));
+        s.applying.push_back({src, e});
+        ++next;
+        busy = true;
+      }
+    }
+    while (!s.applying.empty()) {
+      cudaError_t q = cudaEventQuery(s.applying.front().done);
+      if (q == cudaErrorNotReady) break;
+      NVST_CHECK_CUDA(q);
+      const int src = s.applying.front().src;
+      s.free_events.push_back(s.applying.front().done);
+      s.applying.pop_front();
+      ++s.applied[static_cast<std::size_t>(src)];
+      if (s.credits_due.empty() || s.credits_due.back() != src) s.credits_due.push_back(src);
+      busy = true;
+    }
+    while (!s.credits_due.empty() && !s.free_ops.empty()) {
+      const int src = s.credits_due.front();
+      InFlight* op = s.take(InFlight::kCredit, src);
+      op->value = s.applied[static_cast<std::size_t>(src)];
+      if (!transport_->atomic(src, &op->value, fabric::AtomicOp::kSet, fabric::Region::kControl,
+                              s.layout.credit(s.me), op))
+        break;
+      s.commit(op);
+      s.credits_due.pop_front();
+      busy = true;
+    }
+  }
+
+  // 4. The active command, piece by piece, as resources allow.
+  while (s.active && !s.free_ops.empty()) {
+    const proxy::Command& c = s.cur;
+    const proxy::Op kind = proxy::tag_op(c.tag);
+    const int pe = static_cast<int>(c.pe);
+    const std::size_t left = c.bytes - s.cur_done;
+    const bool with_signal = kind == proxy::Op::kPutSignal || kind == proxy::Op::kSignal;
+    const char* src = reinterpret_cast<const char*>(c.src) + s.cur_done;
+
+    if (s.layout.inbox) {
+      // Inbox path: one piece per inbox slot; the last one carries the signal.
+      if (left == 0 && (!with_signal || s.cur_signal_sent)) {
+        s.active = false;
+        commands_done_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      if (s.free_slots.empty()) break;
+      auto& sent = s.sent[static_cast<std::size_t>(pe)];
+      if (sent - s.credits_from(pe) >= kInboxSlots) break;  // target's inbox full
+      const std::size_t piece = std::min(left, kInboxData);
+      const bool last = piece == left;
+      const int slot = s.free_slots.back();
+      char* stage = s.stage + static_cast<std::size_t>(slot) * kStageBytes;
+      auto* h = reinterpret_cast<InboxHeader*>(stage);
+      *h = InboxHeader{};
+      h->seq = sent;
+      h->dest = c.dest + s.cur_done;
+      h->bytes = piece;
+      h->has_signal = with_signal && last;
+      h->sig = c.sig;
+      h->sig_value = c.sig_value;
+      h->sig_op = c.sig_op;
+      if (piece) NVST_CHECK_CUDA(cudaMemcpy(stage + kInboxHeader, src, piece, cudaMemcpyDefault));
+      const int k = static_cast<int>(sent % kInboxSlots);
+      InFlight* op = s.take(InFlight::kInboxWrite, pe);
+      op->value = sent;
+      op->stage_slot = slot;
+      op->inbox_slot = k;
+      if (!transport_->write(pe, stage, kInboxHeader + piece, fabric::Region::kControl, s.layout.slot(s.me, k), op))
+        break;
+      s.commit(op);
+      s.free_slots.pop_back();
+      ++sent;
+      s.cur_done += piece;
+      if (h->has_signal) s.cur_signal_sent = true;
+      busy = true;
+      continue;
+    }
+
+    // Host path.
+    if (kind == proxy::Op::kSignal) {
+      InFlight* op = s.take(InFlight::kSignal, pe);
+      op->value = c.sig_value;
+      if (!transport_->atomic(pe, &op->value, atomic_of(c.sig_op), fabric::Region::kHeap, c.sig, op)) break;
+      s.commit(op);
+      s.active = false;
+      commands_done_.fetch_add(1, std::memory_order_relaxed);
+      busy = true;
+      break;
+    }
+    if (left > 0) {
+      const bool direct = src >= s.heap && src + left <= s.heap + s.heap_bytes;
+      int slot = -1;
+      std::size_t piece = std::min(left, transport_->max_write());
+      const char* from = src;
+      if (!direct) {
+        if (s.free_slots.empty()) break;  // wait for a staging slot to come back
+        slot = s.free_slots.back();
+        piece = std::min(left, kStageBytes);
+        char* bounce = s.stage + static_cast<std::size_t>(slot) * kStageBytes;
+        std::memcpy(bounce, src, piece);
+        from = bounce;
+      }
+      InFlight* op = s.take(InFlight::kHeapWrite, pe);
+      op->stage_slot = slot;
+      op->group = s.cur_group;
+      if (!transport_->write(pe, from, piece, fabric::Region::kHeap, c.dest + s.cur_done, op)) break;
+      s.commit(op);
+      if (slot >= 0) s.free_slots.pop_back();
+      if (s.cur_group >= 0) ++s.groups[static_cast<std::size_t>(s.cur_group)].remaining;
+      s.cur_done += piece;
+      busy = true;
+    }
+    if (s.cur_done == c.bytes) {
+      s.active = false;
+      if (s.cur_group >= 0) {
+        auto& g = s.groups[static_cast<std::size_t>(s.cur_group)];
+        g.all_posted = true;
+        if (g.remaining == 0) s.ready_signals.push_back(s.cur_group);
+      }
+      commands_done_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  // 5. fence / quiet: wait for everything before them.
+  if (s.blocked) {
+    if (!s.drained()) return busy;
+    s.blocked = false;
+    if (s.blocked_is_quiet) s.blocked_fifo->set_completed(s.blocked_ticket + 1);
+    commands_done_.fetch_add(1, std::memory_order_relaxed);
+    busy = true;
+  }
+
+  // 6. A new command: host FIFO first, then the kernels' FIFO.
+  if (!s.active && !s.blocked) {
+    proxy::Command c;
+    proxy::Consumer* from = nullptr;
+    if (s.host_consumer.poll(c)) from = &s.host_consumer;
+    else if (s.dev_consumer && s.dev_consumer->poll(c)) from = s.dev_consumer.get();
+    if (from == nullptr) {
+      if (s.drained()) {  // everything taken has finished
+        s.host_consumer.set_completed(s.host_consumer.head());
+        if (s.dev_consumer) s.dev_consumer->set_completed(s.dev_consumer->head());
+      }
+      return busy;
+    }
+    const proxy::Op kind = proxy::tag_op(c.tag);
+    NVST_REQUIRE(c.pe < static_cast<std::uint32_t>(s.layout.world) || kind == proxy::Op::kFence ||
+                     kind == proxy::Op::kQuiet,
+                 "proxy: command for PE ", c.pe, " out of range (ticket ", proxy::tag_ticket(c.tag), ")");
+    switch (kind) {
+      case proxy::Op::kPut:
+      case proxy::Op::kPutSignal:
+      case proxy::Op::kSignal:
+        s.active = true;
+        s.cur_since = Clock::now();
+        s.cur = c;
+        if (kind == proxy::Op::kSignal) s.cur.bytes = 0;
+        s.cur_done = 0;
+        s.cur_signal_sent = false;
+        s.cur_group = -1;
+        if (kind == proxy::Op::kPutSignal && !s.layout.inbox) {
+          if (s.free_groups.empty()) {
+            s.groups.emplace_back();
+            s.free_groups.push_back(static_cast<int>(s.groups.size()) - 1);
+          }
+          s.cur_group = s.free_groups.back();
+          s.free_groups.pop_back();
+          s.groups[static_cast<std::size_t>(s.cur_group)] = State::Group{0, false, c};
+        }
+        break;
+      case proxy::Op::kFence:
+      case proxy::Op::kQuiet:
+        s.blocked = true;
+        s.blocked_is_quiet = kind == proxy::Op::kQuiet;
+        s.blocked_fifo = from;
+        s.blocked_ticket = proxy::tag_ticket(c.tag);
+        break;
+      default:
+        NVST_FAIL("proxy: unknown command op ", static_cast<int>(kind), " (ticket ", proxy::tag_ticket(c.tag), ")");
+    }
+    busy = true;
+  }
+  return busy;
+}
+
+}  // namespace nvst

@@ -1,0 +1,103 @@
+// The proxy: one CPU thread per PE that turns FIFO commands into fabric
+// operations (transport/fabric.hpp) and keeps the device API's promises for
+// PEs that load/store cannot reach (other nodes; every other PE when heaps
+// are in host memory).
+//
+// Two data paths, chosen by where heaps live:
+//  - Host heaps: the heap is registered; a put is fi_write straight into the
+//    target's heap (sources outside registered memory are first copied into
+//    pinned staging slots), and a put_signal's signal is an fi_atomic posted
+//    only after every piece of its data completed (delivery completion:
+//    visible at the target).
+//  - GPU heaps (the providers on our machines have no FI_HMEM): the source
+//    is copied into a staging slot behind a 64-byte header, written into one
+//    of the target's inbox slots (its control region, host memory), then a
+//    doorbell word is set. The target's proxy takes its inbox in order,
+//    copies each piece into its GPU heap on a CUDA stream (and the signal
+//    after it, in the same stream), and when the stream has done that it
+//    returns the slot with a credit. Up to kInboxSlots pieces per pair are
+//    in flight, so staging, wire and the target's copy overlap. A sender's
+//    quiet waits for those credits: "complete" means in the target's memory.
+//  - fence: commands after it start only once those before it completed
+//    (all PEs, a simple strong form). quiet: the same, then it publishes the
+//    FIFO's `completed` word.
+// The proxy also drives the provider's progress, which lands peers' writes
+// on software providers (tcp, shm). Failures (a completion error, an
+// operation older than 0.8 x NVST_TIMEOUT_S) are recorded naming the PE;
+// waiting producers then throw (host) or stop the kernel (device).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "nvst/proxy_fifo.hpp"
+#include "transport/fabric.hpp"
+#include "transport/fifo_host.hpp"
+
+namespace nvst {
+
+class Bootstrap;
+
+class Proxy {
+ public:
+  // Collective over the world (opens the fabric transport). `device` >= 0:
+  // the heap is GPU memory of that device (inbox path, and a FIFO for
+  // kernels).
+  Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s);
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  const std::string& provider() const { return transport_->provider(); }
+
+  // Host-thread producers (the host API). Thread-safe.
+  std::uint64_t push(const proxy::Command& c, proxy::Op op);
+  // Waits until every command pushed so far (by any host thread) finished.
+  void quiet();
+  // The failure, if the proxy stopped on one ("" otherwise).
+  std::string failure() const;
+
+  // Kernels' FIFO (GPU heaps only): the shared part as the device sees it
+  // (pinned, mapped) and the producers' ticket counter (device memory).
+  proxy::FifoShared* device_fifo_for_device() const { return dev_fifo_dev_; }
+  unsigned long long* device_tail() const { return dev_tail_; }
+
+  // Commands finished (tests and `nvst bench fifo`).
+  std::uint64_t commands_done() const { return commands_done_.load(std::memory_order_relaxed); }
+
+ private:
+  struct State;
+  struct InFlight;
+  void run();
+  bool step();
+  void fail(const std::string& why);
+
+  int device_;
+  double timeout_s_;
+  char* scratch_ = nullptr;  // registered: in-flight records, then staging slots
+  char* control_ = nullptr;  // registered for remote writes: inboxes, doorbells, credits
+  std::size_t scratch_bytes_ = 0, control_bytes_ = 0;
+  std::unique_ptr<fabric::Transport> transport_;
+  // Host FIFO (plain host memory) and its ticket counter.
+  std::unique_ptr<std::byte[]> host_fifo_mem_;
+  proxy::FifoShared* host_fifo_ = nullptr;
+  std::uint64_t host_tail_ = 0;
+  std::unique_ptr<proxy::HostProducer> host_producer_;
+  // Device FIFO: pinned host memory, and the tail in device memory.
+  proxy::FifoShared* dev_fifo_ = nullptr;
+  proxy::FifoShared* dev_fifo_dev_ = nullptr;
+  unsigned long long* dev_tail_ = nullptr;
+
+  std::unique_ptr<State> st_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> commands_done_{0};
+  mutable std::mutex failure_mu_;
+  std::string failure_;
+  std::thread thread_;
+};
+
+}  // namespace nvst

@@ -1,0 +1,195 @@
+// Host-memory PEs talking through the proxy and the fabric transport, over
+// libfabric's tcp;ofi_rxm and shm providers on this machine: what a GPU-less
+// CI can prove about the inter-node path.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "nvst/nvst.hpp"
+#include "pe_harness.hpp"
+
+using namespace nvst::test;
+
+namespace {
+
+// The byte a writer `from` puts at position i of its region on `to`.
+std::uint8_t pattern(int from, int to, std::size_t i, std::uint32_t round = 0) {
+  std::uint64_t x = (static_cast<std::uint64_t>(from) << 40) ^ (static_cast<std::uint64_t>(to) << 32) ^ i ^
+                    (static_cast<std::uint64_t>(round) << 48);
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 32;
+  return static_cast<std::uint8_t>(x | 1);  // never zero: a zero byte is "not written"
+}
+
+class Fabric : public ::testing::TestWithParam<const char*> {
+ protected:
+  Env env() const { return {{"NVST_FABRIC_PROVIDER", GetParam()}, {"NVST_SYMMETRIC_SIZE", "64M"}}; }
+};
+
+// Every PE writes its region on every other PE in random pieces (random
+// sizes, unaligned offsets, sources both in the heap and in private memory,
+// targets interleaved), then quiet + barrier; each PE checks every byte.
+TEST_P(Fabric, RandomPutsAreByteExact) {
+  auto res = run_pes(3, [](int me) {
+    nvst::init();
+    const int n = nvst::n_pes();
+    PE_EXPECT(nvst::transport_to((me + 1) % n).rfind("fabric:", 0) == 0, nvst::transport_to((me + 1) % n));
+    const std::size_t region = 3 << 20;  // 3 MiB per writer: pieces cross staging slots
+    auto* heap_dst = static_cast<std::uint8_t*>(nvst::malloc(region * n));
+    auto* heap_src = static_cast<std::uint8_t*>(nvst::malloc(region * n));
+    std::memset(heap_dst, 0, region * n);
+    std::vector<std::uint8_t> private_src(region * n);
+    for (int to = 0; to < n; ++to)
+      for (std::size_t i = 0; i < region; ++i)
+        heap_src[to * region + i] = private_src[to * region + i] = pattern(me, to, i);
+    nvst::barrier_all();
+    // Pieces: (target, offset, length) covering each target's region once.
+    std::mt19937_64 rng(1234 + me);
+    struct Piece { int to; std::size_t off, len; };
+    std::vector<Piece> pieces;
+    for (int to = 0; to < n; ++to) {
+      if (to == me) continue;
+      for (std::size_t off = 0; off < region;) {
+        std::size_t len = std::min<std::size_t>(region - off, 1 + rng() % (rng() % 4 == 0 ? 1500000 : 5000));
+        pieces.push_back({to, off, len});
+        off += len;
+      }
+    }
+    std::shuffle(pieces.begin(), pieces.end(), rng);
+    for (const Piece& p : pieces) {
+      const std::uint8_t* src = (rng() & 1) ? heap_src + p.to * region + p.off : private_src.data() + p.to * region + p.off;
+      nvst::putmem_nbi(heap_dst + me * region + p.off, src, p.len, p.to);
+    }
+    nvst::quiet();
+    nvst::barrier_all();
+    std::size_t wrong = 0, first_bad = 0;
+    for (int from = 0; from < n; ++from) {
+      if (from == me) continue;
+      for (std::size_t i = 0; i < region; ++i)
+        if (heap_dst[from * region + i] != pattern(from, me, i) && wrong++ == 0) first_bad = from * region + i;
+    }
+    PE_EXPECT(wrong == 0, wrong, " wrong bytes, first at ", first_bad, " (", pieces.size(), " pieces sent)");
+    nvst::finalize();
+    return 0;
+  }, env(), 120);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << GetParam() << " rank " << r;
+}
+
+// put_signal: the receiver never sees a signal before its data. PE 0 sends
+// rounds of data (up to 3 MiB: several pieces) with a signal; PE 1 checks
+// the data the moment it sees the signal, then acknowledges with an add.
+TEST_P(Fabric, SignalIsNeverSeenBeforeItsData) {
+  auto res = run_pes(2, [](int me) {
+    nvst::init();
+    const std::size_t max = 3 << 20;
+    auto* buf = static_cast<std::uint8_t*>(nvst::malloc(max));
+    auto* sig = static_cast<std::uint64_t*>(nvst::calloc(2, 8));  // [0] data ready, [1] ack
+    std::vector<std::uint8_t> src(max);
+    std::mt19937_64 rng(99);
+    const int rounds = 60;
+    for (int r = 1; r <= rounds; ++r) {
+      const std::size_t len = r % 5 == 0 ? max - (rng() % 1000) : 1 + rng() % 200000;
+      if (me == 0) {
+        for (std::size_t i = 0; i < len; ++i) src[i] = pattern(0, 1, i, static_cast<std::uint32_t>(r));
+        const auto op = r % 2 ? nvst::SignalOp::kSet : nvst::SignalOp::kAdd;
+        nvst::putmem_signal_nbi(buf, src.data(), len, &sig[0], op == nvst::SignalOp::kSet ? r : 1, op, 1);
+        nvst::signal_wait_until(&sig[1], nvst::Cmp::kGe, static_cast<std::uint64_t>(r));
+        nvst::quiet();  // src may be reused only after quiet
+      } else {
+        nvst::signal_wait_until(&sig[0], nvst::Cmp::kGe, static_cast<std::uint64_t>(r));
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < len; ++i) bad += buf[i] != pattern(0, 1, i, static_cast<std::uint32_t>(r));
+        PE_EXPECT(bad == 0, "round ", r, ": signal seen with ", bad, " of ", len, " bytes not yet there");
+        nvst::signal_op(&sig[1], 1, nvst::SignalOp::kAdd, 0);
+      }
+    }
+    nvst::finalize();
+    return 0;
+  }, env(), 120);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << GetParam() << " rank " << r;
+}
+
+// 10^5 operations from two producer threads on each PE: every small put
+// lands in its own slot and every signal add is counted, none lost.
+TEST_P(Fabric, HundredThousandOperationsNothingLost) {
+  auto res = run_pes(2, [](int me) {
+    nvst::init();
+    const int peer = 1 - me;
+    constexpr int kThreads = 2, kPerThread = 25000;  // x2 ops (a put and an add) = 10^5 per PE
+    auto* slots = static_cast<std::uint64_t*>(nvst::calloc(kThreads * kPerThread, 8));
+    auto* counter = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+    std::vector<std::thread> producers;
+    std::atomic<int> errors{0};
+    for (int t = 0; t < kThreads; ++t)
+      producers.emplace_back([&, t] {
+        try {
+          std::vector<std::uint64_t> values(kPerThread);
+          for (int i = 0; i < kPerThread; ++i) {
+            const int slot = t * kPerThread + i;
+            values[i] = (static_cast<std::uint64_t>(me) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1);
+            nvst::putmem_nbi(&slots[slot], &values[i], 8, peer);
+            nvst::signal_op(counter, 1, nvst::SignalOp::kAdd, peer);
+          }
+          nvst::quiet();  // values[] must stay alive until then
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "producer: %s\n", e.what());
+          ++errors;
+        }
+      });
+    for (auto& t : producers) t.join();
+    PE_EXPECT(errors == 0, "producer errors");
+    nvst::barrier_all();
+    PE_EXPECT(*counter == kThreads * kPerThread, "counter ", *counter, " != ", kThreads * kPerThread);
+    int wrong = 0;
+    for (int slot = 0; slot < kThreads * kPerThread; ++slot)
+      wrong += slots[slot] != ((static_cast<std::uint64_t>(peer) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1));
+    PE_EXPECT(wrong == 0, wrong, " slots wrong");
+    nvst::finalize();
+    return 0;
+  }, env(), 240);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << GetParam() << " rank " << r;
+}
+
+// A peer killed mid-run: the others get an error naming it, not a hang.
+TEST_P(Fabric, KilledPeerGivesAClearErrorAndNoHang) {
+  auto res = run_pes(3, [](int me) {
+    nvst::init();
+    auto* buf = static_cast<std::uint8_t*>(nvst::malloc(1 << 20));
+    std::vector<std::uint8_t> src(1 << 20, 7);
+    nvst::barrier_all();
+    if (me == 2) ::raise(SIGKILL);
+    auto t0 = std::chrono::steady_clock::now();
+    std::string msg = error_of([&] {
+      for (int i = 0; i < 200; ++i) {
+        nvst::putmem_nbi(buf, src.data(), src.size(), 2);
+        nvst::quiet();
+      }
+      nvst::barrier_all();
+    });
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    PE_EXPECT(contains(msg, "PE 2") || contains(msg, "rank 2"), "message does not name the dead PE: '", msg, "'");
+    PE_EXPECT(dt < 20, "took ", dt, " s");
+    std::fprintf(stderr, "rank %d saw after %.1f s: %s\n", me, dt, msg.c_str());
+    return 0;
+  }, env(), 60);
+  EXPECT_EQ(res[2].signal(), SIGKILL);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << GetParam() << " rank " << r;
+}
+
+TEST(FabricSetup, MissingProviderListsThosepresent) {
+  auto res = run_pes(2, [](int) {
+    std::string msg = error_of([] { nvst::init(); });
+    PE_EXPECT(contains(msg, "no-such-provider") && contains(msg, "providers present") && contains(msg, "tcp"), msg);
+    return 0;
+  }, {{"NVST_FABRIC_PROVIDER", "no-such-provider"}}, 60);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, Fabric, ::testing::Values("tcp;ofi_rxm", "shm"),
+                         [](const auto& info) { return std::string(info.param[0] == 't' ? "tcp_rxm" : "shm"); });
+
+}  // namespace
