@@ -41,10 +41,18 @@ case "$MODE" in
     if [ "$GPUS" -ge 4 ]; then step gpu_api_4pe 240 "$BIN/nvst_gpu_tests" --np 4
     else NVST_TEST_SHARE_GPUS=1 step gpu_api_4pe_shared 240 "$BIN/nvst_gpu_tests" --np 4; fi
     step gpu_errors 120 "$BIN/nvst_gpu_tests" --mode errors --np 2
+    # Two logical nodes of one GPU each: everything between them goes
+    # through the proxy (issue 3), over tcp;ofi_rxm and over shm.
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 300 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 step bench_fifo 120 "$BIN/nvst" bench fifo --json "$OUT/fifo.json"
+    NVST_NODE_SIZE=1 step bench_p2p_internode 300 "$BIN/nvst" bench p2p -b 4K -e 256M -f 4 --json "$OUT/p2p_internode.json"
     if [ "$MODE" = full ]; then
+      NVST_NODE_SIZE=1 step memcheck_internode 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
       step memcheck_2pe 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
       step racecheck_2pe 300 $SAN --tool racecheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
       step bench_p2p 500 "$BIN/nvst" bench p2p -b 4K -e 1G -f 2 --json "$OUT/p2p.json"
+      [ -n "${NVST_BENCH_SWEEP:-}" ] && step bench_p2p_sweep 300 "$BIN/nvst" bench p2p -b 16M -e 1G -f 4 --json "$OUT/p2p_sweep.json"
     else
       step bench_p2p 200 "$BIN/nvst" bench p2p -b 4K -e 64M -f 4 -n 10 --json "$OUT/p2p.json"
     fi
@@ -55,7 +63,9 @@ echo "--- summary"; cat "$summary"
 for f in "$OUT"/*.log; do  # the first failure of each failing log
   grep -qE '^FAIL|rc=[1-9]|ERROR SUMMARY: [1-9]' "$f" && { echo "--- $f"; grep -E '^FAIL|error|ERROR' "$f" | head -8; }
 done
-[ -f "$OUT/bench_p2p.log" ] && { echo "--- p2p table"; sed -n '/^#/,$p' "$OUT/bench_p2p.log" | tail -60; }
+[ -f "$OUT/bench_p2p.log" ] && { echo "--- p2p table"; sed -n '/^# op: put /,/^$/p' "$OUT/bench_p2p.log"; grep pingpong -A2 "$OUT/bench_p2p.log"; }
+[ -f "$OUT/bench_p2p_internode.log" ] && { echo "--- p2p internode"; grep -v '^# progress' "$OUT/bench_p2p_internode.log" | tail -20; }
+[ -f "$OUT/bench_fifo.log" ] && { echo "--- fifo"; grep '^# fifo' "$OUT/bench_fifo.log"; }
 # The device tool returns at most 8 files: ship the logs as one archive.
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
 exit 0

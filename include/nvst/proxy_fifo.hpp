@@ -43,6 +43,7 @@ enum class Op : std::uint8_t {
   kSignal = 3,     // an 8-byte set/add at sig on pe
   kFence = 4,      // later commands to a PE land after earlier ones
   kQuiet = 5,      // completes everything before it; sets `completed`
+  kNop = 6,        // nothing: measures the FIFO and the proxy's dispatch (`nvst bench fifo`)
 };
 
 enum class SignalOp : std::uint8_t { kSet = 0, kAdd = 1 };

@@ -18,6 +18,7 @@
 #include "runtime/heap_allocator.hpp"
 #include "runtime/heap_backing.hpp"
 #include "runtime/launch_env.hpp"
+#include "runtime/runtime_internal.hpp"
 #include "runtime/settings.hpp"
 #include "transport/proxy.hpp"
 
@@ -614,6 +615,8 @@ std::string transport_to(int pe) {
   if (r.proxy) return "fabric:" + r.proxy->provider();
   return "none";
 }
+
+Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }
 
 double host_timeout_seconds() { return settings::host_timeout_s(); }
 double device_timeout_seconds() { return settings::device_timeout_s(); }

@@ -126,7 +126,10 @@ struct Proxy::State {
   std::deque<Applying> applying;
   std::vector<cudaEvent_t> free_events;
   std::deque<int> credits_due;
-  cudaStream_t stream = nullptr;
+  cudaStream_t stream = nullptr;        // inbox copies into the heap
+  cudaStream_t stage_stream = nullptr;  // staging copies out of GPU memory
+  // Both are non-blocking streams: a kernel on the legacy default stream that
+  // waits for the proxy must not be waited for by the proxy's own copies.
   // fence / quiet
   bool blocked = false;
   bool blocked_is_quiet = false;
@@ -226,6 +229,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_CHECK_CUDA(cudaMemset(dev_tail_, 0, sizeof(*dev_tail_)));
     s.dev_consumer = std::make_unique<proxy::Consumer>(dev_fifo_);
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stage_stream, cudaStreamNonBlocking));
     for (int i = 0; i < kInboxSlots * world; ++i) {
       cudaEvent_t e;
       NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -246,6 +250,7 @@ Proxy::~Proxy() {
     for (auto& a : s.applying) s.free_events.push_back(a.done);
     for (cudaEvent_t e : s.free_events) cudaEventDestroy(e);
     cudaStreamDestroy(s.stream);
+    cudaStreamDestroy(s.stage_stream);
     cudaFreeHost(dev_fifo_);
     cudaFree(dev_tail_);
     cudaHostUnregister(scratch_);
@@ -469,7 +474,10 @@ bool Proxy::step() {
       h->sig = c.sig;
       h->sig_value = c.sig_value;
       h->sig_op = c.sig_op;
-      if (piece) NVST_CHECK_CUDA(cudaMemcpy(stage + kInboxHeader, src, piece, cudaMemcpyDefault));
+      if (piece) {
+        NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, piece, cudaMemcpyDefault, s.stage_stream));
+        NVST_CHECK_CUDA(cudaStreamSynchronize(s.stage_stream));
+      }
       const int k = static_cast<int>(sent % kInboxSlots);
       InFlight* op = s.take(InFlight::kInboxWrite, pe);
       op->value = sent;
@@ -540,12 +548,14 @@ bool Proxy::step() {
     busy = true;
   }
 
-  // 6. A new command: host FIFO first, then the kernels' FIFO.
+  // 6. A new command: the kernels' FIFO first, then the host's. A host
+  // quiet (barrier_all, finalize) runs after cudaDeviceSynchronize, when every
+  // kernel command is published; taking those first puts them before it.
   if (!s.active && !s.blocked) {
     proxy::Command c;
     proxy::Consumer* from = nullptr;
-    if (s.host_consumer.poll(c)) from = &s.host_consumer;
-    else if (s.dev_consumer && s.dev_consumer->poll(c)) from = s.dev_consumer.get();
+    if (s.dev_consumer && s.dev_consumer->poll(c)) from = s.dev_consumer.get();
+    else if (s.host_consumer.poll(c)) from = &s.host_consumer;
     if (from == nullptr) {
       if (s.drained()) {  // everything taken has finished
         s.host_consumer.set_completed(s.host_consumer.head());
@@ -555,7 +565,7 @@ bool Proxy::step() {
     }
     const proxy::Op kind = proxy::tag_op(c.tag);
     NVST_REQUIRE(c.pe < static_cast<std::uint32_t>(s.layout.world) || kind == proxy::Op::kFence ||
-                     kind == proxy::Op::kQuiet,
+                     kind == proxy::Op::kQuiet || kind == proxy::Op::kNop,
                  "proxy: command for PE ", c.pe, " out of range (ticket ", proxy::tag_ticket(c.tag), ")");
     switch (kind) {
       case proxy::Op::kPut:
@@ -577,6 +587,9 @@ bool Proxy::step() {
           s.free_groups.pop_back();
           s.groups[static_cast<std::size_t>(s.cur_group)] = State::Group{0, false, c};
         }
+        break;
+      case proxy::Op::kNop:
+        commands_done_.fetch_add(1, std::memory_order_relaxed);
         break;
       case proxy::Op::kFence:
       case proxy::Op::kQuiet:

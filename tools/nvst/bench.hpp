@@ -24,6 +24,12 @@ struct BenchOptions {
 // Point-to-point between PE 0 and PE 1 (needs 2 PEs with GPUs). Returns the
 // process exit code.
 int bench_p2p(const BenchOptions& options);
+// The same between PEs of different (logical) nodes: through the proxy, with
+// raw libfabric and NCCL's network transport as baselines. bench_p2p calls
+// it when PE 1 is on another node (after nvst::init).
+int bench_p2p_internode(const BenchOptions& options);
+// GPU -> proxy command rate (needs a proxy: NVST_NODE_SIZE=1 and 2 PEs).
+int bench_fifo(const BenchOptions& options);
 // What runs without a GPU: bootstrap latency and host heap operations.
 int bench_host(const BenchOptions& options);
 

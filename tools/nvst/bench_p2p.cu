@@ -20,6 +20,7 @@
 #include "bench.hpp"
 #include "nvst/device.cuh"
 #include "nvst/nvst.hpp"
+#include "p2p_measure.cuh"
 #include "report.hpp"
 
 #define NVST_CHECK_NCCL(call)                                                          \
@@ -30,28 +31,9 @@
 
 namespace nvst::tools {
 
+using namespace p2p;
+
 namespace {
-
-__device__ __forceinline__ std::uint32_t pattern(std::uint32_t seed, std::size_t i) {
-  std::uint64_t x = (static_cast<std::uint64_t>(seed) << 32) ^ i ^ 0x9e3779b97f4a7c15ull;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  return static_cast<std::uint32_t>(x) | 1u;  // never zero
-}
-
-__global__ void fill_kernel(std::uint32_t* p, std::size_t n, std::uint32_t seed) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    p[i] = pattern(seed, i);
-}
-
-__global__ void count_wrong_kernel(const std::uint32_t* p, std::size_t n, std::uint32_t seed,
-                                   unsigned long long* wrong) {
-  unsigned long long bad = 0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    bad += p[i] != pattern(seed, i);
-  if (bad) atomicAdd(wrong, bad);
-}
 
 // Our device put: block b moves its 16-byte-aligned share of the buffer.
 template <bool kTma>
@@ -149,82 +131,6 @@ PutPlan plan_put(std::size_t bytes, int sms) {
   return {static_cast<int>(b), 256, chunk};
 }
 
-struct Ctx {
-  const BenchOptions& o;
-  int me = 0, peer = 1, sms = 0;
-  cudaStream_t stream{};
-  cudaEvent_t start{}, stop{};
-  unsigned long long* wrong_dev = nullptr;
-  Report report;
-  std::uint32_t seed = 1;
-};
-
-void bcast_cb(void* data, std::size_t bytes, int root) { nvst::bootstrap_broadcast(data, bytes, root); }
-
-// Times `launch` (one operation) on this PE's stream: median over samples of
-// iters back-to-back operations, in microseconds per operation.
-double time_op(Ctx& c, const std::function<void()>& launch) {
-  for (int i = 0; i < c.o.warmup; ++i) launch();
-  NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
-  std::vector<double> us;
-  for (int s = 0; s < c.o.samples; ++s) {
-    nvst::bootstrap_barrier();  // both PEs start a sample together
-    NVST_CHECK_CUDA(cudaEventRecord(c.start, c.stream));
-    for (int i = 0; i < c.o.iters; ++i) launch();
-    NVST_CHECK_CUDA(cudaEventRecord(c.stop, c.stream));
-    NVST_CHECK_CUDA(cudaEventSynchronize(c.stop));
-    float ms = 0;
-    NVST_CHECK_CUDA(cudaEventElapsedTime(&ms, c.start, c.stop));
-    us.push_back(1000.0 * ms / c.o.iters);
-  }
-  return median(us);
-}
-
-// Fills src (sender side), poisons dst (receiver side), runs, checks.
-// `send` says whether this PE sends in this measurement, `recv` whether it
-// receives; `launch` is run on every PE that sends or receives.
-void measure(Ctx& c, const std::string& op, const std::string& impl, std::size_t bytes,
-             char* src, char* dst, bool send, bool recv, const std::function<void()>& launch) {
-  const std::uint32_t seed = ++c.seed * 2654435761u + static_cast<std::uint32_t>(c.me);
-  const std::uint32_t peer_seed = c.seed * 2654435761u + static_cast<std::uint32_t>(c.peer);
-  const std::size_t words = bytes / 4;
-  if (send) fill_kernel<<<264, 512, 0, c.stream>>>(reinterpret_cast<std::uint32_t*>(src), words, seed);
-  if (recv) NVST_CHECK_CUDA(cudaMemsetAsync(dst, 0xFF, bytes, c.stream));
-  NVST_CHECK_LAUNCH();
-  NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
-  if (c.me == 0) progress(op + " " + impl + " " + std::to_string(bytes) + " bytes");
-  double us = (send || recv) ? time_op(c, launch) : 0.0;
-  NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
-  nvst::barrier_all();
-  long long wrong = 0;
-  if (c.o.check && recv) {
-    NVST_CHECK_CUDA(cudaMemsetAsync(c.wrong_dev, 0, sizeof(*c.wrong_dev), c.stream));
-    count_wrong_kernel<<<264, 512, 0, c.stream>>>(reinterpret_cast<std::uint32_t*>(dst), words,
-                                                  peer_seed, c.wrong_dev);
-    NVST_CHECK_LAUNCH();
-    unsigned long long w = 0;
-    NVST_CHECK_CUDA(cudaMemcpyAsync(&w, c.wrong_dev, sizeof(w), cudaMemcpyDeviceToHost, c.stream));
-    NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
-    wrong = static_cast<long long>(w);
-  }
-  auto all = nvst::bootstrap_allgather(&wrong, sizeof(wrong));
-  long long total = 0;
-  for (std::size_t i = 0; i < all.size() / sizeof(long long); ++i) {
-    long long w;
-    std::memcpy(&w, all.data() + i * sizeof(w), sizeof(w));
-    total += w;
-  }
-  double sent = static_cast<double>(bytes);
-  ResultRow row{op, impl, bytes, us, sent / us / 1e3, (op == "put_bidir" ? 2 : 1) * sent / us / 1e3, total};
-  // The time PE 0 measured is the one reported.
-  double t0 = us;
-  nvst::bootstrap_broadcast(&t0, sizeof(t0), 0);
-  row.time_us = t0;
-  row.algbw_gbps = sent / t0 / 1e3;
-  row.busbw_gbps = (op == "put_bidir" ? 2 : 1) * sent / t0 / 1e3;
-  c.report.add(row);
-}
-
 }  // namespace
 
 int bench_p2p(const BenchOptions& o) {
@@ -234,6 +140,7 @@ int bench_p2p(const BenchOptions& o) {
   NVST_REQUIRE(nvst::n_pes() == 2, "nvst bench p2p runs on exactly 2 PEs (got ", nvst::n_pes(),
                "); use --np 2");
   NVST_REQUIRE(nvst::device() >= 0, "nvst bench p2p needs GPUs");
+  if (nvst::transport_to(1 - nvst::my_pe()).rfind("fabric:", 0) == 0) return bench_p2p_internode(o);
   Ctx c{o};
   c.me = nvst::my_pe();
   c.peer = 1 - c.me;

@@ -37,7 +37,8 @@ int selftest_main(const BenchOptions&) { return nvst::tools::selftest_pe(); }
 std::vector<std::string> bench_argv(std::vector<std::string> args, const std::string& which) {
   for (std::size_t i = 1; i < args.size(); ++i) {
     if (args[i] != "bench") continue;
-    if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "all"))
+    if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "fifo" ||
+                                args[i + 1] == "all"))
       args[i + 1] = which;
     else
       args.insert(args.begin() + static_cast<long>(i) + 1, which);
@@ -73,8 +74,8 @@ int main(int argc, char** argv) {
   int np = 0;
   auto* bench = app.add_subcommand(
       "bench", "benchmarks on whatever hardware is present (p2p with 2+ GPUs, host otherwise)");
-  bench->add_option("which", "p2p, host, or all (default: all that the hardware allows)")
-      ->check(CLI::IsMember({"p2p", "host", "all"}));
+  bench->add_option("which", "p2p, fifo, host, or all (default: all that the hardware allows)")
+      ->check(CLI::IsMember({"p2p", "fifo", "host", "all"}));
   bench->add_option("-b,--minbytes", min_s, "smallest size (nccl-tests -b)");
   bench->add_option("-e,--maxbytes", max_s, "largest size (nccl-tests -e)");
   bench->add_option("-f,--stepfactor", opts.factor, "size multiplier (nccl-tests -f)")
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
     if (nvst::is_pe_process()) {
       // Already a PE (spawned by us, torchrun or mpirun): run the one asked.
       if (which == "host") return nvst::tools::bench_host(opts);
+      if (which == "fifo") return nvst::tools::bench_fifo(opts);
       return nvst::tools::bench_p2p(opts);
     }
     const int gpus = nvst::tools::gpu_count();
@@ -134,6 +136,16 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       g_argv = bench_argv(g_argv, "p2p");
       rc = run_as_job(np ? np : 2, {}, nvst::tools::bench_p2p, opts);
+    }
+    if (which == "fifo" || (which == "all" && gpus >= 2)) {
+      NVST_REQUIRE(gpus >= 2, "nvst bench fifo needs 2 GPUs (2 PEs as 2 logical nodes); ", gpus, " visible");
+      std::printf("# nvst bench fifo: GPU -> proxy command rate (2 PEs, NVST_NODE_SIZE=1)\n");
+      std::fflush(stdout);
+      g_argv = bench_argv(g_argv, "fifo");
+      BenchOptions fo = opts;
+      if (!fo.json_path.empty() && which == "all") fo.json_path += ".fifo.json";
+      int rc2 = run_as_job(2, {{"NVST_NODE_SIZE", "1"}}, nvst::tools::bench_fifo, fo);
+      if (rc == 0) rc = rc2;
     }
     if (which == "host" || (which == "all" && gpus < 2)) {
       if (gpus == 0)

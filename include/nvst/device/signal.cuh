@@ -117,7 +117,9 @@ __device__ __forceinline__ T wait_until(T* ivar, Cmp cmp, T value) {
 
 // ---- put with signal -------------------------------------------------------
 
-template <Scope S>
+// kBlocking: through the proxy, wait until the command completed, so `src`
+// may be reused on return (over NVLink the stores are done anyway).
+template <Scope S, bool kBlocking = false>
 __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, std::size_t bytes,
                                                  std::uint64_t* sig_addr, std::uint64_t signal,
                                                  SignalOp op, int pe) {
@@ -128,9 +130,11 @@ __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, st
     if (bytes) check_symmetric(dest, bytes);
     check_symmetric(sig_addr, sizeof(std::uint64_t));
     G::sync();
-    if (G::rank() == 0)
+    if (G::rank() == 0) {
       proxy_push(proxy::Op::kPutSignal, pe, bytes ? heap_offset(dest) : 0, src, bytes, heap_offset(sig_addr), signal,
                  static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet));
+      if constexpr (kBlocking) proxy_quiet();
+    }
     G::sync();
     return;
   }
@@ -143,19 +147,20 @@ __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, st
 __device__ __forceinline__ void putmem_signal(void* dest, const void* src, std::size_t bytes,
                                               std::uint64_t* sig_addr, std::uint64_t signal,
                                               SignalOp op, int pe) {
-  put_signal_scope<Scope::kThread>(dest, src, bytes, sig_addr, signal, op, pe);
+  put_signal_scope<Scope::kThread, true>(dest, src, bytes, sig_addr, signal, op, pe);
 }
 __device__ __forceinline__ void putmem_signal_warp(void* dest, const void* src, std::size_t bytes,
                                                    std::uint64_t* sig_addr, std::uint64_t signal,
                                                    SignalOp op, int pe) {
-  put_signal_scope<Scope::kWarp>(dest, src, bytes, sig_addr, signal, op, pe);
+  put_signal_scope<Scope::kWarp, true>(dest, src, bytes, sig_addr, signal, op, pe);
 }
 __device__ __forceinline__ void putmem_signal_block(void* dest, const void* src,
                                                     std::size_t bytes, std::uint64_t* sig_addr,
                                                     std::uint64_t signal, SignalOp op, int pe) {
-  put_signal_scope<Scope::kBlock>(dest, src, bytes, sig_addr, signal, op, pe);
+  put_signal_scope<Scope::kBlock, true>(dest, src, bytes, sig_addr, signal, op, pe);
 }
-// Over NVLink the _nbi forms complete as the blocking ones do.
+// Over NVLink the _nbi forms complete as the blocking ones do; through the
+// proxy they return once the command is posted.
 __device__ __forceinline__ void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes,
                                                   std::uint64_t* sig_addr, std::uint64_t signal,
                                                   SignalOp op, int pe) {

@@ -1,0 +1,177 @@
+// `nvst bench p2p` between PEs of different nodes (NVST_NODE_SIZE splits a
+// host into logical nodes): PE 0 -> PE 1 through the proxy and the fabric
+// transport. In the same run and between the same two processes:
+//  - nvst_proxy: a GPU kernel (one thread) putmem_nbi + quiet, GPU heap to
+//    GPU heap: FIFO, staging copy, wire, inbox copy, credit;
+//  - raw_fabric: libfabric fi_write of host memory to host memory over the
+//    same provider, waiting for each completion (no GPU, no staging): the
+//    ceiling a proxy over that provider can approach;
+//  - nccl_net: NCCL send/recv forced onto its network transport
+//    (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1, sockets on loopback).
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "nvst/device.cuh"
+#include "p2p_measure.cuh"
+#include "runtime/bootstrap.hpp"
+#include "runtime/runtime_internal.hpp"
+#include "transport/fabric.hpp"
+
+namespace nvst::tools {
+
+using namespace p2p;
+
+namespace {
+
+__global__ void proxy_put_kernel(char* dst, const char* src, std::size_t bytes, int pe) {
+  nvst::dev::putmem_nbi(dst, src, bytes, pe);
+  nvst::dev::quiet();
+}
+
+// Raw libfabric between the two PEs: PE 0 writes its host buffer into PE 1's.
+struct RawFabric {
+  std::size_t bytes;
+  char* src = nullptr;      // PE 0: registered as scratch
+  char* dst = nullptr;      // PE 1: registered as the "heap"
+  char* control = nullptr;  // [0]: round counter PE 0 sets when a sample is done
+  std::unique_ptr<fabric::Transport> t;
+
+  explicit RawFabric(std::size_t max) : bytes(max) {
+    src = static_cast<char*>(std::aligned_alloc(4096, max));
+    dst = static_cast<char*>(std::aligned_alloc(4096, max));
+    control = static_cast<char*>(std::aligned_alloc(4096, 4096));
+    NVST_REQUIRE(src && dst && control, "raw fabric baseline: out of host memory");
+    std::memset(control, 0, 4096);
+    t = std::make_unique<fabric::Transport>(detail::runtime_bootstrap(), dst, max, control, 4096, src, max);
+  }
+  ~RawFabric() {
+    t.reset();
+    std::free(src);
+    std::free(dst);
+    std::free(control);
+  }
+  void wait_one(std::vector<fabric::Completion>& done) {
+    done.clear();
+    while (t->progress(done) == 0) {
+    }
+    NVST_REQUIRE(done[0].error == 0, "raw fabric write failed: ", done[0].error_text);
+  }
+  // PE 0: `iters` writes of `n` bytes, each waited for; microseconds per write.
+  double run_sender(std::size_t n, int iters, std::uint64_t round) {
+    std::vector<fabric::Completion> done;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) {
+      while (!t->write(1, src, n, fabric::Region::kHeap, 0, this)) t->progress(done);
+      wait_one(done);
+    }
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    // Tell PE 1 this sample is over (it keeps the provider progressing until then).
+    auto* v = reinterpret_cast<std::uint64_t*>(src);  // registered; data already sent
+    *v = round;
+    while (!t->atomic(1, v, fabric::AtomicOp::kSet, fabric::Region::kControl, 0, this)) t->progress(done);
+    wait_one(done);
+    return us;
+  }
+  void run_receiver(std::uint64_t round) {
+    std::vector<fabric::Completion> done;
+    auto* flag = reinterpret_cast<std::uint64_t*>(control);
+    while (std::atomic_ref<std::uint64_t>(*flag).load(std::memory_order_acquire) < round) t->progress(done);
+  }
+};
+
+}  // namespace
+
+int bench_p2p_internode(const BenchOptions& o) {
+  Ctx c{o};
+  c.me = nvst::my_pe();
+  c.peer = 1 - c.me;
+  c.report.label = o.label;
+  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&c.sms, cudaDevAttrMultiProcessorCount, nvst::device()));
+  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  NVST_CHECK_CUDA(cudaEventCreate(&c.start));
+  NVST_CHECK_CUDA(cudaEventCreate(&c.stop));
+  NVST_CHECK_CUDA(cudaMalloc(&c.wrong_dev, sizeof(unsigned long long)));
+  if (c.me == 0)
+    std::printf("# p2p across logical nodes: PE 0 -> PE 1 through %s\n", nvst::transport_to(1).c_str());
+
+  char* src = static_cast<char*>(nvst::malloc(o.max_bytes));
+  char* dst = static_cast<char*>(nvst::malloc(o.max_bytes));
+
+  // NCCL on its network transport between the same two processes.
+  ::setenv("NCCL_P2P_DISABLE", "1", 1);
+  ::setenv("NCCL_SHM_DISABLE", "1", 1);
+  ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  ncclUniqueId nid{};
+  if (c.me == 0) NVST_REQUIRE(ncclGetUniqueId(&nid) == ncclSuccess, "ncclGetUniqueId failed");
+  nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
+  ncclComm_t comm{};
+  ncclResult_t nr = ncclCommInitRank(&comm, 2, nid, c.me);
+  NVST_REQUIRE(nr == ncclSuccess, "ncclCommInitRank (network transport) failed: ", ncclGetErrorString(nr));
+
+  RawFabric raw(o.max_bytes);
+
+  std::vector<std::size_t> sizes;
+  for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0000001; s *= o.factor)
+    sizes.push_back(std::max<std::size_t>(4, static_cast<std::size_t>(s) / 4 * 4));
+  const bool send = c.me == 0, recv = c.me == 1;
+  std::uint64_t round = 0;
+  for (std::size_t bytes : sizes) {
+    measure(c, "put", "nvst_proxy", bytes, src, dst, send, recv, [&] {
+      if (send) proxy_put_kernel<<<1, 1, 0, c.stream>>>(dst, src, bytes, c.peer);
+      NVST_CHECK_LAUNCH();
+    });
+    measure(c, "put", "nccl_net", bytes, src, dst, send, recv, [&] {
+      NVST_REQUIRE(ncclGroupStart() == ncclSuccess, "ncclGroupStart");
+      if (send) NVST_REQUIRE(ncclSend(src, bytes, ncclInt8, c.peer, comm, c.stream) == ncclSuccess, "ncclSend");
+      if (recv) NVST_REQUIRE(ncclRecv(dst, bytes, ncclInt8, c.peer, comm, c.stream) == ncclSuccess, "ncclRecv");
+      NVST_REQUIRE(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
+    });
+    // Raw libfabric: median of samples, data checked on PE 1 afterwards.
+    if (c.me == 0)
+      for (std::size_t i = 0; i < bytes; ++i) raw.src[i] = static_cast<char>((i * 131 + bytes) | 1);
+    if (c.me == 1) std::memset(raw.dst, 0, bytes);
+    std::vector<double> us;
+    for (int s = 0; s < o.samples + 1; ++s) {
+      nvst::bootstrap_barrier();
+      ++round;
+      if (c.me == 0) {
+        double t = raw.run_sender(bytes, std::max(2, o.iters / 2), round);
+        if (s > 0) us.push_back(t);
+        for (std::size_t i = 0; i < std::min<std::size_t>(bytes, 8); ++i)  // the round flag overwrote word 0
+          raw.src[i] = static_cast<char>((i * 131 + bytes) | 1);
+      } else {
+        raw.run_receiver(round);
+      }
+    }
+    long long wrong = 0;
+    if (c.me == 1)
+      for (std::size_t i = 8; i < bytes; ++i) wrong += raw.dst[i] != static_cast<char>((i * 131 + bytes) | 1);
+    nvst::bootstrap_broadcast(&wrong, sizeof(wrong), 1);
+    double t = c.me == 0 ? median(us) : 0;
+    nvst::bootstrap_broadcast(&t, sizeof(t), 0);
+    c.report.add({"put", "raw_fabric", bytes, t, bytes / t / 1e3, bytes / t / 1e3, wrong});
+  }
+  if (c.me == 0) {
+    progress_done();
+    c.report.print_table("nvst_proxy", {"raw_fabric", "nccl_net"});
+    c.report.write_json(o.json_path);
+  }
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+  ncclCommDestroy(comm);
+  NVST_CHECK_CUDA(cudaFree(c.wrong_dev));
+  nvst::free(dst);
+  nvst::free(src);
+  nvst::finalize();
+  return 0;
+}
+
+}  // namespace nvst::tools
