@@ -4,6 +4,7 @@
 # Usage: bash scripts/device_round.sh BIN_DIR MODE
 #   shared  one GPU: PEs time-share it (correctness only, no timings)
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
+#   internode  2 GPUs as 2 logical nodes: the proxy path only
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
@@ -56,6 +57,15 @@ case "$MODE" in
     else
       step bench_p2p 200 "$BIN/nvst" bench p2p -b 4K -e 64M -f 4 -n 10 --json "$OUT/p2p.json"
     fi
+    ;;
+  internode)  # only the proxy path (issue 3), with its state on stderr
+    export NVST_PROXY_DEBUG=1
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
+    NVST_DEVICE_TIMEOUT_S=10 FI_LOG_LEVEL=warn NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 300 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 step bench_fifo 120 "$BIN/nvst" bench fifo --json "$OUT/fifo.json"
+    NVST_NODE_SIZE=1 step bench_p2p_internode 300 "$BIN/nvst" bench p2p -b 4K -e 256M -f 4 --json "$OUT/p2p_internode.json"
+    NVST_NODE_SIZE=1 step memcheck_internode 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
+    NVST_NODE_SIZE=1 step racecheck_internode 300 $SAN --tool racecheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
     ;;
   *) echo "unknown mode $MODE" >&2; exit 2 ;;
 esac

@@ -84,6 +84,14 @@ __global__ void signal_add_kernel(unsigned long long* word, unsigned long long v
 }
 }  // namespace
 
+void preload_proxy_kernels() {
+  // CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default), and
+  // loading one waits for running kernels. The proxy launches signal_add
+  // while user kernels spin waiting for that very signal: load it now.
+  cudaFuncAttributes attr{};
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, signal_add_kernel));
+}
+
 void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream) {
   signal_add_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<unsigned long long*>(word), value);
   NVST_CHECK_LAUNCH();

@@ -19,5 +19,7 @@ void launch_barrier_all(cudaStream_t stream);
 // *word += value on the GPU, ordered in `stream` (the proxy applies a
 // signal ADD that arrived through its inbox).
 void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream);
+// Loads the proxy's kernels now (see device_runtime.cu for why).
+void preload_proxy_kernels();
 
 }  // namespace nvst::detail

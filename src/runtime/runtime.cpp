@@ -147,6 +147,7 @@ void upload_state(Runtime& r) {
   if (r.proxy) {
     s.fifo = r.proxy->device_fifo_for_device();
     s.fifo_tail = r.proxy->device_tail();
+    s.fifo_head_cache = r.proxy->device_head_cache();
   }
   s.initialized = 1;
   detail::upload_device_state(s);

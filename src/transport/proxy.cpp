@@ -11,14 +11,19 @@
 
 #include "device/device_runtime.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/settings.hpp"
 
 namespace nvst {
 
 namespace {
 constexpr int kMaxInFlight = 512;                       // fabric operations posted at once
-constexpr int kStageSlots = 8;                          // staging slots in the pipeline
-constexpr std::size_t kStageBytes = std::size_t{1} << 20;
-constexpr int kInboxSlots = 4;                          // per (source, target) pair
+// Pieces of 256 KiB: small enough that a 1 MiB put is already a pipeline
+// (staging copy of piece i+1 while piece i is on the wire and piece i-1 is
+// copied into the target's GPU), large enough that per-piece costs (a
+// doorbell, a credit) stay small next to the data.
+constexpr int kStageSlots = 16;                         // staging slots in the pipeline
+constexpr std::size_t kStageBytes = std::size_t{256} << 10;
+constexpr int kInboxSlots = 16;                         // per (source, target) pair
 constexpr std::size_t kInboxHeader = 64;
 constexpr std::size_t kInboxData = kStageBytes - kInboxHeader;  // data per piece
 constexpr std::uint32_t kFifoCapacity = 4096;
@@ -136,6 +141,7 @@ struct Proxy::State {
   proxy::Consumer* blocked_fifo = nullptr;
   std::uint64_t blocked_ticket = 0;
   Clock::time_point last_age_check = Clock::now();
+  Clock::time_point last_debug = Clock::now();
   std::vector<fabric::Completion> completions;
 
   explicit State(proxy::FifoShared* f) : host_consumer(f) {}
@@ -225,8 +231,9 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_CHECK_CUDA(cudaHostAlloc(&mem, proxy::fifo_bytes(kFifoCapacity), cudaHostAllocMapped));
     dev_fifo_ = make_fifo(mem);
     NVST_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_fifo_dev_), mem, 0));
-    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_tail_), sizeof(*dev_tail_)));
-    NVST_CHECK_CUDA(cudaMemset(dev_tail_, 0, sizeof(*dev_tail_)));
+    // The tail and the producers' cached copy of head, on separate lines.
+    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_tail_), 256));
+    NVST_CHECK_CUDA(cudaMemset(dev_tail_, 0, 256));
     s.dev_consumer = std::make_unique<proxy::Consumer>(dev_fifo_);
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stage_stream, cudaStreamNonBlocking));
@@ -235,8 +242,10 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
       NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       s.free_events.push_back(e);
     }
+    detail::preload_proxy_kernels();
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
+  debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
   thread_ = std::thread([this] { run(); });
 }
 
@@ -343,6 +352,24 @@ bool Proxy::step() {
     }
     if (op->kind == InFlight::kInboxWrite) s.bells.push_back({op->pe, op->inbox_slot, op->value});
     s.release(op);
+  }
+
+  if (debug_ && Clock::now() - s.last_debug > std::chrono::seconds(2)) {
+    s.last_debug = Clock::now();
+    std::string credits;
+    for (int t = 0; t < s.layout.world; ++t)
+      credits += " " + std::to_string(t) + ":" + std::to_string(s.sent[static_cast<std::size_t>(t)]) + "/" +
+                 std::to_string(s.credits_from(t)) + "/" + std::to_string(s.recv[static_cast<std::size_t>(t)]) + "/" +
+                 std::to_string(s.applied[static_cast<std::size_t>(t)]);
+    std::fprintf(stderr,
+                 "%sproxy: in_flight %d active %d (op %d pe %u %zu/%llu bytes) blocked %d bells %zu signals %zu "
+                 "applying %zu credits_due %zu free_slots %zu host head %llu dev head %llu; per PE sent/credited/"
+                 "received/applied:%s\n",
+                 detail::rank_prefix().c_str(), s.in_flight, s.active, static_cast<int>(proxy::tag_op(s.cur.tag)),
+                 s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes), s.blocked, s.bells.size(),
+                 s.ready_signals.size(), s.applying.size(), s.credits_due.size(), s.free_slots.size(),
+                 static_cast<unsigned long long>(s.host_consumer.head()),
+                 static_cast<unsigned long long>(s.dev_consumer ? s.dev_consumer->head() : 0), credits.c_str());
   }
 
   // 2. Dead or wedged peers: operations that never complete, or a command
@@ -551,7 +578,9 @@ bool Proxy::step() {
   // 6. A new command: the kernels' FIFO first, then the host's. A host
   // quiet (barrier_all, finalize) runs after cudaDeviceSynchronize, when every
   // kernel command is published; taking those first puts them before it.
-  if (!s.active && !s.blocked) {
+  // Up to 64 commands per round while they finish at once (no-ops, a quiet
+  // with nothing outstanding), so one fabric progress call serves many.
+  for (int taken = 0; taken < 64 && !s.active && !s.blocked; ++taken) {
     proxy::Command c;
     proxy::Consumer* from = nullptr;
     if (s.dev_consumer && s.dev_consumer->poll(c)) from = s.dev_consumer.get();
@@ -561,7 +590,7 @@ bool Proxy::step() {
         s.host_consumer.set_completed(s.host_consumer.head());
         if (s.dev_consumer) s.dev_consumer->set_completed(s.dev_consumer->head());
       }
-      return busy;
+      break;
     }
     const proxy::Op kind = proxy::tag_op(c.tag);
     NVST_REQUIRE(c.pe < static_cast<std::uint32_t>(s.layout.world) || kind == proxy::Op::kFence ||
@@ -597,6 +626,11 @@ bool Proxy::step() {
         s.blocked_is_quiet = kind == proxy::Op::kQuiet;
         s.blocked_fifo = from;
         s.blocked_ticket = proxy::tag_ticket(c.tag);
+        if (s.drained()) {  // nothing outstanding: done at once
+          s.blocked = false;
+          if (s.blocked_is_quiet) s.blocked_fifo->set_completed(s.blocked_ticket + 1);
+          commands_done_.fetch_add(1, std::memory_order_relaxed);
+        }
         break;
       default:
         NVST_FAIL("proxy: unknown command op ", static_cast<int>(kind), " (ticket ", proxy::tag_ticket(c.tag), ")");

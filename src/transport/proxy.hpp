@@ -65,6 +65,8 @@ class Proxy {
   // (pinned, mapped) and the producers' ticket counter (device memory).
   proxy::FifoShared* device_fifo_for_device() const { return dev_fifo_dev_; }
   unsigned long long* device_tail() const { return dev_tail_; }
+  // Producers' cached copy of `head` (device memory), see device/proxy.cuh.
+  unsigned long long* device_head_cache() const { return dev_tail_ + 16; }
 
   // Commands finished (tests and `nvst bench fifo`).
   std::uint64_t commands_done() const { return commands_done_.load(std::memory_order_relaxed); }
@@ -78,6 +80,7 @@ class Proxy {
 
   int device_;
   double timeout_s_;
+  bool debug_ = false;  // NVST_PROXY_DEBUG=1: state on stderr every 2 s
   char* scratch_ = nullptr;  // registered: in-flight records, then staging slots
   char* control_ = nullptr;  // registered for remote writes: inboxes, doorbells, credits
   std::size_t scratch_bytes_ = 0, control_bytes_ = 0;

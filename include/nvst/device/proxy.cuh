@@ -52,7 +52,14 @@ __device__ __forceinline__ std::uint64_t proxy_push(proxy::Op op, int pe, std::u
   proxy::FifoShared* f = s.fifo;
   const std::uint64_t t = atomicAdd(s.fifo_tail, 1ull);
   const std::uint32_t cap = *reinterpret_cast<const volatile std::uint32_t*>(&f->capacity);
-  detail::proxy_wait([&] { return t - detail::ld_volatile_u64(&f->head) < cap; }, pe, t);
+  // Back-pressure. Reading `head` crosses PCIe (about a microsecond), so
+  // producers share the last value read in device memory and read the host
+  // copy only when that one says the ring may be full.
+  if (t - *reinterpret_cast<volatile unsigned long long*>(s.fifo_head_cache) >= cap) {
+    std::uint64_t head = 0;
+    detail::proxy_wait([&] { return t - (head = detail::ld_volatile_u64(&f->head)) < cap; }, pe, t);
+    atomicMax(s.fifo_head_cache, static_cast<unsigned long long>(head));
+  }
   proxy::Command* slot = &f->slots[t & (cap - 1)];
   detail::st_volatile_u64(&slot->dest, dest);
   detail::st_volatile_u64(&slot->src, reinterpret_cast<std::uint64_t>(src));

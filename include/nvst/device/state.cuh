@@ -65,6 +65,7 @@ struct DeviceState {
   DeviceError* error;            // pinned host mailbox
   proxy::FifoShared* fifo;       // commands to the proxy (pinned, mapped); nullptr: no proxy
   unsigned long long* fifo_tail; // its producers' ticket counter (device memory)
+  unsigned long long* fifo_head_cache;  // the last `head` a producer read (device memory)
   int initialized;
 };
 
