@@ -16,6 +16,7 @@
 #include "nvst/error.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/settings.hpp"
+#include "transport/topology.hpp"
 
 // libfabric calls return 0 or a negative error code.
 #define NVST_CHECK_FI(call)                                                               \
@@ -143,7 +144,7 @@ struct Transport::Impl {
 };
 
 Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control,
-                     std::size_t control_bytes, char* scratch, std::size_t scratch_bytes)
+                     std::size_t control_bytes, char* scratch, std::size_t scratch_bytes, int near_device)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.heap = heap;
@@ -162,6 +163,20 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
               fi_strerror(-rc), "); providers present: ", present.empty() ? "none" : present,
               " (set NVST_FABRIC_PROVIDER)");
   }
+  // Several domains (one per NIC): the one nearest this PE's GPU.
+  std::vector<fi_info*> candidates;
+  std::vector<std::string> names;
+  for (fi_info* i = m.info; i; i = i->next) {
+    candidates.push_back(i);
+    names.emplace_back(i->domain_attr->name ? i->domain_attr->name : "");
+  }
+  const int pick = near_device >= 0 ? topology::nearest_network(near_device, names) : 0;
+  if (pick != 0) {
+    fi_info* chosen = fi_dupinfo(candidates[static_cast<std::size_t>(pick)]);
+    fi_freeinfo(m.info);
+    m.info = chosen;
+  }
+  domain_ = m.info->domain_attr->name ? m.info->domain_attr->name : "";
   hmem_ = (m.info->caps & FI_HMEM) != 0;
   m.virt_addr = (m.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
   max_write_ = std::min<std::size_t>(m.info->ep_attr->max_msg_size, std::size_t{1} << 30);

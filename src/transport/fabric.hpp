@@ -49,13 +49,16 @@ class Transport {
   // remote writes; heap == nullptr: not registered, GPU heaps without
   // FI_HMEM), the control region (remote writes) and the scratch region
   // (local sources: staging slots and atomic operands), exchanges addresses.
+  // `near_device` >= 0: of several domains (NICs) of the provider, take the
+  // one nearest that GPU (topology.hpp).
   Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control,
-            std::size_t control_bytes, char* scratch, std::size_t scratch_bytes);
+            std::size_t control_bytes, char* scratch, std::size_t scratch_bytes, int near_device = -1);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
   const std::string& provider() const { return provider_; }
+  const std::string& domain() const { return domain_; }
   bool has_hmem() const { return hmem_; }
 
   // Posts a write of [src, src+bytes) to `pe`'s region at `dest_offset`.
@@ -78,6 +81,7 @@ class Transport {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string provider_;
+  std::string domain_;
   bool hmem_ = false;
   std::size_t max_write_ = 0;
 };

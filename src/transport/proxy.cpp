@@ -12,6 +12,7 @@
 #include "device/device_runtime.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/settings.hpp"
+#include "transport/topology.hpp"
 
 namespace nvst {
 
@@ -198,7 +199,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_CHECK_CUDA(cudaHostRegister(control_, control_bytes_, cudaHostRegisterDefault));
   }
   transport_ = std::make_unique<fabric::Transport>(boot, inbox ? nullptr : heap, heap_bytes, control_,
-                                                   control_bytes_, scratch_, scratch_bytes_);
+                                                   control_bytes_, scratch_, scratch_bytes_, device);
 
   auto make_fifo = [](void* mem) {
     auto* f = static_cast<proxy::FifoShared*>(mem);
@@ -300,7 +301,10 @@ void Proxy::fail(const std::string& why) {
 }
 
 void Proxy::run() {
-  if (device_ >= 0) cudaSetDevice(device_);
+  if (device_ >= 0) {
+    cudaSetDevice(device_);
+    bound_cores_ = topology::bind_thread_near_gpu(device_);
+  }
   int idle = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool busy = false;

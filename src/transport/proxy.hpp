@@ -81,6 +81,7 @@ class Proxy {
   int device_;
   double timeout_s_;
   bool debug_ = false;  // NVST_PROXY_DEBUG=1: state on stderr every 2 s
+  std::string bound_cores_;  // where the thread was pinned (topology.hpp)
   char* scratch_ = nullptr;  // registered: in-flight records, then staging slots
   char* control_ = nullptr;  // registered for remote writes: inboxes, doorbells, credits
   std::size_t scratch_bytes_ = 0, control_bytes_ = 0;

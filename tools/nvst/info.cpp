@@ -13,6 +13,8 @@
 #include "commands.hpp"
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
+#include "transport/fabric.hpp"
+#include "transport/topology.hpp"
 
 namespace nvst::tools {
 
@@ -65,6 +67,23 @@ struct Gpu {
 
 }  // namespace
 
+// The fabric transport (the proxy's, between nodes) and the topology it uses.
+void print_fabric(int gpus) {
+  auto present = fabric::providers_present();
+  std::string list;
+  for (auto& p : present) list += (list.empty() ? "" : ", ") + p;
+  std::printf("  fabric (proxy thread + libfabric, between nodes and host PEs): provider %s (NVST_FABRIC_PROVIDER)\n"
+              "    providers present: %s\n",
+              fabric::chosen_provider().c_str(), list.empty() ? "none" : list.c_str());
+  for (int g = 0; g < gpus; ++g) {
+    std::string nics;
+    for (auto& d : topology::network_devices_near_gpu(g)) nics += (nics.empty() ? "" : ", ") + d;
+    const std::string cores = topology::cores_near_gpu(g);
+    std::printf("    GPU%d: proxy thread on cores %s; network devices: %s\n", g,
+                cores.empty() ? "(no preference)" : cores.c_str(), nics.empty() ? "none" : nics.c_str());
+  }
+}
+
 int info() {
   int rt = 0, drv = 0, nccl = 0;
   cudaRuntimeGetVersion(&rt);
@@ -79,6 +98,7 @@ int info() {
   if (n == 0) {
     std::printf("GPUs: none visible\n");
     std::printf("transports: host (host-memory PEs; no load/store between PEs)\n");
+    print_fabric(0);
     return 0;
   }
   std::vector<Gpu> gpus(static_cast<std::size_t>(n));
@@ -144,6 +164,7 @@ int info() {
   std::printf("  cudaipc (legacy CUDA IPC fallback, NVST_HEAP=cudaipc):   %s\n",
               n >= 2 && p2p_pairs > 0 ? "available" : "needs 2 GPUs with peer access");
   std::printf("  host (host-memory PEs, NVST_HEAP=host):                  available\n");
+  print_fabric(n);
   std::printf("\nsettings: NVST_SYMMETRIC_SIZE (heap per PE, default 1G), NVST_TIMEOUT_S (%g),\n"
               "          NVST_DEVICE_TIMEOUT_S (%g), NVST_HEAP, NVST_NODE_SIZE\n",
               host_timeout_seconds(), device_timeout_seconds());
