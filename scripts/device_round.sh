@@ -61,7 +61,7 @@ case "$MODE" in
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
-    NVST_DEVICE_TIMEOUT_S=10 FI_LOG_LEVEL=warn NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 300 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 300 "$BIN/nvst_gpu_tests" --np 2
     NVST_NODE_SIZE=1 step bench_fifo 120 "$BIN/nvst" bench fifo --json "$OUT/fifo.json"
     NVST_NODE_SIZE=1 step bench_p2p_internode 300 "$BIN/nvst" bench p2p -b 4K -e 256M -f 4 --json "$OUT/p2p_internode.json"
     NVST_NODE_SIZE=1 step memcheck_internode 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1

@@ -31,6 +31,8 @@ namespace {
 
 constexpr std::uint32_t kApi = FI_VERSION(1, 17);
 
+static_assert(sizeof(ProviderContext) >= sizeof(fi_context2), "ProviderContext must hold a fi_context2");
+
 struct InfoDeleter {
   void operator()(fi_info* p) const { fi_freeinfo(p); }
 };
@@ -43,7 +45,7 @@ InfoPtr hints(const std::string& provider) {
   InfoPtr h(fi_allocinfo());
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_RMA | FI_ATOMIC | FI_WRITE | FI_REMOTE_WRITE;
-  h->mode = FI_CONTEXT;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;  // we give the provider 64 bytes per operation
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
                             FI_MR_ENDPOINT;
   h->domain_attr->threading = FI_THREAD_DOMAIN;  // one proxy thread per PE drives it

@@ -29,6 +29,13 @@ std::vector<std::string> providers_present();
 // The provider NVST_FABRIC_PROVIDER asks for, or the default choice.
 std::string chosen_provider();
 
+// What every context passed to write()/atomic() must begin with: providers
+// that ask for FI_CONTEXT or FI_CONTEXT2 mode use these bytes while the
+// operation is in flight (struct fi_context2 is 8 pointers).
+struct ProviderContext {
+  void* internal[8];
+};
+
 // A completed (or failed) operation: the context passed when it was posted.
 struct Completion {
   void* context;
@@ -61,6 +68,8 @@ class Transport {
   const std::string& domain() const { return domain_; }
   bool has_hmem() const { return hmem_; }
 
+  // `context` points at a ProviderContext (first member of the caller's
+  // record), untouched by the caller until the completion comes back.
   // Posts a write of [src, src+bytes) to `pe`'s region at `dest_offset`.
   // src lies in a registered region. Returns false when the provider is out
   // of resources (FI_EAGAIN): progress() and post again.

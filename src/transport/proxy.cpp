@@ -77,6 +77,11 @@ fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
 // `value` can be the local operand of an atomic.
 struct Proxy::InFlight {
   enum Kind : int { kHeapWrite, kSignal, kInboxWrite, kBell, kCredit };
+  // The provider's: with FI_CONTEXT / FI_CONTEXT2 mode it may use the first
+  // 32 / 64 bytes behind the context pointer while the operation is in
+  // flight. (Before this field existed, shm overwrote `value`, the doorbell
+  // number, and the inbox path stalled.)
+  fabric::ProviderContext provider_context;
   std::uint64_t value;  // atomic operand; kInboxWrite: the piece's seq
   int kind;
   int pe;
@@ -150,7 +155,7 @@ struct Proxy::State {
   InFlight* take(int kind, int pe) {
     const int id = free_ops.back();
     InFlight* op = &pool[id];
-    *op = InFlight{0, kind, pe, -1, -1, -1, Clock::now()};
+    *op = InFlight{{}, 0, kind, pe, -1, -1, -1, Clock::now()};
     return op;
   }
   void commit(InFlight* op) {  // the post succeeded

@@ -43,6 +43,7 @@ struct RawFabric {
   char* dst = nullptr;      // PE 1: registered as the "heap"
   char* control = nullptr;  // [0]: round counter PE 0 sets when a sample is done
   std::unique_ptr<fabric::Transport> t;
+  fabric::ProviderContext ctx{};  // the provider's scratch for our one operation in flight
 
   explicit RawFabric(std::size_t max) : bytes(max) {
     src = static_cast<char*>(std::aligned_alloc(4096, max));
@@ -69,14 +70,14 @@ struct RawFabric {
     std::vector<fabric::Completion> done;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) {
-      while (!t->write(1, src, n, fabric::Region::kHeap, 0, this)) t->progress(done);
+      while (!t->write(1, src, n, fabric::Region::kHeap, 0, &ctx)) t->progress(done);
       wait_one(done);
     }
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     // Tell PE 1 this sample is over (it keeps the provider progressing until then).
     auto* v = reinterpret_cast<std::uint64_t*>(src);  // registered; data already sent
     *v = round;
-    while (!t->atomic(1, v, fabric::AtomicOp::kSet, fabric::Region::kControl, 0, this)) t->progress(done);
+    while (!t->atomic(1, v, fabric::AtomicOp::kSet, fabric::Region::kControl, 0, &ctx)) t->progress(done);
     wait_one(done);
     return us;
   }
