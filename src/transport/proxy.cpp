@@ -310,7 +310,10 @@ void Proxy::run() {
     cudaSetDevice(device_);
     bound_cores_ = topology::bind_thread_near_gpu(device_);
   }
-  int idle = 0;
+  // Idle policy: spin for 1 ms after the last activity (a reply usually
+  // comes within microseconds), then yield for up to 50 ms, then sleep 50 us
+  // per round: an idle proxy costs little CPU, a busy one reacts at once.
+  auto last_busy = std::chrono::steady_clock::now();
   while (!stop_.load(std::memory_order_relaxed)) {
     bool busy = false;
     try {
@@ -320,14 +323,12 @@ void Proxy::run() {
       break;
     }
     if (busy) {
-      idle = 0;
-    } else if (++idle > 2000) {
-      // Idle: keep progressing (peers' writes land through it) but leave the
-      // core to others.
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    } else if (idle > 200) {
-      std::this_thread::yield();
+      last_busy = std::chrono::steady_clock::now();
+      continue;
     }
+    const auto idle = std::chrono::steady_clock::now() - last_busy;
+    if (idle > std::chrono::milliseconds(50)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (idle > std::chrono::milliseconds(1)) std::this_thread::yield();
   }
   // After a failure keep taking commands so producers are not left waiting
   // for slots; they see `failed` and stop.
