@@ -1,6 +1,8 @@
-// `nvst bench host`: what can be measured without a GPU today: the
-// bootstrap's barrier and allgather latency between host-memory PEs.
+// `nvst bench host`: what can be measured without a GPU: the bootstrap's
+// barrier and allgather latency, and puts between host-memory PEs through
+// the proxy and the fabric transport (PE 0 -> PE 1, putmem = put + quiet).
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <vector>
 
@@ -48,7 +50,30 @@ int bench_host(const BenchOptions& o) {
                 static_cast<double>(b) * nvst::n_pes() / us / 1e3, 0, wrong});
     if (b * o.factor <= b) break;
   }
+  // Fabric puts, PE 0 -> PE 1, checked on PE 1.
+  const std::size_t put_cap = std::min<std::size_t>(o.max_bytes, nvst::heap_size() / 4);
+  auto* dst = static_cast<char*>(nvst::malloc(put_cap));
+  std::vector<char> src(put_cap);
+  for (std::size_t i = 0; i < put_cap; ++i) src[i] = static_cast<char>((i * 131) | 1);
+  for (std::size_t b = std::max<std::size_t>(o.min_bytes, 8); b <= put_cap; b = static_cast<std::size_t>(b * o.factor)) {
+    if (nvst::my_pe() == 1) std::memset(dst, 0, b);
+    nvst::barrier_all();
+    double us = time_us([&] {
+      if (nvst::my_pe() == 0) nvst::putmem(dst, src.data(), b, 1);
+    });
+    nvst::barrier_all();
+    long long wrong = 0;
+    if (nvst::my_pe() == 1)
+      for (std::size_t i = 0; i < b; ++i) wrong += dst[i] != src[i];
+    nvst::bootstrap_broadcast(&wrong, sizeof(wrong), 1);
+    report.add({"put", "nvst_fabric_put", b, us, b / us / 1e3, b / us / 1e3, wrong});
+    if (nvst::my_pe() == 0) progress("fabric put " + std::to_string(b) + " bytes");
+    if (b * o.factor <= b) break;
+  }
+  nvst::free(dst);
   if (nvst::my_pe() == 0) {
+    progress_done();
+    std::printf("# fabric puts go through %s\n", nvst::transport_to(1).c_str());
     report.print_table("nvst_bootstrap", {});
     report.write_json(o.json_path);
   }
