@@ -560,42 +560,25 @@ int api_mode() {
   unsigned long long* bad = nullptr;
   NVST_CHECK_CUDA(cudaMalloc(&bad, sizeof(*bad)));
 
-  if (internode) {
-    for (int shift : {1, 0})
-      for (Op op : {Op::kPut, Op::kPutNbi, Op::kPutTyped}) {
-        rma_case<Scope::kThread>(suite, op, "thread", sym_src, sym_dst, shift);
-        rma_case<Scope::kWarp>(suite, op, "warp", sym_src, sym_dst, shift);
-        rma_case<Scope::kBlock>(suite, op, "block", sym_src, sym_dst, shift);
-      }
-    for (bool nbi : {false, true})
-      for (SignalOp op : {SignalOp::kSet, SignalOp::kAdd}) {
-        signal_case<Scope::kThread>(suite, "thread", op, nbi, sym_src, sym_dst, sig, bad);
-        signal_case<Scope::kWarp>(suite, "warp", op, nbi, sym_src, sym_dst, sig, bad);
-        signal_case<Scope::kBlock>(suite, "block", op, nbi, sym_src, sym_dst, sig, bad);
-      }
-    wait_case<std::uint64_t>(suite, "uint64", sym_small);
-    wait_case<std::int64_t>(suite, "int64", sym_small);
-    fence_case(suite, sym_src, sym_dst, flag, sig, bad);
-    barrier_case<Scope::kThread>(suite, "barrier_all (thread)", 1, sym_small, bad);
-    barrier_case<Scope::kWarp>(suite, "barrier_all_warp", 32, sym_small, bad);
-    barrier_case<Scope::kBlock>(suite, "barrier_all_block", 256, sym_small, bad);
-    return finish_api_mode(suite, me, bad, flag, sig, sym_small, sym_dst, sym_src);
+  // Across nodes only what the proxy carries (see above); on one node all.
+  if (!internode) {
+    pg_case<std::uint8_t>(suite, "uint8", sym_small);
+    pg_case<std::uint16_t>(suite, "uint16", sym_small);
+    pg_case<std::uint32_t>(suite, "uint32", sym_small);
+    pg_case<std::uint64_t>(suite, "uint64", sym_small);
+    pg_case<float>(suite, "float", sym_small);
+    pg_case<double>(suite, "double", sym_small);
   }
 
-  pg_case<std::uint8_t>(suite, "uint8", sym_small);
-  pg_case<std::uint16_t>(suite, "uint16", sym_small);
-  pg_case<std::uint32_t>(suite, "uint32", sym_small);
-  pg_case<std::uint64_t>(suite, "uint64", sym_small);
-  pg_case<float>(suite, "float", sym_small);
-  pg_case<double>(suite, "double", sym_small);
-
+  const std::vector<Op> ops = internode ? std::vector<Op>{Op::kPut, Op::kPutNbi, Op::kPutTyped}
+                                        : std::vector<Op>{Op::kPut, Op::kPutNbi, Op::kGet, Op::kGetNbi, Op::kPutTyped};
   for (int shift : {1, 0}) {
-    for (Op op : {Op::kPut, Op::kPutNbi, Op::kGet, Op::kGetNbi, Op::kPutTyped}) {
+    for (Op op : ops) {
       rma_case<Scope::kThread>(suite, op, "thread", sym_src, sym_dst, shift);
       rma_case<Scope::kWarp>(suite, op, "warp", sym_src, sym_dst, shift);
       rma_case<Scope::kBlock>(suite, op, "block", sym_src, sym_dst, shift);
     }
-    rma_case<Scope::kBlock>(suite, Op::kPutTma, "block", sym_src, sym_dst, shift);
+    if (!internode) rma_case<Scope::kBlock>(suite, Op::kPutTma, "block", sym_src, sym_dst, shift);
   }
 
   for (bool nbi : {false, true}) {
@@ -607,7 +590,7 @@ int api_mode() {
   }
 
   wait_case<std::uint64_t>(suite, "uint64", sym_small);
-  wait_case<std::int32_t>(suite, "int32", sym_small);
+  if (!internode) wait_case<std::int32_t>(suite, "int32", sym_small);
   wait_case<std::int64_t>(suite, "int64", sym_small);
 
   fence_case(suite, sym_src, sym_dst, flag, sig, bad);
@@ -616,7 +599,7 @@ int api_mode() {
   barrier_case<Scope::kWarp>(suite, "barrier_all_warp", 32, sym_small, bad);
   barrier_case<Scope::kBlock>(suite, "barrier_all_block", 256, sym_small, bad);
 
-  host_api_cases(suite, sym_src, sym_dst, bad);
+  if (!internode) host_api_cases(suite, sym_src, sym_dst, bad);
   return finish_api_mode(suite, me, bad, flag, sig, sym_small, sym_dst, sym_src);
 }
 

@@ -142,14 +142,7 @@ int bench_p2p(const BenchOptions& o) {
   NVST_REQUIRE(nvst::device() >= 0, "nvst bench p2p needs GPUs");
   if (nvst::transport_to(1 - nvst::my_pe()).rfind("fabric:", 0) == 0) return bench_p2p_internode(o);
   Ctx c{o};
-  c.me = nvst::my_pe();
-  c.peer = 1 - c.me;
-  c.report.label = o.label;
-  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&c.sms, cudaDevAttrMultiProcessorCount, nvst::device()));
-  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-  NVST_CHECK_CUDA(cudaEventCreate(&c.start));
-  NVST_CHECK_CUDA(cudaEventCreate(&c.stop));
-  NVST_CHECK_CUDA(cudaMalloc(&c.wrong_dev, sizeof(unsigned long long)));
+  open_ctx(c);
   const bool sweep = std::getenv("NVST_BENCH_SWEEP") && std::string(std::getenv("NVST_BENCH_SWEEP")) == "1";
 
   char* src = static_cast<char*>(nvst::malloc(o.max_bytes));

@@ -92,14 +92,7 @@ struct RawFabric {
 
 int bench_p2p_internode(const BenchOptions& o) {
   Ctx c{o};
-  c.me = nvst::my_pe();
-  c.peer = 1 - c.me;
-  c.report.label = o.label;
-  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&c.sms, cudaDevAttrMultiProcessorCount, nvst::device()));
-  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-  NVST_CHECK_CUDA(cudaEventCreate(&c.start));
-  NVST_CHECK_CUDA(cudaEventCreate(&c.stop));
-  NVST_CHECK_CUDA(cudaMalloc(&c.wrong_dev, sizeof(unsigned long long)));
+  open_ctx(c);
   if (c.me == 0)
     std::printf("# p2p across logical nodes: PE 0 -> PE 1 through %s\n", nvst::transport_to(1).c_str());
 

@@ -49,6 +49,18 @@ struct Ctx {
   std::uint32_t seed = 1;
 };
 
+// Fills the context for PE 0 <-> PE 1 on this PE's GPU (after nvst::init).
+inline void open_ctx(Ctx& c) {
+  c.me = nvst::my_pe();
+  c.peer = 1 - c.me;
+  c.report.label = c.o.label;
+  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&c.sms, cudaDevAttrMultiProcessorCount, nvst::device()));
+  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  NVST_CHECK_CUDA(cudaEventCreate(&c.start));
+  NVST_CHECK_CUDA(cudaEventCreate(&c.stop));
+  NVST_CHECK_CUDA(cudaMalloc(&c.wrong_dev, sizeof(unsigned long long)));
+}
+
 inline void bcast_cb(void* data, std::size_t bytes, int root) { nvst::bootstrap_broadcast(data, bytes, root); }
 
 // Times `launch` (one operation) on this PE's stream: median over samples of
