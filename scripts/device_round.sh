@@ -5,6 +5,7 @@
 #   shared  one GPU: PEs time-share it (correctness only, no timings)
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
+#   coll    collectives: tests and `nvst bench coll`
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
@@ -58,6 +59,13 @@ case "$MODE" in
       step bench_p2p 200 "$BIN/nvst" bench p2p -b 4K -e 64M -f 4 -n 10 --json "$OUT/p2p.json"
     fi
     ;;
+  coll)  # collectives (issue 4): correctness at 2 and 4 PEs, then the benchmark
+    step coll_2pe 300 "$BIN/nvst_coll_tests" --np 2
+    if [ "$GPUS" -ge 4 ]; then step coll_4pe 300 "$BIN/nvst_coll_tests" --np 4
+    else NVST_TEST_SHARE_GPUS=1 step coll_4pe_shared 300 "$BIN/nvst_coll_tests" --np 4; fi
+    step memcheck_coll 300 $SAN --tool memcheck "$BIN/nvst_coll_tests" --np 2
+    step bench_coll 300 "$BIN/nvst" bench coll -b 1K -e 256M -f 4 --json "$OUT/coll.json"
+    ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
@@ -74,6 +82,7 @@ for f in "$OUT"/*.log; do  # the first failure of each failing log
 done
 [ -f "$OUT/bench_p2p.log" ] && { echo "--- p2p table"; sed -n '/^# op: put /,/^$/p' "$OUT/bench_p2p.log"; grep pingpong -A2 "$OUT/bench_p2p.log"; }
 [ -f "$OUT/bench_p2p_internode.log" ] && { echo "--- p2p internode"; grep -v '^# progress' "$OUT/bench_p2p_internode.log" | tail -20; }
+[ -f "$OUT/bench_coll.log" ] && { echo "--- coll"; grep -v '^# progress' "$OUT/bench_coll.log" | tail -45; }
 [ -f "$OUT/bench_fifo.log" ] && { echo "--- fifo"; grep '^# fifo' "$OUT/bench_fifo.log"; }
 # The device tool returns at most 8 files: ship the logs as one archive.
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)

@@ -19,6 +19,7 @@ struct BenchOptions {
   bool check = true;                     // -c: verify data (#wrong column)
   std::string json_path;                 // --json: write results here (rank 0)
   std::string label;                     // free text stored in the JSON
+  int graph_iters = 20;                  // -G: operations per CUDA graph (bench coll)
 };
 
 // Point-to-point between PE 0 and PE 1 (needs 2 PEs with GPUs). Returns the
@@ -28,6 +29,8 @@ int bench_p2p(const BenchOptions& options);
 // raw libfabric and NCCL's network transport as baselines. bench_p2p calls
 // it when PE 1 is on another node (after nvst::init).
 int bench_p2p_internode(const BenchOptions& options);
+// all_reduce / all_gather, ours and NCCL, eager and CUDA graphs.
+int bench_coll(const BenchOptions& options);
 // GPU -> proxy command rate (needs a proxy: NVST_NODE_SIZE=1 and 2 PEs).
 int bench_fifo(const BenchOptions& options);
 // What runs without a GPU: bootstrap latency and host heap operations.

@@ -37,7 +37,7 @@ int selftest_main(const BenchOptions&) { return nvst::tools::selftest_pe(); }
 std::vector<std::string> bench_argv(std::vector<std::string> args, const std::string& which) {
   for (std::size_t i = 1; i < args.size(); ++i) {
     if (args[i] != "bench") continue;
-    if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "fifo" ||
+    if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "fifo" || args[i + 1] == "coll" ||
                                 args[i + 1] == "all"))
       args[i + 1] = which;
     else
@@ -74,8 +74,10 @@ int main(int argc, char** argv) {
   int np = 0;
   auto* bench = app.add_subcommand(
       "bench", "benchmarks on whatever hardware is present (p2p with 2+ GPUs, host otherwise)");
-  bench->add_option("which", "p2p, fifo, host, or all (default: all that the hardware allows)")
-      ->check(CLI::IsMember({"p2p", "fifo", "host", "all"}));
+  bench->add_option("which", "p2p, coll, fifo, host, or all (default: all that the hardware allows)")
+      ->check(CLI::IsMember({"p2p", "coll", "fifo", "host", "all"}));
+  bench->add_option("-G,--cudagraph", opts.graph_iters, "operations per CUDA graph (nccl-tests -G; bench coll)")
+      ->check(CLI::PositiveNumber);
   bench->add_option("-b,--minbytes", min_s, "smallest size (nccl-tests -b)");
   bench->add_option("-e,--maxbytes", max_s, "largest size (nccl-tests -e)");
   bench->add_option("-f,--stepfactor", opts.factor, "size multiplier (nccl-tests -f)")
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
       // Already a PE (spawned by us, torchrun or mpirun): run the one asked.
       if (which == "host") return nvst::tools::bench_host(opts);
       if (which == "fifo") return nvst::tools::bench_fifo(opts);
+      if (which == "coll") return nvst::tools::bench_coll(opts);
       return nvst::tools::bench_p2p(opts);
     }
     const int gpus = nvst::tools::gpu_count();
@@ -136,6 +139,19 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       g_argv = bench_argv(g_argv, "p2p");
       rc = run_as_job(np ? np : 2, {}, nvst::tools::bench_p2p, opts);
+    }
+    if (which == "coll" || (which == "all" && gpus >= 2)) {
+      NVST_REQUIRE(gpus >= 2, "nvst bench coll needs 2 GPUs; ", gpus, " visible");
+      std::printf("# nvst bench coll: all_reduce and all_gather on %d GPUs, ours and NCCL\n", np ? np : gpus);
+      std::fflush(stdout);
+      g_argv = bench_argv(g_argv, "coll");
+      BenchOptions co = opts;
+      if (which == "all") {
+        co.max_bytes = std::min<std::size_t>(co.max_bytes, std::size_t{256} << 20);
+        if (!co.json_path.empty()) co.json_path += ".coll.json";
+      }
+      int rc2 = run_as_job(np ? np : gpus, {}, nvst::tools::bench_coll, co);
+      if (rc == 0) rc = rc2;
     }
     if (which == "fifo" || (which == "all" && gpus >= 2)) {
       NVST_REQUIRE(gpus >= 2, "nvst bench fifo needs 2 GPUs (2 PEs as 2 logical nodes); ", gpus, " visible");

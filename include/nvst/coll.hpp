@@ -1,0 +1,42 @@
+// Collectives on the runtime (first slice of issue 4): all_reduce and
+// all_gather over the world team of one node (NVLink), stream-ordered, with
+// no host synchronisation. Inputs and outputs are any device memory; data is
+// staged through a symmetric workspace the library owns.
+//
+// Algorithms (NVST_COLL_ALGO=auto|oneshot|twoshot forces one):
+//  - oneshot: every PE publishes its input in its workspace, then each PE
+//    reads every peer's copy over NVLink and reduces. One step; each PE
+//    reads (n-1) x the data: best for small messages.
+//  - twoshot: the same publication, then PE p reduces only slice p, publishes
+//    it, and everyone gathers the n reduced slices. Each PE reads 2(n-1)/n of
+//    the data: best for large messages.
+//  auto: oneshot up to 256 KiB per PE, twoshot above.
+// Every PE reduces in PE order 0..n-1, so all PEs get bitwise-equal results.
+// Not yet: other teams, several nodes, reduce-scatter/broadcast/alltoall, prod.
+#pragma once
+
+#include <cstddef>
+
+#include <cuda_runtime_api.h>
+
+namespace nvst::coll {
+
+enum class DType { kF32, kBF16, kF16, kI32 };
+enum class RedOp { kSum, kMax, kMin };
+enum class Algo { kAuto, kOneShot, kTwoShot };
+
+std::size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+const char* redop_name(RedOp op);
+const char* algo_name(Algo a);
+
+// Collective over every PE (all on one node). Allocates the workspace on
+// first use (that first call is a collective allocation: call it, or
+// prepare(), outside CUDA-graph capture). `in` and `out` may be the same.
+void prepare();
+void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
+                Algo algo = Algo::kAuto);
+// out holds n_pes x count elements: PE p's input at p x count.
+void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream);
+
+}  // namespace nvst::coll

@@ -1,0 +1,370 @@
+// all_reduce and all_gather on one node, written on the device API: see
+// include/nvst/coll.hpp for the algorithms. The synchronisation is per
+// block: block b of every PE handles the same element range, so block b
+// only waits for block b of the others (flags[phase][pe][b] = epoch), never
+// for a grid-wide barrier.
+//
+// Reuse of the workspace without a second barrier: it is double-buffered by
+// epoch parity. PE X rewrites buffer (e & 1) at epoch e + 2 only after its
+// epoch e + 1 kernel waited for every peer's epoch e + 1 flags, which each
+// peer set only after its whole epoch e kernel (the last reader of that
+// buffer) had finished, since kernels on a stream run in order.
+//
+// The epoch lives on the GPU (so a CUDA graph replays correctly): every
+// block reads the launch counter when it starts, and the last block to
+// finish advances it; no block can start after that, so all blocks of a
+// launch see the same epoch, and every PE counts the same launches.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "nvst/coll.hpp"
+#include "nvst/device.cuh"
+#include "nvst/nvst.hpp"
+
+namespace nvst::coll {
+
+namespace {
+
+constexpr std::size_t kChunkBytes = std::size_t{16} << 20;  // per launch, per PE
+constexpr int kMaxBlocks = 64;
+constexpr int kMaxPes = 64;
+constexpr int kThreads = 512;
+constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
+
+struct Workspace {
+  char* data[2] = {};            // each PE's published input (symmetric)
+  char* red[2] = {};             // two-shot: reduced slices (symmetric)
+  std::uint64_t* flags = nullptr;  // [2 phases][kMaxPes][kMaxBlocks] (symmetric)
+  std::uint64_t* epoch = nullptr;  // device memory: [0] launches so far, [1] blocks done
+} g_ws;
+
+struct Args {
+  const char* in;
+  char* out;
+  std::size_t n;        // elements in this launch
+  std::size_t out_stride;  // all_gather: bytes between PEs' parts of out
+  int me, npes;
+  char* data_buf[2];
+  char* red_buf[2];
+  std::uint64_t* flags;
+  std::uint64_t* epoch;
+  // Filled in the kernel by begin_launch():
+  std::uint64_t e;
+  char* data;           // this PE's data[e & 1]
+  char* red;            // this PE's red[e & 1]
+};
+
+// The launch's epoch, the same in every block (see the top of the file).
+__device__ __forceinline__ void begin_launch(Args& a) {
+  __shared__ std::uint64_t e;
+  if (threadIdx.x == 0) e = *reinterpret_cast<volatile std::uint64_t*>(a.epoch) + 1;
+  __syncthreads();
+  a.e = e;
+  a.data = a.data_buf[e & 1];
+  a.red = a.red_buf[e & 1];
+}
+__device__ __forceinline__ void end_launch(const Args& a) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    auto* done = reinterpret_cast<unsigned long long*>(a.epoch + 1);
+    if (atomicAdd(done, 1ull) == gridDim.x - 1) {  // the last block
+      *done = 0;
+      *reinterpret_cast<volatile std::uint64_t*>(a.epoch) = a.e;
+      __threadfence();
+    }
+  }
+}
+
+template <typename T>
+struct Ops {
+  __device__ static T sum(T a, T b) { return a + b; }
+  __device__ static T max(T a, T b) { return a > b ? a : b; }
+  __device__ static T min(T a, T b) { return a < b ? a : b; }
+};
+template <>
+struct Ops<__nv_bfloat16> {
+  __device__ static __nv_bfloat16 sum(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16(__bfloat162float(a) + __bfloat162float(b));
+  }
+  __device__ static __nv_bfloat16 max(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax(a, b); }
+  __device__ static __nv_bfloat16 min(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin(a, b); }
+};
+template <>
+struct Ops<__half> {
+  __device__ static __half sum(__half a, __half b) { return __float2half(__half2float(a) + __half2float(b)); }
+  __device__ static __half max(__half a, __half b) { return __hmax(a, b); }
+  __device__ static __half min(__half a, __half b) { return __hmin(a, b); }
+};
+
+template <typename T, RedOp OP>
+__device__ __forceinline__ T apply(T a, T b) {
+  if constexpr (OP == RedOp::kSum) return Ops<T>::sum(a, b);
+  else if constexpr (OP == RedOp::kMax) return Ops<T>::max(a, b);
+  else return Ops<T>::min(a, b);
+}
+
+// This PE's or a peer's copy of a symmetric buffer.
+__device__ __forceinline__ const char* on_pe(const char* sym, int pe, int me) {
+  return pe == me ? sym : dev::peer_address(sym, pe);
+}
+
+// [lo, hi) of block b: ranges in whole 16-byte vectors, the same on every PE.
+template <typename T>
+__device__ __forceinline__ void block_range(std::size_t n, std::size_t& lo, std::size_t& hi) {
+  constexpr std::size_t V = 16 / sizeof(T);
+  const std::size_t per = ((n + gridDim.x - 1) / gridDim.x + V - 1) / V * V;
+  lo = std::min(n, per * blockIdx.x);
+  hi = std::min(n, lo + per);
+}
+
+// Publishes [lo, hi) of `in` in this PE's workspace, then tells every PE
+// (phase `phase`) and waits until every PE has told this one.
+__device__ __forceinline__ void publish_and_wait(const Args& a, const char* src, char* dst_sym, std::size_t lo_b,
+                                                 std::size_t hi_b, int phase) {
+  if (src) dev::group_copy<dev::Scope::kBlock>(dst_sym + lo_b, src + lo_b, hi_b - lo_b);
+  __syncthreads();  // every thread's stores precede the releases below
+  std::uint64_t* f = a.flags + static_cast<std::size_t>(phase) * kMaxPes * kMaxBlocks;
+  const unsigned t = threadIdx.x;
+  if (t < static_cast<unsigned>(a.npes)) {
+    auto* mine = f + static_cast<std::size_t>(a.me) * kMaxBlocks + blockIdx.x;
+    auto* target = static_cast<int>(t) == a.me ? mine : reinterpret_cast<std::uint64_t*>(dev::peer_address(mine, t));
+    dev::detail::st_release_sys(target, a.e);
+    dev::detail::wait_until_impl<std::uint64_t>(f + static_cast<std::size_t>(t) * kMaxBlocks + blockIdx.x,
+                                                dev::Cmp::kGe, a.e, dev::FailKind::kWaitTimeout,
+                                                static_cast<int>(t));
+  }
+  __syncthreads();
+}
+
+// out[i] = in_0[i] op in_1[i] op ... for i in [lo, hi), PEs in order.
+template <typename T, RedOp OP>
+__device__ __forceinline__ void reduce_range(const Args& a, const char* sym, T* out, std::size_t lo, std::size_t hi) {
+  constexpr int V = 16 / sizeof(T);
+  const std::size_t vlo = lo / V, vhi = hi / V;  // lo is a multiple of V
+  for (std::size_t v = vlo + threadIdx.x; v < vhi; v += blockDim.x) {
+    uint4 acc = reinterpret_cast<const uint4*>(on_pe(sym, 0, a.me))[v];
+    for (int p = 1; p < a.npes; ++p) {
+      uint4 x = reinterpret_cast<const uint4*>(on_pe(sym, p, a.me))[v];
+      T* av = reinterpret_cast<T*>(&acc);
+      const T* xv = reinterpret_cast<const T*>(&x);
+#pragma unroll
+      for (int k = 0; k < V; ++k) av[k] = apply<T, OP>(av[k], xv[k]);
+    }
+    if ((reinterpret_cast<std::uintptr_t>(out) & 15u) == 0) {
+      reinterpret_cast<uint4*>(out)[v] = acc;
+    } else {
+      const T* av = reinterpret_cast<const T*>(&acc);
+      for (int k = 0; k < V; ++k) out[v * V + k] = av[k];
+    }
+  }
+  for (std::size_t i = vhi * V + threadIdx.x; i < hi; i += blockDim.x) {
+    T acc = reinterpret_cast<const T*>(on_pe(sym, 0, a.me))[i];
+    for (int p = 1; p < a.npes; ++p) acc = apply<T, OP>(acc, reinterpret_cast<const T*>(on_pe(sym, p, a.me))[i]);
+    out[i] = acc;
+  }
+}
+
+template <typename T, RedOp OP>
+__global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
+  begin_launch(a);
+  std::size_t lo, hi;
+  block_range<T>(a.n, lo, hi);
+  publish_and_wait(a, a.in, a.data, lo * sizeof(T), hi * sizeof(T), 0);
+  reduce_range<T, OP>(a, a.data, reinterpret_cast<T*>(a.out), lo, hi);
+  end_launch(a);
+}
+
+template <typename T, RedOp OP>
+__global__ void __launch_bounds__(kThreads) twoshot_kernel(Args a) {
+  begin_launch(a);
+  std::size_t lo, hi;
+  block_range<T>(a.n, lo, hi);
+  publish_and_wait(a, a.in, a.data, lo * sizeof(T), hi * sizeof(T), 0);
+  // Slice s of the block's range, in whole vectors.
+  constexpr std::size_t V = 16 / sizeof(T);
+  const std::size_t len = hi - lo;
+  const std::size_t sp = ((len + a.npes - 1) / a.npes + V - 1) / V * V;
+  auto slice = [&](int s, std::size_t& s_lo, std::size_t& s_hi) {
+    s_lo = std::min(hi, lo + sp * static_cast<std::size_t>(s));
+    s_hi = std::min(hi, s_lo + sp);
+  };
+  std::size_t s_lo, s_hi;
+  slice(a.me, s_lo, s_hi);
+  reduce_range<T, OP>(a, a.data, reinterpret_cast<T*>(a.red), s_lo, s_hi);
+  publish_and_wait(a, nullptr, nullptr, 0, 0, 1);
+  for (int p = 0; p < a.npes; ++p) {
+    slice(p, s_lo, s_hi);
+    if (s_hi > s_lo)
+      dev::group_copy<dev::Scope::kBlock>(a.out + s_lo * sizeof(T), on_pe(a.red, p, a.me) + s_lo * sizeof(T),
+                                          (s_hi - s_lo) * sizeof(T));
+  }
+  end_launch(a);
+}
+
+__global__ void __launch_bounds__(kThreads) allgather_kernel(Args a) {
+  begin_launch(a);
+  std::size_t lo, hi;
+  block_range<std::uint8_t>(a.n, lo, hi);  // n in bytes here
+  publish_and_wait(a, a.in, a.data, lo, hi, 0);
+  for (int p = 0; p < a.npes; ++p)
+    if (hi > lo)
+      dev::group_copy<dev::Scope::kBlock>(a.out + static_cast<std::size_t>(p) * a.out_stride + lo,
+                                          on_pe(a.data, p, a.me) + lo, hi - lo);
+  end_launch(a);
+}
+
+template <typename T, RedOp OP>
+void launch_reduce(bool oneshot, int blocks, const Args& a, cudaStream_t s) {
+  if (oneshot) oneshot_kernel<T, OP><<<blocks, kThreads, 0, s>>>(a);
+  else twoshot_kernel<T, OP><<<blocks, kThreads, 0, s>>>(a);
+}
+
+template <typename T>
+void launch_reduce_op(RedOp op, bool oneshot, int blocks, const Args& a, cudaStream_t s) {
+  switch (op) {
+    case RedOp::kSum: launch_reduce<T, RedOp::kSum>(oneshot, blocks, a, s); break;
+    case RedOp::kMax: launch_reduce<T, RedOp::kMax>(oneshot, blocks, a, s); break;
+    case RedOp::kMin: launch_reduce<T, RedOp::kMin>(oneshot, blocks, a, s); break;
+  }
+}
+
+void check_team(const char* fn) {
+  NVST_REQUIRE(nvst::initialized(), "nvst::coll::", fn, " called before nvst::init()");
+  NVST_REQUIRE(nvst::device() >= 0, "nvst::coll::", fn, " needs GPU heaps (this PE has a host heap)");
+  NVST_REQUIRE(nvst::team_n_pes(nvst::Team::kNode) == nvst::n_pes(), "nvst::coll::", fn,
+               " runs on one node for now (", nvst::n_pes(), " PEs, ", nvst::team_n_pes(nvst::Team::kNode),
+               " on this node)");
+  NVST_REQUIRE(nvst::n_pes() <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs");
+}
+
+Args base_args() {
+  Args a{};
+  a.me = nvst::my_pe();
+  a.npes = nvst::n_pes();
+  for (int b = 0; b < 2; ++b) {
+    a.data_buf[b] = g_ws.data[b];
+    a.red_buf[b] = g_ws.red[b];
+  }
+  a.flags = g_ws.flags;
+  a.epoch = g_ws.epoch;
+  return a;
+}
+
+Algo algo_from_env(Algo asked) {
+  if (asked != Algo::kAuto) return asked;
+  const char* e = std::getenv("NVST_COLL_ALGO");
+  if (e == nullptr || std::string(e) == "auto") return Algo::kAuto;
+  if (std::string(e) == "oneshot") return Algo::kOneShot;
+  if (std::string(e) == "twoshot") return Algo::kTwoShot;
+  NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot");
+}
+
+}  // namespace
+
+std::size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kI32: return 4;
+  }
+  NVST_FAIL("nvst::coll: unknown dtype ", static_cast<int>(t));
+}
+const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kF32: return "float32";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF16: return "float16";
+    case DType::kI32: return "int32";
+  }
+  return "?";
+}
+const char* redop_name(RedOp op) {
+  switch (op) {
+    case RedOp::kSum: return "sum";
+    case RedOp::kMax: return "max";
+    case RedOp::kMin: return "min";
+  }
+  return "?";
+}
+const char* algo_name(Algo a) {
+  switch (a) {
+    case Algo::kAuto: return "auto";
+    case Algo::kOneShot: return "oneshot";
+    case Algo::kTwoShot: return "twoshot";
+  }
+  return "?";
+}
+
+void prepare() {
+  check_team("prepare");
+  if (g_ws.flags != nullptr) return;
+  for (int b = 0; b < 2; ++b) {
+    g_ws.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
+    g_ws.red[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
+  }
+  g_ws.flags = static_cast<std::uint64_t*>(nvst::calloc(2 * kMaxPes * kMaxBlocks, sizeof(std::uint64_t)));
+  NVST_CHECK_CUDA(cudaMalloc(&g_ws.epoch, 2 * sizeof(std::uint64_t)));
+  NVST_CHECK_CUDA(cudaMemset(g_ws.epoch, 0, 2 * sizeof(std::uint64_t)));
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+}
+
+void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
+                Algo algo) {
+  check_team("all_reduce");
+  const std::size_t es = dtype_size(dtype);
+  NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_reduce: null buffer");
+  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) % es == 0,
+               "nvst::coll::all_reduce: buffers must be aligned to the element size (", es, " bytes)");
+  prepare();
+  algo = algo_from_env(algo);
+  const std::size_t chunk = kChunkBytes / es;
+  for (std::size_t off = 0; off < count; off += chunk) {
+    const std::size_t n = std::min(chunk, count - off);
+    const bool oneshot = algo == Algo::kOneShot || (algo == Algo::kAuto && n * es <= kOneShotMax);
+    Args a = base_args();
+    a.in = static_cast<const char*>(in) + off * es;
+    a.out = static_cast<char*>(out) + off * es;
+    a.n = n;
+    const std::size_t bytes = n * es;
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + (oneshot ? 8191 : 131071)) /
+                                                                    (oneshot ? 8192 : 131072),
+                                                                1, kMaxBlocks));
+    switch (dtype) {
+      case DType::kF32: launch_reduce_op<float>(op, oneshot, blocks, a, stream); break;
+      case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, a, stream); break;
+      case DType::kF16: launch_reduce_op<__half>(op, oneshot, blocks, a, stream); break;
+      case DType::kI32: launch_reduce_op<std::int32_t>(op, oneshot, blocks, a, stream); break;
+    }
+    NVST_CHECK_LAUNCH();
+  }
+}
+
+void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
+  check_team("all_gather");
+  const std::size_t es = dtype_size(dtype);
+  NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_gather: null buffer");
+  prepare();
+  const std::size_t total = count * es;
+  for (std::size_t off = 0; off < total; off += kChunkBytes) {
+    const std::size_t n = std::min(kChunkBytes, total - off);
+    Args a = base_args();
+    a.in = static_cast<const char*>(in) + off;
+    a.out = static_cast<char*>(out) + off;
+    a.n = n;
+    a.out_stride = total;
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 65535) / 65536, 1, kMaxBlocks));
+    allgather_kernel<<<blocks, kThreads, 0, stream>>>(a);
+    NVST_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace nvst::coll

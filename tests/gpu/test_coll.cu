@@ -1,0 +1,219 @@
+// Collectives against a CPU reference: all_reduce for every dtype x op x
+// algorithm on random data (sizes 0, 1, odd, not multiples of 16 bytes or of
+// the PE count, several workspace chunks), in place and out of place, and
+// all_gather. The reference reduces in PE order with the GPU's rounding
+// (float adds, rounded to the element type at each step), so results must
+// match bit for bit; that also proves every PE got the same answer.
+//   nvst_coll_tests --np 2 [--seed S]
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nvst/coll.hpp"
+#include "nvst/launch.hpp"
+#include "nvst/nvst.hpp"
+
+using nvst::coll::Algo;
+using nvst::coll::DType;
+using nvst::coll::RedOp;
+
+namespace {
+
+std::uint64_t g_seed = 1;
+
+// Random element bits for (pe, i): small values so float sums stay exact-ish
+// and ints do not overflow; never all zeros.
+std::vector<std::uint8_t> make_input(DType t, std::size_t n, int pe, std::uint64_t salt) {
+  std::mt19937_64 rng(g_seed * 1000003 + static_cast<std::uint64_t>(pe) * 7919 + salt);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  std::vector<std::uint8_t> out(n * nvst::coll::dtype_size(t));
+  for (std::size_t i = 0; i < n; ++i) {
+    const float f = u(rng);
+    switch (t) {
+      case DType::kF32: std::memcpy(&out[i * 4], &f, 4); break;
+      case DType::kBF16: { __nv_bfloat16 h = __float2bfloat16(f); std::memcpy(&out[i * 2], &h, 2); break; }
+      case DType::kF16: { __half h = __float2half(f); std::memcpy(&out[i * 2], &h, 2); break; }
+      case DType::kI32: { std::int32_t v = static_cast<std::int32_t>(rng() % 20001) - 10000; std::memcpy(&out[i * 4], &v, 4); break; }
+    }
+  }
+  return out;
+}
+
+float to_float(DType t, const std::uint8_t* p) {
+  switch (t) {
+    case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
+    case DType::kBF16: { __nv_bfloat16 h; std::memcpy(&h, p, 2); return __bfloat162float(h); }
+    case DType::kF16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
+    case DType::kI32: { std::int32_t v; std::memcpy(&v, p, 4); return static_cast<float>(v); }
+  }
+  return 0;
+}
+
+// a = a op b in the element type, as the GPU does it.
+void combine(DType t, RedOp op, std::uint8_t* a, const std::uint8_t* b) {
+  if (t == DType::kI32) {
+    std::int32_t x, y;
+    std::memcpy(&x, a, 4);
+    std::memcpy(&y, b, 4);
+    x = op == RedOp::kSum ? x + y : op == RedOp::kMax ? std::max(x, y) : std::min(x, y);
+    std::memcpy(a, &x, 4);
+    return;
+  }
+  const float x = to_float(t, a), y = to_float(t, b);
+  const float r = op == RedOp::kSum ? x + y : op == RedOp::kMax ? (x > y ? x : y) : (x < y ? x : y);
+  switch (t) {
+    case DType::kF32: std::memcpy(a, &r, 4); break;
+    case DType::kBF16: { __nv_bfloat16 h = op == RedOp::kSum ? __float2bfloat16(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __nv_bfloat16*>(a) : *reinterpret_cast<const __nv_bfloat16*>(b); std::memcpy(a, &h, 2); break; }
+    case DType::kF16: { __half h = op == RedOp::kSum ? __float2half(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __half*>(a) : *reinterpret_cast<const __half*>(b); std::memcpy(a, &h, 2); break; }
+    default: break;
+  }
+}
+
+int run_pe() {
+  nvst::init();
+  const int me = nvst::my_pe(), n = nvst::n_pes();
+  int passed = 0, failed = 0;
+  auto check = [&](bool ok, const std::string& what) {
+    if (me == 0) std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+    (ok ? passed : failed)++;
+  };
+  nvst::coll::prepare();
+  const std::size_t sizes[] = {0, 1, 7, 1000, 4097, 65536 + 3, (1u << 20) + 5, (5u << 20) + 11};
+  std::size_t max_n = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
+  char *in = nullptr, *out = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(&in, max_n * 4 + 64));
+  NVST_CHECK_CUDA(cudaMalloc(&out, max_n * 4 * static_cast<std::size_t>(n) + 64));
+  cudaStream_t s;
+  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  std::uint64_t salt = 0;
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
+    for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+      for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
+        for (bool in_place : {false, true}) {
+          long long bad = 0;
+          std::string first;
+          for (std::size_t count : sizes) {
+            if (in_place && count > 70000) continue;  // in place: small and odd sizes suffice
+            const std::size_t es = nvst::coll::dtype_size(t);
+            ++salt;
+            std::vector<std::vector<std::uint8_t>> inputs;
+            for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt));
+            std::vector<std::uint8_t> want = inputs[0];
+            for (int p = 1; p < n; ++p)
+              for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][i * es]);
+            char* dst = in_place ? in : out;
+            if (count) NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * es, cudaMemcpyHostToDevice));
+            if (!in_place) NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * es + 64));
+            NVST_CHECK_CUDA(cudaDeviceSynchronize());
+            nvst::coll::all_reduce(in, dst, count, t, op, s, algo);
+            NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+            std::vector<std::uint8_t> got(count * es + 64);
+            NVST_CHECK_CUDA(cudaMemcpy(got.data(), dst, got.size(), cudaMemcpyDeviceToHost));
+            long long b = 0;
+            for (std::size_t i = 0; i < count * es; ++i) b += got[i] != want[i];
+            if (!in_place)
+              for (std::size_t i = count * es; i < got.size(); ++i) b += got[i] != 0xA5;  // nothing past the end
+            if (b && first.empty()) first = " (first at count " + std::to_string(count) + ")";
+            bad += b;
+          }
+          check(bad == 0, std::string("all_reduce ") + nvst::coll::dtype_name(t) + " " + nvst::coll::redop_name(op) +
+                              " " + nvst::coll::algo_name(algo) + (in_place ? " in place" : "") +
+                              (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : ""));
+        }
+  for (std::size_t count : sizes) {
+    ++salt;
+    std::vector<std::vector<std::uint8_t>> inputs;
+    for (int p = 0; p < n; ++p) inputs.push_back(make_input(DType::kBF16, count, p, salt));
+    if (count) NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * 2, cudaMemcpyHostToDevice));
+    NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * 2 * n + 64));
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    nvst::coll::all_gather(in, out, count, DType::kBF16, s);
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    std::vector<std::uint8_t> got(count * 2 * n + 64);
+    NVST_CHECK_CUDA(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost));
+    long long bad = 0;
+    for (int p = 0; p < n; ++p)
+      for (std::size_t i = 0; i < count * 2; ++i) bad += got[p * count * 2 + i] != inputs[p][i];
+    for (std::size_t i = count * 2 * n; i < got.size(); ++i) bad += got[i] != 0xA5;
+    check(bad == 0, "all_gather bfloat16 count " + std::to_string(count) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+  }
+  // CUDA graphs: three all_reduces captured once, replayed with new inputs.
+  {
+    const std::size_t count = 3000;
+    long long bad = 0;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int k = 0; k < 3; ++k)
+      nvst::coll::all_reduce(in, out, count, DType::kF32, RedOp::kSum, s, k == 1 ? Algo::kTwoShot : Algo::kOneShot);
+    NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    NVST_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+    for (int replay = 0; replay < 4; ++replay) {
+      ++salt;
+      std::vector<std::vector<std::uint8_t>> inputs;
+      for (int p = 0; p < n; ++p) inputs.push_back(make_input(DType::kF32, count, p, salt));
+      std::vector<std::uint8_t> want = inputs[0];
+      for (int p = 1; p < n; ++p)
+        for (std::size_t i = 0; i < count; ++i) combine(DType::kF32, RedOp::kSum, &want[i * 4], &inputs[p][i * 4]);
+      NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * 4, cudaMemcpyHostToDevice));
+      NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * 4));
+      NVST_CHECK_CUDA(cudaDeviceSynchronize());
+      NVST_CHECK_CUDA(cudaGraphLaunch(exec, s));
+      NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+      std::vector<std::uint8_t> got(count * 4);
+      NVST_CHECK_CUDA(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost));
+      for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] != want[i];
+      nvst::barrier_all();  // every PE has read its output before the next inputs
+    }
+    NVST_CHECK_CUDA(cudaGraphExecDestroy(exec));
+    NVST_CHECK_CUDA(cudaGraphDestroy(g));
+    check(bad == 0, "all_reduce under a CUDA graph, 4 replays with new inputs" +
+                        (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
+  }
+  // Bad input is refused with a message.
+  std::string msg;
+  try {
+    nvst::coll::all_reduce(in + 1, out, 10, DType::kF32, RedOp::kSum, s);
+  } catch (const nvst::Error& e) {
+    msg = e.what();
+  }
+  check(msg.find("aligned") != std::string::npos, "misaligned buffer refused: " + msg.substr(0, 80));
+  NVST_CHECK_CUDA(cudaStreamDestroy(s));
+  NVST_CHECK_CUDA(cudaFree(in));
+  NVST_CHECK_CUDA(cudaFree(out));
+  nvst::finalize();
+  if (me == 0) std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int np = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--np" && i + 1 < argc) np = std::atoi(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
+    else { std::fprintf(stderr, "usage: %s --np N [--seed S]\n", argv[0]); return 2; }
+  }
+  try {
+    if (nvst::is_pe_process()) return run_pe();
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+    const char* share = std::getenv("NVST_TEST_SHARE_GPUS");
+    if (gpus < np && !(share && std::string(share) == "1" && gpus >= 1)) {
+      std::printf("SKIP: needs %d GPUs, found %d (NVST_TEST_SHARE_GPUS=1 shares them)\n", np, gpus);
+      return 77;
+    }
+    return nvst::spawn_and_wait({np, std::vector<std::string>(argv, argv + argc), {}, 15});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvst_coll_tests: %s\n", e.what());
+    return 1;
+  }
+}
