@@ -65,6 +65,9 @@ case "$MODE" in
     else NVST_TEST_SHARE_GPUS=1 step coll_4pe_shared 300 "$BIN/nvst_coll_tests" --np 4; fi
     step memcheck_coll 300 $SAN --tool memcheck "$BIN/nvst_coll_tests" --np 2
     step bench_coll 300 "$BIN/nvst" bench coll -b 1K -e 256M -f 4 --json "$OUT/coll.json"
+    # The algorithms forced, to calibrate auto (NVST_COLL_ALGO).
+    NVST_COLL_ALGO=oneshot step bench_coll_oneshot 300 "$BIN/nvst" bench coll -b 1K -e 256M -f 4 --json "$OUT/coll_oneshot.json"
+    NVST_COLL_ALGO=twoshot step bench_coll_twoshot 300 "$BIN/nvst" bench coll -b 1K -e 256M -f 4 --json "$OUT/coll_twoshot.json"
     ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1

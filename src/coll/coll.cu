@@ -32,7 +32,7 @@ namespace nvst::coll {
 namespace {
 
 constexpr std::size_t kChunkBytes = std::size_t{16} << 20;  // per launch, per PE
-constexpr int kMaxBlocks = 64;
+constexpr int kMaxBlocks = 128;
 constexpr int kMaxPes = 64;
 constexpr int kThreads = 512;
 constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
@@ -335,9 +335,10 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     a.out = static_cast<char*>(out) + off * es;
     a.n = n;
     const std::size_t bytes = n * es;
-    const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + (oneshot ? 8191 : 131071)) /
-                                                                    (oneshot ? 8192 : 131072),
-                                                                1, kMaxBlocks));
+    // oneshot: a block per 8 KiB (latency-bound when small); twoshot: a
+    // block per 64 KiB, at least 16 (enough remote loads in flight).
+    const int blocks = static_cast<int>(oneshot ? std::clamp<std::size_t>((bytes + 8191) / 8192, 1, kMaxBlocks)
+                                                : std::clamp<std::size_t>((bytes + 65535) / 65536, 16, kMaxBlocks));
     switch (dtype) {
       case DType::kF32: launch_reduce_op<float>(op, oneshot, blocks, a, stream); break;
       case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, a, stream); break;
@@ -361,7 +362,7 @@ void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaS
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.out_stride = total;
-    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 65535) / 65536, 1, kMaxBlocks));
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, kMaxBlocks));
     allgather_kernel<<<blocks, kThreads, 0, stream>>>(a);
     NVST_CHECK_LAUNCH();
   }
