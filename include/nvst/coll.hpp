@@ -10,7 +10,9 @@
 //  - twoshot: the same publication, then PE p reduces only slice p, publishes
 //    it, and everyone gathers the n reduced slices. Each PE reads 2(n-1)/n of
 //    the data: best for large messages.
-//  auto: oneshot up to 256 KiB per PE, twoshot above.
+//  auto: oneshot on 2 PEs (both move the same remote bytes there, and
+//  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
+//  per PE, twoshot above (threshold not yet calibrated on 4 GPUs).
 // Every PE reduces in PE order 0..n-1, so all PEs get bitwise-equal results.
 // Not yet: other teams, several nodes, reduce-scatter/broadcast/alltoall, prod.
 #pragma once

@@ -54,6 +54,8 @@ struct Args {
   char* red_buf[2];
   std::uint64_t* flags;
   std::uint64_t* epoch;
+  std::size_t slot_bytes;  // push algorithms: PE p's part of data[] starts at p * slot_bytes
+  bool vec_ok;             // in and out are 16-byte aligned
   // Filled in the kernel by begin_launch():
   std::uint64_t e;
   char* data;           // this PE's data[e & 1]
@@ -171,13 +173,57 @@ __device__ __forceinline__ void reduce_range(const Args& a, const char* sym, T* 
   }
 }
 
+// PE p's contribution to element range: `in` for this PE, else the slot p
+// peers pushed into this PE's workspace.
+template <typename T>
+__device__ __forceinline__ const T* contribution(const Args& a, int p) {
+  return p == a.me ? reinterpret_cast<const T*>(a.in)
+                   : reinterpret_cast<const T*>(a.data + static_cast<std::size_t>(p) * a.slot_bytes);
+}
+
+// out[i] = contribution_0[i] op contribution_1[i] op ..., all local reads.
+template <typename T, RedOp OP>
+__device__ __forceinline__ void reduce_slots(const Args& a, T* out, std::size_t lo, std::size_t hi) {
+  constexpr int V = 16 / sizeof(T);
+  const std::size_t vlo = lo / V, vhi = a.vec_ok ? hi / V : vlo;
+  for (std::size_t v = vlo + threadIdx.x; v < vhi; v += blockDim.x) {
+    uint4 acc = reinterpret_cast<const uint4*>(contribution<T>(a, 0))[v];
+    for (int p = 1; p < a.npes; ++p) {
+      uint4 x = reinterpret_cast<const uint4*>(contribution<T>(a, p))[v];
+      T* av = reinterpret_cast<T*>(&acc);
+      const T* xv = reinterpret_cast<const T*>(&x);
+#pragma unroll
+      for (int k = 0; k < V; ++k) av[k] = apply<T, OP>(av[k], xv[k]);
+    }
+    reinterpret_cast<uint4*>(out)[v] = acc;
+  }
+  for (std::size_t i = vhi * V + threadIdx.x; i < hi; i += blockDim.x) {
+    T acc = contribution<T>(a, 0)[i];
+    for (int p = 1; p < a.npes; ++p) acc = apply<T, OP>(acc, contribution<T>(a, p)[i]);
+    out[i] = acc;
+  }
+}
+
+// Writes this PE's [lo_b, hi_b) of `src` into slot `me` of every peer's
+// workspace (NVLink stores: a push needs no round trip, a pull does).
+__device__ __forceinline__ void push_to_peers(const Args& a, const char* src, std::size_t lo_b, std::size_t hi_b) {
+  for (int p = 0; p < a.npes; ++p) {
+    if (p == a.me || hi_b <= lo_b) continue;
+    char* dst = dev::peer_address(a.data, p) + static_cast<std::size_t>(a.me) * a.slot_bytes;
+    dev::group_copy<dev::Scope::kBlock>(dst + lo_b, src + lo_b, hi_b - lo_b);
+  }
+}
+
+// oneshot: push my range to every peer, signal, wait for theirs, reduce
+// locally. Blocks run independently, so pushing and reducing overlap.
 template <typename T, RedOp OP>
 __global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
   begin_launch(a);
   std::size_t lo, hi;
   block_range<T>(a.n, lo, hi);
-  publish_and_wait(a, a.in, a.data, lo * sizeof(T), hi * sizeof(T), 0);
-  reduce_range<T, OP>(a, a.data, reinterpret_cast<T*>(a.out), lo, hi);
+  push_to_peers(a, a.in, lo * sizeof(T), hi * sizeof(T));
+  publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
+  reduce_slots<T, OP>(a, reinterpret_cast<T*>(a.out), lo, hi);
   end_launch(a);
 }
 
@@ -212,11 +258,12 @@ __global__ void __launch_bounds__(kThreads) allgather_kernel(Args a) {
   begin_launch(a);
   std::size_t lo, hi;
   block_range<std::uint8_t>(a.n, lo, hi);  // n in bytes here
-  publish_and_wait(a, a.in, a.data, lo, hi, 0);
+  push_to_peers(a, a.in, lo, hi);
+  publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
   for (int p = 0; p < a.npes; ++p)
     if (hi > lo)
       dev::group_copy<dev::Scope::kBlock>(a.out + static_cast<std::size_t>(p) * a.out_stride + lo,
-                                          on_pe(a.data, p, a.me) + lo, hi - lo);
+                                          contribution<std::uint8_t>(a, p) + lo, hi - lo);
   end_launch(a);
 }
 
@@ -244,8 +291,12 @@ void check_team(const char* fn) {
   NVST_REQUIRE(nvst::n_pes() <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs");
 }
 
+// Bytes of each PE's slot in a push workspace buffer (16-byte multiple).
+std::size_t slot_bytes() { return kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16; }
+
 Args base_args() {
   Args a{};
+  a.slot_bytes = slot_bytes();
   a.me = nvst::my_pe();
   a.npes = nvst::n_pes();
   for (int b = 0; b < 2; ++b) {
@@ -326,14 +377,19 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
                "nvst::coll::all_reduce: buffers must be aligned to the element size (", es, " bytes)");
   prepare();
   algo = algo_from_env(algo);
-  const std::size_t chunk = kChunkBytes / es;
+  // On 2 PEs both algorithms move the same remote bytes and oneshot has one
+  // step less: it won at every size (bench/results/...-coll-r8).
+  const bool oneshot = algo == Algo::kOneShot ||
+                       (algo == Algo::kAuto && (nvst::n_pes() == 2 || count * es <= kOneShotMax));
+  // oneshot: each PE's part of the workspace is a slot of kChunkBytes / n.
+  const std::size_t chunk = (oneshot ? slot_bytes() : kChunkBytes) / es;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t n = std::min(chunk, count - off);
-    const bool oneshot = algo == Algo::kOneShot || (algo == Algo::kAuto && n * es <= kOneShotMax);
     Args a = base_args();
     a.in = static_cast<const char*>(in) + off * es;
     a.out = static_cast<char*>(out) + off * es;
     a.n = n;
+    a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
     const std::size_t bytes = n * es;
     // oneshot: a block per 8 KiB (latency-bound when small); twoshot: a
     // block per 64 KiB, at least 16 (enough remote loads in flight).
@@ -355,8 +411,8 @@ void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaS
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_gather: null buffer");
   prepare();
   const std::size_t total = count * es;
-  for (std::size_t off = 0; off < total; off += kChunkBytes) {
-    const std::size_t n = std::min(kChunkBytes, total - off);
+  for (std::size_t off = 0; off < total; off += slot_bytes()) {
+    const std::size_t n = std::min(slot_bytes(), total - off);
     Args a = base_args();
     a.in = static_cast<const char*>(in) + off;
     a.out = static_cast<char*>(out) + off;
