@@ -50,7 +50,7 @@ __global__ void count_wrong(const __nv_bfloat16* out, std::size_t n, int npes, b
 
 int bench_coll(const BenchOptions& o) {
   nvst::InitOptions init;
-  init.heap_bytes = std::size_t{256} << 20;  // the collectives' workspace (about 64 MiB) and flags
+  init.heap_bytes = std::size_t{512} << 20;  // the collectives' workspace (128 MiB) and flags
   nvst::init(init);
   NVST_REQUIRE(nvst::device() >= 0, "nvst bench coll needs GPUs");
   const int me = nvst::my_pe(), n = nvst::n_pes();
