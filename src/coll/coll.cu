@@ -34,7 +34,7 @@ namespace {
 // Per launch and PE: large enough that a launch runs at full NVLink rate
 // (8 MiB launches capped a 256 MiB all_reduce at 250 GB/s: r9).
 constexpr std::size_t kChunkBytes = std::size_t{32} << 20;
-constexpr int kMaxBlocks = 128;
+constexpr int kMaxBlocks = 264;
 constexpr int kMaxPes = 64;
 constexpr int kThreads = 1024;  // the most a launch uses (see threads_for)
 constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
@@ -295,7 +295,17 @@ void check_team(const char* fn) {
 
 // Threads per block: 256-thread blocks launch about 1 us sooner (r10 vs r9
 // at 1 KB), 1024 keep more stores in flight for large messages.
-int threads_for(std::size_t bytes) { return bytes <= (std::size_t{1} << 20) ? 256 : kThreads; }
+int threads_for(std::size_t bytes) {
+  static const long forced = std::getenv("NVST_COLL_THREADS") ? std::atol(std::getenv("NVST_COLL_THREADS")) : 0;
+  if (forced > 0) return static_cast<int>(std::min<long>(forced, kThreads));
+  return bytes <= (std::size_t{1} << 20) ? 256 : kThreads;
+}
+
+// NVST_COLL_MAX_BLOCKS caps the grid (calibration runs); default 128.
+int max_blocks() {
+  static const long forced = std::getenv("NVST_COLL_MAX_BLOCKS") ? std::atol(std::getenv("NVST_COLL_MAX_BLOCKS")) : 0;
+  return static_cast<int>(forced > 0 ? std::min<long>(forced, kMaxBlocks) : 128);
+}
 
 // Bytes of each PE's slot in a push workspace buffer (16-byte multiple).
 std::size_t slot_bytes() { return kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16; }
@@ -399,8 +409,9 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     const std::size_t bytes = n * es;
     // oneshot: a block per 8 KiB (latency-bound when small); twoshot: a
     // block per 64 KiB, at least 16 (enough remote loads in flight).
-    const int blocks = static_cast<int>(oneshot ? std::clamp<std::size_t>((bytes + 8191) / 8192, 1, kMaxBlocks)
-                                                : std::clamp<std::size_t>((bytes + 65535) / 65536, 16, kMaxBlocks));
+    const std::size_t cap = static_cast<std::size_t>(max_blocks());
+    const int blocks = static_cast<int>(oneshot ? std::clamp<std::size_t>((bytes + 8191) / 8192, 1, cap)
+                                                : std::clamp<std::size_t>((bytes + 65535) / 65536, 16, cap));
     switch (dtype) {
       case DType::kF32: launch_reduce_op<float>(op, oneshot, blocks, threads_for(bytes), a, stream); break;
       case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, threads_for(bytes), a, stream); break;
@@ -424,7 +435,7 @@ void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaS
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.out_stride = total;
-    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, kMaxBlocks));
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
     allgather_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
     NVST_CHECK_LAUNCH();
   }
