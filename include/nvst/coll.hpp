@@ -14,7 +14,10 @@
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
 //  per PE, twoshot above (threshold not yet calibrated on 4 GPUs).
 // Every PE reduces in PE order 0..n-1, so all PEs get bitwise-equal results.
-// Not yet: other teams, several nodes, reduce-scatter/broadcast/alltoall, prod.
+// Host-memory PEs (no GPU) run the same algorithm on the host API through
+// the proxy and the fabric (in/out are host memory, `stream` is ignored);
+// that is what CI tests. Not yet: other teams, several GPU nodes,
+// reduce-scatter/broadcast/alltoall, prod.
 #pragma once
 
 #include <cstddef>

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "nvst/coll.hpp"
 #include "nvst/device.cuh"
@@ -284,13 +285,15 @@ void launch_reduce_op(RedOp op, bool oneshot, int blocks, int threads, const Arg
   }
 }
 
+bool host_heaps() { return nvst::device() < 0; }
+
 void check_team(const char* fn) {
   NVST_REQUIRE(nvst::initialized(), "nvst::coll::", fn, " called before nvst::init()");
-  NVST_REQUIRE(nvst::device() >= 0, "nvst::coll::", fn, " needs GPU heaps (this PE has a host heap)");
+  NVST_REQUIRE(nvst::n_pes() <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs");
+  if (host_heaps()) return;  // host-memory PEs: the proxy reaches every PE
   NVST_REQUIRE(nvst::team_n_pes(nvst::Team::kNode) == nvst::n_pes(), "nvst::coll::", fn,
                " runs on one node for now (", nvst::n_pes(), " PEs, ", nvst::team_n_pes(nvst::Team::kNode),
                " on this node)");
-  NVST_REQUIRE(nvst::n_pes() <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs");
 }
 
 // Threads per block: 256-thread blocks launch about 1 us sooner (r10 vs r9
@@ -333,6 +336,95 @@ Algo algo_from_env(Algo asked) {
   NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot");
 }
 
+
+// ---- host-memory PEs (no GPU): the same algorithm on the host API --------
+// Each PE put_signals its chunk into slot `me` of every peer's workspace
+// (through the proxy and the fabric), waits for every peer's signal, and
+// reduces on the CPU in PE order with the GPU's rounding. Epochs, parity and
+// the reuse argument are those of the GPU kernels.
+
+struct HostWorkspace {
+  char* data[2] = {};
+  std::uint64_t* flags = nullptr;  // flags[p]: last epoch PE p's data arrived here
+  std::uint64_t epoch = 0;
+} g_host;
+
+void host_prepare() {
+  if (g_host.flags != nullptr) return;
+  for (int b = 0; b < 2; ++b) g_host.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
+  g_host.flags = static_cast<std::uint64_t*>(nvst::calloc(static_cast<std::size_t>(nvst::n_pes()), 8));
+  nvst::barrier_all();
+}
+
+// Sends `bytes` of src to every peer's slot, waits for theirs; returns this
+// epoch's buffer (slot p holds PE p's bytes).
+const char* host_exchange(const char* src, std::size_t bytes) {
+  const int me = nvst::my_pe(), n = nvst::n_pes();
+  const std::uint64_t e = ++g_host.epoch;
+  char* buf = g_host.data[e & 1];
+  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(n) / 16 * 16;
+  for (int p = 0; p < n; ++p)
+    if (p != me)
+      nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * slot, src, bytes, &g_host.flags[me], e,
+                              nvst::SignalOp::kSet, p);
+  for (int p = 0; p < n; ++p)
+    if (p != me) nvst::signal_wait_until(&g_host.flags[p], nvst::Cmp::kGe, e);
+  nvst::quiet();  // `src` may be reused
+  return buf;
+}
+
+template <typename T>
+T host_apply(T a, T b, RedOp op) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
+    const float x = static_cast<float>(a), y = static_cast<float>(b);
+    if (op == RedOp::kSum) return static_cast<T>(x + y);
+    return (op == RedOp::kMax ? x > y : x < y) ? a : b;
+  } else {
+    if (op == RedOp::kSum) return a + b;
+    return (op == RedOp::kMax ? a > b : a < b) ? a : b;
+  }
+}
+
+template <typename T>
+void host_reduce(const T* in, const char* buf, std::size_t slot, T* out, std::size_t n, RedOp op) {
+  const int me = nvst::my_pe(), npes = nvst::n_pes();
+  auto contribution = [&](int p) { return p == me ? in : reinterpret_cast<const T*>(buf + static_cast<std::size_t>(p) * slot); };
+  for (std::size_t i = 0; i < n; ++i) {
+    T acc = contribution(0)[i];
+    for (int p = 1; p < npes; ++p) acc = host_apply<T>(acc, contribution(p)[i], op);
+    out[i] = acc;
+  }
+}
+
+void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
+  host_prepare();
+  const std::size_t es = dtype_size(dtype);
+  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16;
+  for (std::size_t off = 0; off < count; off += slot / es) {
+    const std::size_t n = std::min(slot / es, count - off);
+    const char* buf = host_exchange(in + off * es, n * es);
+    switch (dtype) {
+      case DType::kF32: host_reduce(reinterpret_cast<const float*>(in) + off, buf, slot, reinterpret_cast<float*>(out) + off, n, op); break;
+      case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(in) + off, buf, slot, reinterpret_cast<__nv_bfloat16*>(out) + off, n, op); break;
+      case DType::kF16: host_reduce(reinterpret_cast<const __half*>(in) + off, buf, slot, reinterpret_cast<__half*>(out) + off, n, op); break;
+      case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(in) + off, buf, slot, reinterpret_cast<std::int32_t*>(out) + off, n, op); break;
+    }
+  }
+}
+
+void host_all_gather(const char* in, char* out, std::size_t total) {
+  host_prepare();
+  const int me = nvst::my_pe(), npes = nvst::n_pes();
+  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(npes) / 16 * 16;
+  for (std::size_t off = 0; off < total; off += slot) {
+    const std::size_t n = std::min(slot, total - off);
+    const char* buf = host_exchange(in + off, n);
+    for (int p = 0; p < npes; ++p)
+      std::memcpy(out + static_cast<std::size_t>(p) * total + off,
+                  p == me ? in + off : buf + static_cast<std::size_t>(p) * slot, n);
+  }
+}
+
 }  // namespace
 
 std::size_t dtype_size(DType t) {
@@ -372,6 +464,7 @@ const char* algo_name(Algo a) {
 
 void prepare() {
   check_team("prepare");
+  if (host_heaps()) return host_prepare();
   if (g_ws.flags != nullptr) return;
   for (int b = 0; b < 2; ++b) {
     g_ws.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
@@ -391,6 +484,7 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_reduce: null buffer");
   NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) % es == 0,
                "nvst::coll::all_reduce: buffers must be aligned to the element size (", es, " bytes)");
+  if (host_heaps()) return host_all_reduce(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
   prepare();
   algo = algo_from_env(algo);
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
@@ -426,6 +520,7 @@ void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaS
   check_team("all_gather");
   const std::size_t es = dtype_size(dtype);
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_gather: null buffer");
+  if (host_heaps()) return host_all_gather(static_cast<const char*>(in), static_cast<char*>(out), count * es);
   prepare();
   const std::size_t total = count * es;
   for (std::size_t off = 0; off < total; off += slot_bytes()) {

@@ -1,0 +1,64 @@
+// The collectives on host-memory PEs (what CI can run): the same CPU
+// reference as tests/gpu/test_coll.cu, bit for bit, through the proxy and
+// the fabric transport, with 3 PEs (not a power of two).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "coll_reference.cuh"
+#include "nvst/coll.hpp"
+#include "nvst/nvst.hpp"
+#include "pe_harness.hpp"
+
+using namespace nvst::test;
+
+TEST(CollHost, AllReduceAndAllGatherMatchTheReferenceBitForBit) {
+  auto res = run_pes(3, [](int me) {
+    nvst::init();
+    const int n = nvst::n_pes();
+    nvst::coll::prepare();
+    const std::size_t sizes[] = {0, 1, 7, 1000, 4097, 65536 + 3, 3'000'001};  // the last spans 3 chunks
+    std::uint64_t salt = 0;
+    long long bad_total = 0;
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
+      for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+        for (std::size_t count : sizes) {
+          if (t != DType::kF32 && count > 100000) continue;  // one large case is enough
+          const std::size_t es = nvst::coll::dtype_size(t);
+          ++salt;
+          std::vector<std::vector<std::uint8_t>> inputs;
+          for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, 7));
+          std::vector<std::uint8_t> want = inputs[0];
+          for (int p = 1; p < n; ++p)
+            for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][i * es]);
+          std::vector<std::uint8_t> out(count * es + 16, 0xA5);
+          const bool in_place = salt % 2 == 0;
+          std::vector<std::uint8_t> in = inputs[me];
+          nvst::coll::all_reduce(in.data(), in_place ? in.data() : out.data(), count, t, op, nullptr);
+          const std::uint8_t* got = in_place ? in.data() : out.data();
+          long long bad = 0;
+          for (std::size_t i = 0; i < count * es; ++i) bad += got[i] != want[i];
+          if (!in_place)
+            for (std::size_t i = count * es; i < out.size(); ++i) bad += out[i] != 0xA5;
+          PE_EXPECT(bad == 0, nvst::coll::dtype_name(t), " ", nvst::coll::redop_name(op), " count ", count,
+                    in_place ? " in place" : "", ": ", bad, " bytes wrong");
+          bad_total += bad;
+        }
+    for (std::size_t count : sizes) {
+      ++salt;
+      std::vector<std::vector<std::uint8_t>> inputs;
+      for (int p = 0; p < n; ++p) inputs.push_back(make_input(DType::kBF16, count, p, salt, 7));
+      std::vector<std::uint8_t> out(count * 2 * n + 16, 0xA5);
+      nvst::coll::all_gather(inputs[me].data(), out.data(), count, DType::kBF16, nullptr);
+      long long bad = 0;
+      for (int p = 0; p < n; ++p)
+        for (std::size_t i = 0; i < count * 2; ++i) bad += out[p * count * 2 + i] != inputs[p][i];
+      for (std::size_t i = count * 2 * n; i < out.size(); ++i) bad += out[i] != 0xA5;
+      PE_EXPECT(bad == 0, "all_gather count ", count, ": ", bad, " bytes wrong");
+    }
+    nvst::finalize();
+    return bad_total == 0 ? 0 : 1;
+  }, {{"NVST_SYMMETRIC_SIZE", "96M"}}, 240);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
