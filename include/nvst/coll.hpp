@@ -1,5 +1,6 @@
-// Collectives on the runtime (first slice of issue 4): all_reduce and
-// all_gather over the world team of one node (NVLink), stream-ordered, with
+// Collectives on the runtime (first slice of issue 4): all_reduce,
+// all_gather, reduce_scatter and broadcast over the world team of one node
+// (NVLink), stream-ordered, with
 // no host synchronisation. Inputs and outputs are any device memory; data is
 // staged through a symmetric workspace the library owns.
 //
@@ -17,7 +18,7 @@
 // Host-memory PEs (no GPU) run the same algorithm on the host API through
 // the proxy and the fabric (in/out are host memory, `stream` is ignored);
 // that is what CI tests. Not yet: other teams, several GPU nodes,
-// reduce-scatter/broadcast/alltoall, prod.
+// reduce/alltoall(v), prod.
 #pragma once
 
 #include <cstddef>
@@ -43,5 +44,10 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
                 Algo algo = Algo::kAuto);
 // out holds n_pes x count elements: PE p's input at p x count.
 void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream);
+// in holds n_pes x count elements; PE p's out (count elements) is the
+// reduction of part p of every PE's in (the oneshot push algorithm).
+void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream);
+// Every PE's out = root's in (count elements); in is read on the root only.
+void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream);
 
 }  // namespace nvst::coll

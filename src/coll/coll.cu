@@ -48,7 +48,10 @@ struct Workspace {
 } g_ws;
 
 struct Args {
-  const char* in;
+  const char* in;          // this PE's own contribution
+  const char* in_base;     // what goes to PE p: in_base + p * in_stride
+  std::size_t in_stride;   // 0: the same bytes to everyone (all_reduce, all_gather)
+  int root;                // broadcast
   char* out;
   std::size_t n;        // elements in this launch
   std::size_t out_stride;  // all_gather: bytes between PEs' parts of out
@@ -207,24 +210,27 @@ __device__ __forceinline__ void reduce_slots(const Args& a, T* out, std::size_t 
   }
 }
 
-// Writes this PE's [lo_b, hi_b) of `src` into slot `me` of every peer's
-// workspace (NVLink stores: a push needs no round trip, a pull does).
-__device__ __forceinline__ void push_to_peers(const Args& a, const char* src, std::size_t lo_b, std::size_t hi_b) {
+// Writes [lo_b, hi_b) of what PE p should get (in_base + p * in_stride)
+// into slot `me` of every peer p's workspace (NVLink stores: a push needs no
+// round trip, a pull does).
+__device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, std::size_t hi_b) {
   for (int p = 0; p < a.npes; ++p) {
     if (p == a.me || hi_b <= lo_b) continue;
     char* dst = dev::peer_address(a.data, p) + static_cast<std::size_t>(a.me) * a.slot_bytes;
+    const char* src = a.in_base + static_cast<std::size_t>(p) * a.in_stride;
     dev::group_copy<dev::Scope::kBlock>(dst + lo_b, src + lo_b, hi_b - lo_b);
   }
 }
 
 // oneshot: push my range to every peer, signal, wait for theirs, reduce
-// locally. Blocks run independently, so pushing and reducing overlap.
+// locally. Blocks run independently, so pushing and reducing overlap. With
+// in_stride = count it is reduce_scatter: PE p gets part p of everyone's input.
 template <typename T, RedOp OP>
 __global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
   begin_launch(a);
   std::size_t lo, hi;
   block_range<T>(a.n, lo, hi);
-  push_to_peers(a, a.in, lo * sizeof(T), hi * sizeof(T));
+  push_to_peers(a, lo * sizeof(T), hi * sizeof(T));
   publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
   reduce_slots<T, OP>(a, reinterpret_cast<T*>(a.out), lo, hi);
   end_launch(a);
@@ -261,12 +267,25 @@ __global__ void __launch_bounds__(kThreads) allgather_kernel(Args a) {
   begin_launch(a);
   std::size_t lo, hi;
   block_range<std::uint8_t>(a.n, lo, hi);  // n in bytes here
-  push_to_peers(a, a.in, lo, hi);
+  push_to_peers(a, lo, hi);
   publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
   for (int p = 0; p < a.npes; ++p)
     if (hi > lo)
       dev::group_copy<dev::Scope::kBlock>(a.out + static_cast<std::size_t>(p) * a.out_stride + lo,
                                           contribution<std::uint8_t>(a, p) + lo, hi - lo);
+  end_launch(a);
+}
+
+// broadcast: the root pushes, everyone flags and waits (the flags keep the
+// workspace reuse argument intact), then copies the root's slot to out.
+__global__ void __launch_bounds__(kThreads) broadcast_kernel(Args a) {
+  begin_launch(a);
+  std::size_t lo, hi;
+  block_range<std::uint8_t>(a.n, lo, hi);
+  if (a.me == a.root) push_to_peers(a, lo, hi);
+  publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
+  const char* src = a.me == a.root ? a.in : a.data + static_cast<std::size_t>(a.root) * a.slot_bytes;
+  if (hi > lo && src != a.out) dev::group_copy<dev::Scope::kBlock>(a.out + lo, src + lo, hi - lo);
   end_launch(a);
 }
 
@@ -286,6 +305,28 @@ void launch_reduce_op(RedOp op, bool oneshot, int blocks, int threads, const Arg
 }
 
 bool host_heaps() { return nvst::device() < 0; }
+
+void check_team(const char* fn);
+
+// Validates a reduction's arguments; returns the element size.
+std::size_t check_reduction_args(const char* fn, const void* in, const void* out, std::size_t count, DType dtype) {
+  check_team(fn);
+  const std::size_t es = dtype_size(dtype);
+  NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::", fn, ": null buffer");
+  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) % es == 0,
+               "nvst::coll::", fn, ": buffers must be aligned to the element size (", es, " bytes)");
+  return es;
+}
+
+void launch_reduce_dtype(DType dtype, RedOp op, bool oneshot, int blocks, int threads, const Args& a,
+                         cudaStream_t s) {
+  switch (dtype) {
+    case DType::kF32: launch_reduce_op<float>(op, oneshot, blocks, threads, a, s); break;
+    case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, threads, a, s); break;
+    case DType::kF16: launch_reduce_op<__half>(op, oneshot, blocks, threads, a, s); break;
+    case DType::kI32: launch_reduce_op<std::int32_t>(op, oneshot, blocks, threads, a, s); break;
+  }
+}
 
 void check_team(const char* fn) {
   NVST_REQUIRE(nvst::initialized(), "nvst::coll::", fn, " called before nvst::init()");
@@ -356,17 +397,19 @@ void host_prepare() {
   nvst::barrier_all();
 }
 
-// Sends `bytes` of src to every peer's slot, waits for theirs; returns this
-// epoch's buffer (slot p holds PE p's bytes).
-const char* host_exchange(const char* src, std::size_t bytes) {
+// Sends `bytes` of src + p * stride to every peer p's slot, waits for
+// theirs; returns this epoch's buffer (slot p holds PE p's bytes).
+const char* host_exchange(const char* src, std::size_t stride, std::size_t bytes, int only_from = -1) {
   const int me = nvst::my_pe(), n = nvst::n_pes();
   const std::uint64_t e = ++g_host.epoch;
   char* buf = g_host.data[e & 1];
   const std::size_t slot = kChunkBytes / static_cast<std::size_t>(n) / 16 * 16;
+  // only_from >= 0 (broadcast): only that PE sends data; everyone signals.
+  const std::size_t send = only_from < 0 || only_from == me ? bytes : 0;
   for (int p = 0; p < n; ++p)
     if (p != me)
-      nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * slot, src, bytes, &g_host.flags[me], e,
-                              nvst::SignalOp::kSet, p);
+      nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * slot, src + static_cast<std::size_t>(p) * stride,
+                              send, &g_host.flags[me], e, nvst::SignalOp::kSet, p);
   for (int p = 0; p < n; ++p)
     if (p != me) nvst::signal_wait_until(&g_host.flags[p], nvst::Cmp::kGe, e);
   nvst::quiet();  // `src` may be reused
@@ -402,7 +445,7 @@ void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, 
   const std::size_t slot = kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16;
   for (std::size_t off = 0; off < count; off += slot / es) {
     const std::size_t n = std::min(slot / es, count - off);
-    const char* buf = host_exchange(in + off * es, n * es);
+    const char* buf = host_exchange(in + off * es, 0, n * es);
     switch (dtype) {
       case DType::kF32: host_reduce(reinterpret_cast<const float*>(in) + off, buf, slot, reinterpret_cast<float*>(out) + off, n, op); break;
       case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(in) + off, buf, slot, reinterpret_cast<__nv_bfloat16*>(out) + off, n, op); break;
@@ -412,13 +455,43 @@ void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, 
   }
 }
 
+void host_reduce_scatter(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
+  host_prepare();
+  const int me = nvst::my_pe();
+  const std::size_t es = dtype_size(dtype), stride = count * es;
+  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16;
+  for (std::size_t off = 0; off < count; off += slot / es) {
+    const std::size_t n = std::min(slot / es, count - off);
+    const char* base = in + off * es;
+    const char* buf = host_exchange(base, stride, n * es);
+    const char* own = base + static_cast<std::size_t>(me) * stride;
+    switch (dtype) {
+      case DType::kF32: host_reduce(reinterpret_cast<const float*>(own), buf, slot, reinterpret_cast<float*>(out) + off, n, op); break;
+      case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(own), buf, slot, reinterpret_cast<__nv_bfloat16*>(out) + off, n, op); break;
+      case DType::kF16: host_reduce(reinterpret_cast<const __half*>(own), buf, slot, reinterpret_cast<__half*>(out) + off, n, op); break;
+      case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(own), buf, slot, reinterpret_cast<std::int32_t*>(out) + off, n, op); break;
+    }
+  }
+}
+
+void host_broadcast(const char* in, char* out, std::size_t total, int root) {
+  host_prepare();
+  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16;
+  for (std::size_t off = 0; off < total; off += slot) {
+    const std::size_t n = std::min(slot, total - off);
+    const char* buf = host_exchange(in + off, 0, n, root);
+    const char* src = nvst::my_pe() == root ? in + off : buf + static_cast<std::size_t>(root) * slot;
+    if (src != out + off) std::memmove(out + off, src, n);
+  }
+}
+
 void host_all_gather(const char* in, char* out, std::size_t total) {
   host_prepare();
   const int me = nvst::my_pe(), npes = nvst::n_pes();
   const std::size_t slot = kChunkBytes / static_cast<std::size_t>(npes) / 16 * 16;
   for (std::size_t off = 0; off < total; off += slot) {
     const std::size_t n = std::min(slot, total - off);
-    const char* buf = host_exchange(in + off, n);
+    const char* buf = host_exchange(in + off, 0, n);
     for (int p = 0; p < npes; ++p)
       std::memcpy(out + static_cast<std::size_t>(p) * total + off,
                   p == me ? in + off : buf + static_cast<std::size_t>(p) * slot, n);
@@ -479,11 +552,7 @@ void prepare() {
 
 void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
                 Algo algo) {
-  check_team("all_reduce");
-  const std::size_t es = dtype_size(dtype);
-  NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_reduce: null buffer");
-  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) % es == 0,
-               "nvst::coll::all_reduce: buffers must be aligned to the element size (", es, " bytes)");
+  const std::size_t es = check_reduction_args("all_reduce", in, out, count, dtype);
   if (host_heaps()) return host_all_reduce(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
   prepare();
   algo = algo_from_env(algo);
@@ -497,6 +566,7 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     const std::size_t n = std::min(chunk, count - off);
     Args a = base_args();
     a.in = static_cast<const char*>(in) + off * es;
+    a.in_base = a.in;
     a.out = static_cast<char*>(out) + off * es;
     a.n = n;
     a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
@@ -506,12 +576,7 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     const std::size_t cap = static_cast<std::size_t>(max_blocks());
     const int blocks = static_cast<int>(oneshot ? std::clamp<std::size_t>((bytes + 8191) / 8192, 1, cap)
                                                 : std::clamp<std::size_t>((bytes + 65535) / 65536, 16, cap));
-    switch (dtype) {
-      case DType::kF32: launch_reduce_op<float>(op, oneshot, blocks, threads_for(bytes), a, stream); break;
-      case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, threads_for(bytes), a, stream); break;
-      case DType::kF16: launch_reduce_op<__half>(op, oneshot, blocks, threads_for(bytes), a, stream); break;
-      case DType::kI32: launch_reduce_op<std::int32_t>(op, oneshot, blocks, threads_for(bytes), a, stream); break;
-    }
+    launch_reduce_dtype(dtype, op, oneshot, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
   }
 }
@@ -527,11 +592,58 @@ void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaS
     const std::size_t n = std::min(slot_bytes(), total - off);
     Args a = base_args();
     a.in = static_cast<const char*>(in) + off;
+    a.in_base = a.in;
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.out_stride = total;
     const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
     allgather_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
+    NVST_CHECK_LAUNCH();
+  }
+}
+
+void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
+  const std::size_t es = check_reduction_args("reduce_scatter", in, out, count, dtype);
+  if (host_heaps()) return host_reduce_scatter(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
+  prepare();
+  const std::size_t stride = count * es;
+  const std::size_t chunk = slot_bytes() / es;
+  for (std::size_t off = 0; off < count; off += chunk) {
+    const std::size_t n = std::min(chunk, count - off);
+    Args a = base_args();
+    a.in_base = static_cast<const char*>(in) + off * es;
+    a.in_stride = stride;
+    a.in = a.in_base + static_cast<std::size_t>(a.me) * stride;
+    a.out = static_cast<char*>(out) + off * es;
+    a.n = n;
+    a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
+    const std::size_t bytes = n * es;
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + 8191) / 8192, 1, static_cast<std::size_t>(max_blocks())));
+    launch_reduce_dtype(dtype, op, true, blocks, threads_for(bytes), a, stream);
+    NVST_CHECK_LAUNCH();
+  }
+}
+
+void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream) {
+  check_team("broadcast");
+  NVST_REQUIRE(root >= 0 && root < nvst::n_pes(), "nvst::coll::broadcast: root ", root, " out of range [0, ",
+               nvst::n_pes(), ")");
+  const std::size_t es = dtype_size(dtype);
+  NVST_REQUIRE(count == 0 || (out != nullptr && (in != nullptr || nvst::my_pe() != root)),
+               "nvst::coll::broadcast: null buffer");
+  const std::size_t total = count * es;
+  if (host_heaps()) return host_broadcast(static_cast<const char*>(in), static_cast<char*>(out), total, root);
+  prepare();
+  for (std::size_t off = 0; off < total; off += slot_bytes()) {
+    const std::size_t n = std::min(slot_bytes(), total - off);
+    Args a = base_args();
+    a.in = in ? static_cast<const char*>(in) + off : nullptr;
+    a.in_base = a.in;
+    a.out = static_cast<char*>(out) + off;
+    a.n = n;
+    a.root = root;
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
+    broadcast_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
     NVST_CHECK_LAUNCH();
   }
 }

@@ -4,6 +4,7 @@
 // all_gather. The reference reduces in PE order with the GPU's rounding
 // (float adds, rounded to the element type at each step), so results must
 // match bit for bit; that also proves every PE got the same answer.
+// reduce_scatter for every dtype x op and broadcast from two roots too.
 //   nvst_coll_tests --np 2 [--seed S]
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -96,6 +97,50 @@ int run_pe() {
       for (std::size_t i = 0; i < count * 2; ++i) bad += got[p * count * 2 + i] != inputs[p][i];
     for (std::size_t i = count * 2 * n; i < got.size(); ++i) bad += got[i] != 0xA5;
     check(bad == 0, "all_gather bfloat16 count " + std::to_string(count) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+  }
+  // reduce_scatter (every dtype x op) and broadcast (first and last root).
+  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
+    for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin}) {
+      long long bad = 0;
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
+                                std::size_t{65539}, std::size_t{(1u << 20) + 5}}) {
+        const std::size_t es = nvst::coll::dtype_size(t);
+        if (count * es * n > max_n * 4) continue;
+        ++salt;
+        std::vector<std::vector<std::uint8_t>> inputs;
+        for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count * n, p, salt, g_seed));
+        std::vector<std::uint8_t> want(inputs[0].begin() + me * count * es, inputs[0].begin() + (me + 1) * count * es);
+        for (int p = 1; p < n; ++p)
+          for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][(me * count + i) * es]);
+        if (count) NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * n * es, cudaMemcpyHostToDevice));
+        NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * es + 64));
+        NVST_CHECK_CUDA(cudaDeviceSynchronize());
+        nvst::coll::reduce_scatter(in, out, count, t, op, s);
+        NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+        std::vector<std::uint8_t> got(count * es + 64);
+        NVST_CHECK_CUDA(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost));
+        for (std::size_t i = 0; i < count * es; ++i) bad += got[i] != want[i];
+        for (std::size_t i = count * es; i < got.size(); ++i) bad += got[i] != 0xA5;
+      }
+      check(bad == 0, std::string("reduce_scatter ") + nvst::coll::dtype_name(t) + " " + nvst::coll::redop_name(op) +
+                          (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+    }
+  for (int root : {0, n - 1}) {
+    long long bad = 0;
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, std::size_t{(5u << 20) + 11}}) {
+      ++salt;
+      auto src = make_input(DType::kI32, count, root, salt, g_seed);
+      if (count && me == root) NVST_CHECK_CUDA(cudaMemcpy(in, src.data(), count * 4, cudaMemcpyHostToDevice));
+      NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * 4 + 64));
+      NVST_CHECK_CUDA(cudaDeviceSynchronize());
+      nvst::coll::broadcast(me == root ? in : nullptr, out, count, DType::kI32, root, s);
+      NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+      std::vector<std::uint8_t> got(count * 4 + 64);
+      NVST_CHECK_CUDA(cudaMemcpy(got.data(), out, got.size(), cudaMemcpyDeviceToHost));
+      for (std::size_t i = 0; i < count * 4; ++i) bad += got[i] != src[i];
+      for (std::size_t i = count * 4; i < got.size(); ++i) bad += got[i] != 0xA5;
+    }
+    check(bad == 0, "broadcast int32 from root " + std::to_string(root) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
   }
   // CUDA graphs: three all_reduces captured once, replayed with new inputs.
   {

@@ -62,3 +62,48 @@ TEST(CollHost, AllReduceAndAllGatherMatchTheReferenceBitForBit) {
   }, {{"NVST_SYMMETRIC_SIZE", "96M"}}, 240);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
+
+TEST(CollHost, ReduceScatterAndBroadcastMatchTheReference) {
+  auto res = run_pes(3, [](int me) {
+    nvst::init();
+    const int n = nvst::n_pes();
+    const std::size_t sizes[] = {0, 1, 7, 4097, 65536 + 3, 2'000'003};  // the last spans 2 chunks (f32)
+    std::uint64_t salt = 1000;
+    for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
+      for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+        for (std::size_t count : sizes) {
+          if (t != DType::kF32 && count > 100000) continue;
+          const std::size_t es = nvst::coll::dtype_size(t);
+          ++salt;
+          // PE p's input: n parts of `count` elements.
+          std::vector<std::vector<std::uint8_t>> inputs;
+          for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count * n, p, salt, 11));
+          std::vector<std::uint8_t> want(inputs[0].begin() + me * count * es, inputs[0].begin() + (me + 1) * count * es);
+          for (int p = 1; p < n; ++p)
+            for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][(me * count + i) * es]);
+          std::vector<std::uint8_t> out(count * es + 16, 0xA5);
+          nvst::coll::reduce_scatter(inputs[me].data(), out.data(), count, t, op, nullptr);
+          long long bad = 0;
+          for (std::size_t i = 0; i < count * es; ++i) bad += out[i] != want[i];
+          for (std::size_t i = count * es; i < out.size(); ++i) bad += out[i] != 0xA5;
+          PE_EXPECT(bad == 0, "reduce_scatter ", nvst::coll::dtype_name(t), " ", nvst::coll::redop_name(op),
+                    " count ", count, ": ", bad, " bytes wrong");
+        }
+    for (int root : {0, n - 1})
+      for (std::size_t count : sizes) {
+        ++salt;
+        auto src = make_input(DType::kI32, count, root, salt, 11);
+        std::vector<std::uint8_t> out(count * 4 + 16, 0xA5);
+        nvst::coll::broadcast(me == root ? src.data() : nullptr, out.data(), count, DType::kI32, root, nullptr);
+        long long bad = 0;
+        for (std::size_t i = 0; i < count * 4; ++i) bad += out[i] != src[i];
+        for (std::size_t i = count * 4; i < out.size(); ++i) bad += out[i] != 0xA5;
+        PE_EXPECT(bad == 0, "broadcast root ", root, " count ", count, ": ", bad, " bytes wrong");
+      }
+    std::string msg = error_of([&] { nvst::coll::broadcast(nullptr, nullptr, 0, DType::kI32, 5, nullptr); });
+    PE_EXPECT(contains(msg, "root 5 out of range"), msg);
+    nvst::finalize();
+    return 0;
+  }, {{"NVST_SYMMETRIC_SIZE", "96M"}}, 240);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}

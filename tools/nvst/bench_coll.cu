@@ -1,4 +1,4 @@
-// `nvst bench coll`: all_reduce (bf16, sum) and all_gather (bf16) over every
+// `nvst bench coll`: all_reduce, all_gather and reduce_scatter (bf16, sum) over every
 // PE, ours against NCCL called from C++ in the same process, the same sizes,
 // eager launches and under CUDA graphs (-G: operations per graph). Sizes are
 // nccl-tests' (-b/-e/-f: bytes of the output buffer). Inputs are small
@@ -29,17 +29,21 @@ __global__ void fill_ints(__nv_bfloat16* p, std::size_t n, int pe) {
     p[i] = __float2bfloat16(static_cast<float>((i * 7 + static_cast<std::size_t>(pe)) % 8));
 }
 
-// all_reduce: out[i] = sum over PEs; all_gather: out[p*n + i] = PE p's in[i].
-__global__ void count_wrong(const __nv_bfloat16* out, std::size_t n, int npes, bool gather,
+enum class Coll { kAllReduce, kAllGather, kReduceScatter };
+
+// all_reduce: out[i] = sum over PEs of in[i]; all_gather: out[p*n + i] = PE
+// p's in[i]; reduce_scatter: out[i] = sum over PEs of in[me*n + i].
+__global__ void count_wrong(const __nv_bfloat16* out, std::size_t n, int npes, int me, Coll coll,
                             unsigned long long* wrong) {
   unsigned long long bad = 0;
-  const std::size_t total = gather ? n * static_cast<std::size_t>(npes) : n;
+  const std::size_t total = coll == Coll::kAllGather ? n * static_cast<std::size_t>(npes) : n;
+  const std::size_t base = coll == Coll::kReduceScatter ? n * static_cast<std::size_t>(me) : 0;
   for (std::size_t j = blockIdx.x * blockDim.x + threadIdx.x; j < total; j += gridDim.x * blockDim.x) {
     float want = 0;
-    if (gather) {
+    if (coll == Coll::kAllGather) {
       want = static_cast<float>(((j % n) * 7 + j / n) % 8);
     } else {
-      for (int p = 0; p < npes; ++p) want += static_cast<float>((j * 7 + static_cast<std::size_t>(p)) % 8);
+      for (int p = 0; p < npes; ++p) want += static_cast<float>(((base + j) * 7 + static_cast<std::size_t>(p)) % 8);
     }
     bad += __bfloat162float(out[j]) != want;
   }
@@ -106,35 +110,46 @@ int bench_coll(const BenchOptions& o) {
     return t;
   };
 
-  for (const char* coll : {"all_reduce", "all_gather"}) {
-    const bool gather = std::string(coll) == "all_gather";
+  // Sizes as nccl-tests: all_reduce the buffer, all_gather the output,
+  // reduce_scatter the input (n x the output).
+  for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    const Coll kind = std::string(coll) == "all_gather"       ? Coll::kAllGather
+                      : std::string(coll) == "reduce_scatter" ? Coll::kReduceScatter
+                                                              : Coll::kAllReduce;
     for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes = static_cast<std::size_t>(bytes * o.factor)) {
-      const std::size_t out_elems = bytes / 2;
-      const std::size_t in_elems = gather ? out_elems / static_cast<std::size_t>(n) : out_elems;
-      if (in_elems == 0) continue;
-      const std::size_t used = gather ? in_elems * static_cast<std::size_t>(n) : in_elems;
+      const std::size_t elems = bytes / 2;
+      const std::size_t per_pe = kind == Coll::kAllReduce ? elems : elems / static_cast<std::size_t>(n);
+      if (per_pe == 0) continue;
+      const std::size_t in_elems = kind == Coll::kReduceScatter ? per_pe * n : per_pe;
+      const std::size_t out_elems = kind == Coll::kAllGather ? per_pe * n : per_pe;
+      const std::size_t used = kind == Coll::kAllReduce ? per_pe : per_pe * n;  // bytes the size column counts
       fill_ints<<<132, 256, 0, s>>>(in, in_elems, me);
       NVST_CHECK_LAUNCH();
-      const double alg_factor = gather ? 1.0 : 1.0;
-      const double bus_factor = gather ? (n - 1.0) / n : 2.0 * (n - 1.0) / n;
+      const double alg_factor = 1.0;
+      const double bus_factor = kind == Coll::kAllReduce ? 2.0 * (n - 1.0) / n : (n - 1.0) / n;
       for (bool graph : {false, true}) {
         for (const char* impl : {"nvst", "nccl"}) {
           const bool ours = std::string(impl) == "nvst";
           progress(std::string(coll) + " " + impl + (graph ? " graph " : " eager ") + std::to_string(bytes));
-          NVST_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, used * 2, s));
+          NVST_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, out_elems * 2, s));
           auto op = [&] {
+            using nvst::coll::DType;
+            using nvst::coll::RedOp;
             if (ours) {
-              if (gather) nvst::coll::all_gather(in, out, in_elems, nvst::coll::DType::kBF16, s);
-              else nvst::coll::all_reduce(in, out, in_elems, nvst::coll::DType::kBF16, nvst::coll::RedOp::kSum, s);
+              if (kind == Coll::kAllGather) nvst::coll::all_gather(in, out, per_pe, DType::kBF16, s);
+              else if (kind == Coll::kReduceScatter) nvst::coll::reduce_scatter(in, out, per_pe, DType::kBF16, RedOp::kSum, s);
+              else nvst::coll::all_reduce(in, out, per_pe, DType::kBF16, RedOp::kSum, s);
             } else {
-              ncclResult_t r = gather ? ncclAllGather(in, out, in_elems, ncclBfloat16, comm, s)
-                                      : ncclAllReduce(in, out, in_elems, ncclBfloat16, ncclSum, comm, s);
+              ncclResult_t r = kind == Coll::kAllGather ? ncclAllGather(in, out, per_pe, ncclBfloat16, comm, s)
+                               : kind == Coll::kReduceScatter
+                                   ? ncclReduceScatter(in, out, per_pe, ncclBfloat16, ncclSum, comm, s)
+                                   : ncclAllReduce(in, out, per_pe, ncclBfloat16, ncclSum, comm, s);
               NVST_REQUIRE(r == ncclSuccess, "NCCL ", coll, " failed: ", ncclGetErrorString(r));
             }
           };
           const double t = time_it(op, graph);
           NVST_CHECK_CUDA(cudaMemsetAsync(wrong, 0, sizeof(*wrong), s));
-          count_wrong<<<132, 256, 0, s>>>(out, in_elems, n, gather, wrong);
+          count_wrong<<<132, 256, 0, s>>>(out, per_pe, n, me, kind, wrong);
           NVST_CHECK_LAUNCH();
           unsigned long long w = 0;
           NVST_CHECK_CUDA(cudaMemcpyAsync(&w, wrong, sizeof(w), cudaMemcpyDeviceToHost, s));
