@@ -37,6 +37,11 @@ struct InitOptions {
   HeapKind heap_kind = HeapKind::kAuto;
 };
 
+// A new unique ID (text) for a job whose PEs all run on this host: rank 0
+// listens on loopback. Pass it to every PE as NVST_UNIQUE_ID (with NVST_RANK
+// and NVST_WORLD_SIZE); the Python package's init_with_unique_id does that.
+std::string new_loopback_unique_id();
+
 // Joins the job described by the environment: NVST_* (set by `nvst` and the
 // test harness when they spawn PEs), torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or mpirun

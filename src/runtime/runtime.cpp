@@ -617,6 +617,8 @@ std::string transport_to(int pe) {
   return "none";
 }
 
+std::string new_loopback_unique_id() { return UniqueId::create_loopback().to_string(); }
+
 Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }
 
 double host_timeout_seconds() { return settings::host_timeout_s(); }

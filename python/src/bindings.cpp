@@ -1,0 +1,248 @@
+// nvshmem_tutorial._nvst: the runtime's host API and collectives for Python,
+// torch-free (numpy arrays on host-memory PEs). This is the part CI builds
+// and tests; GPU tensors come with the PyTorch extension (issue 6).
+// nvst::Error becomes RuntimeError with the library's message; bad Python
+// arguments raise ValueError / TypeError naming what was wrong.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "nvst/coll.hpp"
+#include "nvst/nvst.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// A symmetric allocation: the same offset on every PE.
+struct Symmetric {
+  void* ptr = nullptr;
+  std::size_t nbytes = 0;
+};
+
+void require_host_heap(const char* fn) {
+  if (nvst::device() >= 0)
+    throw py::value_error(std::string("nvshmem_tutorial.") + fn +
+                          ": this build's Python API works on host-memory PEs (NVST_HEAP=host); GPU tensors need "
+                          "the PyTorch extension");
+}
+
+// The library's dtype for a numpy array, checking that it is usable.
+nvst::coll::DType dtype_of(const py::array& a, const char* fn, const char* name) {
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": " + name + " is not C-contiguous");
+  if (a.dtype().is(py::dtype::of<float>())) return nvst::coll::DType::kF32;
+  if (a.dtype().is(py::dtype::of<std::int32_t>())) return nvst::coll::DType::kI32;
+  if (a.dtype().is(py::dtype("float16"))) return nvst::coll::DType::kF16;
+  throw py::type_error(std::string("nvshmem_tutorial.") + fn + ": " + name + " has dtype " +
+                       std::string(py::str(a.dtype())) + "; supported: float32, float16, int32");
+}
+
+nvst::coll::RedOp op_of(const std::string& op) {
+  if (op == "sum") return nvst::coll::RedOp::kSum;
+  if (op == "max") return nvst::coll::RedOp::kMax;
+  if (op == "min") return nvst::coll::RedOp::kMin;
+  throw py::value_error("nvshmem_tutorial: op '" + op + "' is not one of sum, max, min");
+}
+
+nvst::Cmp cmp_of(const std::string& c) {
+  if (c == "eq") return nvst::Cmp::kEq;
+  if (c == "ne") return nvst::Cmp::kNe;
+  if (c == "gt") return nvst::Cmp::kGt;
+  if (c == "ge") return nvst::Cmp::kGe;
+  if (c == "lt") return nvst::Cmp::kLt;
+  if (c == "le") return nvst::Cmp::kLe;
+  throw py::value_error("nvshmem_tutorial: comparison '" + c + "' is not one of eq, ne, gt, ge, lt, le");
+}
+
+void same_dtype(const py::array& a, const py::array& b, const char* fn) {
+  if (!a.dtype().is(b.dtype()))
+    throw py::type_error(std::string("nvshmem_tutorial.") + fn + ": input and output dtypes differ (" +
+                         std::string(py::str(a.dtype())) + " vs " + std::string(py::str(b.dtype())) + ")");
+}
+
+void check_range(const Symmetric& s, std::size_t offset, std::size_t bytes, const char* fn) {
+  if (offset > s.nbytes || bytes > s.nbytes - offset)
+    throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": " + std::to_string(bytes) + " bytes at offset " +
+                          std::to_string(offset) + " exceed the symmetric buffer of " + std::to_string(s.nbytes) +
+                          " bytes");
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_nvst, m) {
+  m.doc() = "NVSHMEM-Tutorial runtime (torch-free part)";
+  py::register_exception<nvst::Error>(m, "NvstError", PyExc_RuntimeError);
+
+  m.def("get_unique_id", &nvst::new_loopback_unique_id,
+        "A unique ID for a job whose PEs all run on this host (pass it to every PE).");
+  m.def(
+      "init_with_unique_id",
+      [](const std::string& uid, int rank, int nranks) {
+        if (nranks < 1 || rank < 0 || rank >= nranks)
+          throw py::value_error("nvshmem_tutorial.init_with_unique_id: rank " + std::to_string(rank) +
+                                " out of range for " + std::to_string(nranks) + " ranks");
+        ::setenv("NVST_UNIQUE_ID", uid.c_str(), 1);
+        ::setenv("NVST_RANK", std::to_string(rank).c_str(), 1);
+        ::setenv("NVST_WORLD_SIZE", std::to_string(nranks).c_str(), 1);
+        ::setenv("NVST_LOCAL_RANK", std::to_string(rank).c_str(), 0);
+        ::setenv("NVST_LOCAL_WORLD_SIZE", std::to_string(nranks).c_str(), 0);
+        py::gil_scoped_release nogil;
+        nvst::init();
+      },
+      py::arg("unique_id"), py::arg("rank"), py::arg("nranks"));
+  m.def("init", [] {
+    py::gil_scoped_release nogil;
+    nvst::init();
+  }, "Joins the job the environment describes (torchrun, mpirun, NVST_*).");
+  m.def("finalize", [] {
+    py::gil_scoped_release nogil;
+    nvst::finalize();
+  });
+  m.def("initialized", &nvst::initialized);
+  m.def("my_pe", &nvst::my_pe);
+  m.def("n_pes", &nvst::n_pes);
+  m.def("heap_kind", [] { return std::string(nvst::heap_kind_name(nvst::heap_kind())); });
+  m.def("transport_to", &nvst::transport_to, py::arg("pe"));
+  m.def("barrier_all", [] {
+    py::gil_scoped_release nogil;
+    nvst::barrier_all();
+  });
+  m.def("quiet", [] {
+    py::gil_scoped_release nogil;
+    nvst::quiet();
+  });
+  m.def("fence", &nvst::fence);
+
+  py::class_<Symmetric>(m, "Symmetric", "A symmetric allocation: the same offset in every PE's heap.")
+      .def_readonly("nbytes", &Symmetric::nbytes)
+      .def(
+          "array",
+          [](Symmetric& s, py::object dtype) {
+            require_host_heap("Symmetric.array");
+            py::dtype dt = py::dtype::from_args(dtype);
+            if (s.nbytes % static_cast<std::size_t>(dt.itemsize()) != 0)
+              throw py::value_error("nvshmem_tutorial.Symmetric.array: " + std::to_string(s.nbytes) +
+                                    " bytes are not a whole number of " + std::string(py::str(dt)));
+            // A view of this PE's copy; keeps the Symmetric alive.
+            return py::array(dt, {static_cast<py::ssize_t>(s.nbytes / dt.itemsize())}, {dt.itemsize()}, s.ptr,
+                             py::cast(&s));
+          },
+          py::arg("dtype"), "A numpy view of this PE's copy (host-memory PEs).");
+
+  m.def(
+      "alloc",
+      [](std::size_t nbytes) {
+        Symmetric s;
+        s.ptr = nvst::malloc(nbytes);
+        s.nbytes = nbytes;
+        if (s.ptr && nvst::device() < 0) std::memset(s.ptr, 0, nbytes);
+        nvst::barrier_all();  // zeroed everywhere before anyone writes
+        return s;
+      },
+      py::arg("nbytes"), "Collective: every PE asks for the same size.");
+  m.def(
+      "free", [](Symmetric& s) {
+        nvst::free(s.ptr);
+        s.ptr = nullptr;
+        s.nbytes = 0;
+      },
+      py::arg("buffer"), "Collective.");
+
+  m.def(
+      "put",
+      [](Symmetric& dest, py::array src, int pe, std::size_t offset) {
+        require_host_heap("put");
+        dtype_of(src, "put", "src");
+        check_range(dest, offset, static_cast<std::size_t>(src.nbytes()), "put");
+        py::gil_scoped_release nogil;
+        nvst::putmem(static_cast<char*>(dest.ptr) + offset, src.data(), static_cast<std::size_t>(src.nbytes()), pe);
+      },
+      py::arg("dest"), py::arg("src"), py::arg("pe"), py::arg("offset") = 0,
+      "Blocking put of a numpy array into dest (+offset bytes) on PE pe.");
+  m.def(
+      "put_signal",
+      [](Symmetric& dest, py::array src, Symmetric& sig, std::size_t sig_index, std::uint64_t value, int pe,
+         bool add, std::size_t offset) {
+        require_host_heap("put_signal");
+        dtype_of(src, "put_signal", "src");
+        check_range(dest, offset, static_cast<std::size_t>(src.nbytes()), "put_signal");
+        check_range(sig, sig_index * 8, 8, "put_signal (signal)");
+        py::gil_scoped_release nogil;
+        nvst::putmem_signal_nbi(static_cast<char*>(dest.ptr) + offset, src.data(),
+                                static_cast<std::size_t>(src.nbytes()),
+                                static_cast<std::uint64_t*>(sig.ptr) + sig_index, value,
+                                add ? nvst::SignalOp::kAdd : nvst::SignalOp::kSet, pe);
+        nvst::quiet();  // blocking: src may be reused on return
+      },
+      py::arg("dest"), py::arg("src"), py::arg("signal"), py::arg("signal_index"), py::arg("value"), py::arg("pe"),
+      py::arg("add") = false, py::arg("offset") = 0, "Put, then set (or add to) a signal word; blocking.");
+  m.def(
+      "signal_wait_until",
+      [](Symmetric& sig, std::size_t index, const std::string& cmp, std::uint64_t value) {
+        require_host_heap("signal_wait_until");
+        check_range(sig, index * 8, 8, "signal_wait_until");
+        const nvst::Cmp c = cmp_of(cmp);
+        py::gil_scoped_release nogil;
+        return nvst::signal_wait_until(static_cast<std::uint64_t*>(sig.ptr) + index, c, value);
+      },
+      py::arg("signal"), py::arg("index"), py::arg("cmp"), py::arg("value"));
+
+  m.def(
+      "all_reduce",
+      [](py::array in, py::array out, const std::string& op) {
+        require_host_heap("all_reduce");
+        const auto t = dtype_of(in, "all_reduce", "input");
+        dtype_of(out, "all_reduce", "output");
+        same_dtype(in, out, "all_reduce");
+        if (in.size() != out.size())
+          throw py::value_error("nvshmem_tutorial.all_reduce: input has " + std::to_string(in.size()) +
+                                " elements, output " + std::to_string(out.size()));
+        const auto o = op_of(op);
+        py::gil_scoped_release nogil;
+        nvst::coll::all_reduce(in.data(), out.mutable_data(), static_cast<std::size_t>(in.size()), t, o, nullptr);
+      },
+      py::arg("input"), py::arg("output"), py::arg("op") = "sum");
+  m.def(
+      "all_gather",
+      [](py::array in, py::array out) {
+        require_host_heap("all_gather");
+        const auto t = dtype_of(in, "all_gather", "input");
+        dtype_of(out, "all_gather", "output");
+        same_dtype(in, out, "all_gather");
+        if (out.size() != in.size() * nvst::n_pes())
+          throw py::value_error("nvshmem_tutorial.all_gather: output needs n_pes x " + std::to_string(in.size()) +
+                                " elements, has " + std::to_string(out.size()));
+        py::gil_scoped_release nogil;
+        nvst::coll::all_gather(in.data(), out.mutable_data(), static_cast<std::size_t>(in.size()), t, nullptr);
+      },
+      py::arg("input"), py::arg("output"));
+  m.def(
+      "reduce_scatter",
+      [](py::array in, py::array out, const std::string& op) {
+        require_host_heap("reduce_scatter");
+        const auto t = dtype_of(in, "reduce_scatter", "input");
+        dtype_of(out, "reduce_scatter", "output");
+        same_dtype(in, out, "reduce_scatter");
+        if (in.size() != out.size() * nvst::n_pes())
+          throw py::value_error("nvshmem_tutorial.reduce_scatter: input needs n_pes x " + std::to_string(out.size()) +
+                                " elements, has " + std::to_string(in.size()));
+        const auto o = op_of(op);
+        py::gil_scoped_release nogil;
+        nvst::coll::reduce_scatter(in.data(), out.mutable_data(), static_cast<std::size_t>(out.size()), t, o, nullptr);
+      },
+      py::arg("input"), py::arg("output"), py::arg("op") = "sum");
+  m.def(
+      "broadcast",
+      [](py::array buf, int root) {
+        require_host_heap("broadcast");
+        const auto t = dtype_of(buf, "broadcast", "buffer");
+        py::gil_scoped_release nogil;
+        nvst::coll::broadcast(buf.data(), buf.mutable_data(), static_cast<std::size_t>(buf.size()), t, root, nullptr);
+      },
+      py::arg("buffer"), py::arg("root"), "In place: every PE's buffer becomes root's.");
+}

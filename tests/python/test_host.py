@@ -1,0 +1,102 @@
+"""The torch-free Python package on host-memory PEs (what CI runs).
+
+Each test runs its body as 3 PEs (launch), through the proxy and the fabric
+transport, and checks results against numpy."""
+import numpy as np
+import pytest
+
+import nvshmem_tutorial as nt
+
+
+def _ring_put_signal(rank):
+    n = nt.n_pes()
+    assert nt.transport_to((rank + 1) % n).startswith("fabric:")
+    buf = nt.alloc(4 * 100_003)
+    sig = nt.alloc(8)
+    rng = np.random.default_rng(rank)
+    data = rng.standard_normal(100_003).astype(np.float32)
+    nt.put_signal(buf, data, sig, 0, 1, (rank + 1) % n, add=True)
+    nt.signal_wait_until(sig, 0, "ge", 1)
+    got = buf.array(np.float32).copy()
+    want = np.random.default_rng((rank - 1) % n).standard_normal(100_003).astype(np.float32)
+    nt.barrier_all()
+    nt.free(sig)
+    nt.free(buf)
+    return bool(np.array_equal(got, want))
+
+
+def test_put_signal_ring_is_exact():
+    assert nt.launch(3, _ring_put_signal) == [True, True, True]
+
+
+def _inputs(rank, n, size, dtype, salt):
+    rng = np.random.default_rng(1000 * salt + rank)
+    if dtype == np.int32:
+        return rng.integers(-1000, 1000, size, dtype=np.int32)
+    return rng.uniform(-4, 4, size).astype(dtype)
+
+
+def _collectives(rank):
+    n = nt.n_pes()
+    for salt, (dtype, op, size) in enumerate(
+        [(np.float32, "sum", 1), (np.float32, "sum", 100_001), (np.int32, "max", 4097), (np.float16, "min", 999),
+         (np.int32, "sum", 0)]):
+        ins = [_inputs(p, n, size, dtype, salt) for p in range(n)]
+        out = np.full(size, 7, dtype=dtype)
+        nt.all_reduce(ins[rank], out, op)
+        want = ins[0].copy()
+        for p in range(1, n):  # PE order, rounding after every step, as the library does
+            want = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op](want, ins[p]).astype(dtype)
+        assert np.array_equal(out, want), (dtype, op, size)
+    ins = [_inputs(p, n, 1234, np.float32, 99) for p in range(n)]
+    out = np.zeros(1234 * n, dtype=np.float32)
+    nt.all_gather(ins[rank], out)
+    assert np.array_equal(out, np.concatenate(ins))
+    ins = [_inputs(p, n, 1000 * n, np.int32, 98) for p in range(n)]
+    out = np.zeros(1000, dtype=np.int32)
+    nt.reduce_scatter(ins[rank], out, "sum")
+    assert np.array_equal(out, sum(x[rank * 1000:(rank + 1) * 1000] for x in ins))
+    buf = _inputs(rank, n, 5000, np.float32, 97)
+    nt.broadcast(buf, 2)
+    assert np.array_equal(buf, _inputs(2, n, 5000, np.float32, 97))
+    return True
+
+
+def test_collectives_match_numpy():
+    assert nt.launch(3, _collectives) == [True, True, True]
+
+
+def _bad_input(rank):
+    n = nt.n_pes()
+    a = np.zeros(10, dtype=np.float32)
+    checks = [
+        (lambda: nt.all_reduce(np.zeros((4, 4), np.float32)[:, 0], np.zeros(4, np.float32)), ValueError, "C-contiguous"),
+        (lambda: nt.all_reduce(np.zeros(4, np.float64), np.zeros(4, np.float64)), TypeError, "float64"),
+        (lambda: nt.all_reduce(a, np.zeros(11, np.float32)), ValueError, "11"),
+        (lambda: nt.all_reduce(a, a.copy(), "prod"), ValueError, "prod"),
+        (lambda: nt.all_gather(a, np.zeros(10, np.float32)), ValueError, "n_pes"),
+        (lambda: nt.put(nt_buf, np.zeros(100, np.float32), (rank + 1) % n), ValueError, "exceed"),
+        (lambda: nt.put(nt_buf, a, 7), RuntimeError, "PE 7 out of range"),
+        (lambda: nt.signal_wait_until(nt_buf, 0, "bigger", 1), ValueError, "bigger"),
+    ]
+    nt_buf = nt.alloc(64)
+    for fn, exc, text in checks:
+        with pytest.raises(exc, match=text):
+            fn()
+    nt.barrier_all()
+    nt.free(nt_buf)
+    return True
+
+
+def test_bad_input_raises_with_a_message():
+    assert nt.launch(2, _bad_input) == [True, True]
+
+
+def _mismatched_alloc(rank):
+    with pytest.raises(RuntimeError, match="disagree"):
+        nt.alloc(64 if rank == 0 else 128)
+    return True
+
+
+def test_sizes_that_differ_across_ranks_raise_everywhere():
+    assert nt.launch(2, _mismatched_alloc) == [True, True]
