@@ -439,6 +439,16 @@ void host_reduce(const T* in, const char* buf, std::size_t slot, T* out, std::si
   }
 }
 
+void host_reduce_dtype(DType dtype, const char* own, const char* buf, std::size_t slot, char* out, std::size_t n,
+                       RedOp op) {
+  switch (dtype) {
+    case DType::kF32: host_reduce(reinterpret_cast<const float*>(own), buf, slot, reinterpret_cast<float*>(out), n, op); break;
+    case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(own), buf, slot, reinterpret_cast<__nv_bfloat16*>(out), n, op); break;
+    case DType::kF16: host_reduce(reinterpret_cast<const __half*>(own), buf, slot, reinterpret_cast<__half*>(out), n, op); break;
+    case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(own), buf, slot, reinterpret_cast<std::int32_t*>(out), n, op); break;
+  }
+}
+
 void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
   host_prepare();
   const std::size_t es = dtype_size(dtype);
@@ -446,12 +456,7 @@ void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, 
   for (std::size_t off = 0; off < count; off += slot / es) {
     const std::size_t n = std::min(slot / es, count - off);
     const char* buf = host_exchange(in + off * es, 0, n * es);
-    switch (dtype) {
-      case DType::kF32: host_reduce(reinterpret_cast<const float*>(in) + off, buf, slot, reinterpret_cast<float*>(out) + off, n, op); break;
-      case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(in) + off, buf, slot, reinterpret_cast<__nv_bfloat16*>(out) + off, n, op); break;
-      case DType::kF16: host_reduce(reinterpret_cast<const __half*>(in) + off, buf, slot, reinterpret_cast<__half*>(out) + off, n, op); break;
-      case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(in) + off, buf, slot, reinterpret_cast<std::int32_t*>(out) + off, n, op); break;
-    }
+    host_reduce_dtype(dtype, in + off * es, buf, slot, out + off * es, n, op);
   }
 }
 
@@ -465,12 +470,7 @@ void host_reduce_scatter(const char* in, char* out, std::size_t count, DType dty
     const char* base = in + off * es;
     const char* buf = host_exchange(base, stride, n * es);
     const char* own = base + static_cast<std::size_t>(me) * stride;
-    switch (dtype) {
-      case DType::kF32: host_reduce(reinterpret_cast<const float*>(own), buf, slot, reinterpret_cast<float*>(out) + off, n, op); break;
-      case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(own), buf, slot, reinterpret_cast<__nv_bfloat16*>(out) + off, n, op); break;
-      case DType::kF16: host_reduce(reinterpret_cast<const __half*>(own), buf, slot, reinterpret_cast<__half*>(out) + off, n, op); break;
-      case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(own), buf, slot, reinterpret_cast<std::int32_t*>(out) + off, n, op); break;
-    }
+    host_reduce_dtype(dtype, own, buf, slot, out + off * es, n, op);
   }
 }
 
