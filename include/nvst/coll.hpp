@@ -15,6 +15,8 @@
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
 //  per PE, twoshot above (threshold not yet calibrated on 4 GPUs).
 // Every PE reduces in PE order 0..n-1, so all PEs get bitwise-equal results.
+// Collectives must be issued in the same order on every PE and from one
+// stream at a time (they share one workspace and one epoch counter).
 // Host-memory PEs (no GPU) run the same algorithm on the host API through
 // the proxy and the fabric (in/out are host memory, `stream` is ignored);
 // that is what CI tests. Not yet: other teams, several GPU nodes,

@@ -28,7 +28,8 @@
 //    ticket came later waits behind an earlier one that has not published
 //    yet: commands are executed in ticket order, which is what fence and
 //    quiet rely on. A producer that dies between ticket and publish stalls
-//    the FIFO; the proxy reports it after the timeout instead of hanging.
+//    the FIFO: the producers waiting behind it time out with a message
+//    instead of hanging (the proxy itself cannot tell a slow producer).
 //  - `completed` (written by the proxy) is the quiet point: every command
 //    whose ticket is below it has finished, data visible at its target.
 #pragma once

@@ -59,6 +59,12 @@ nvst::Cmp cmp_of(const std::string& c) {
   throw py::value_error("nvshmem_tutorial: comparison '" + c + "' is not one of eq, ne, gt, ge, lt, le");
 }
 
+// Raw puts move bytes: any dtype, but contiguous.
+void require_contiguous(const py::array& a, const char* fn, const char* name) {
+  if (!(a.flags() & py::array::c_style))
+    throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": " + name + " is not C-contiguous");
+}
+
 void same_dtype(const py::array& a, const py::array& b, const char* fn) {
   if (!a.dtype().is(b.dtype()))
     throw py::type_error(std::string("nvshmem_tutorial.") + fn + ": input and output dtypes differ (" +
@@ -116,7 +122,10 @@ PYBIND11_MODULE(_nvst, m) {
     py::gil_scoped_release nogil;
     nvst::quiet();
   });
-  m.def("fence", &nvst::fence);
+  m.def("fence", [] {
+    py::gil_scoped_release nogil;
+    nvst::fence();
+  });
 
   py::class_<Symmetric>(m, "Symmetric", "A symmetric allocation: the same offset in every PE's heap.")
       .def_readonly("nbytes", &Symmetric::nbytes)
@@ -132,7 +141,9 @@ PYBIND11_MODULE(_nvst, m) {
             return py::array(dt, {static_cast<py::ssize_t>(s.nbytes / dt.itemsize())}, {dt.itemsize()}, s.ptr,
                              py::cast(&s));
           },
-          py::arg("dtype"), "A numpy view of this PE's copy (host-memory PEs).");
+          py::arg("dtype"),
+          "A numpy view of this PE's copy (host-memory PEs). Valid until free() or finalize(); do not keep it "
+          "past them.");
 
   m.def(
       "alloc",
@@ -157,7 +168,7 @@ PYBIND11_MODULE(_nvst, m) {
       "put",
       [](Symmetric& dest, py::array src, int pe, std::size_t offset) {
         require_host_heap("put");
-        dtype_of(src, "put", "src");
+        require_contiguous(src, "put", "src");
         check_range(dest, offset, static_cast<std::size_t>(src.nbytes()), "put");
         py::gil_scoped_release nogil;
         nvst::putmem(static_cast<char*>(dest.ptr) + offset, src.data(), static_cast<std::size_t>(src.nbytes()), pe);
@@ -169,7 +180,7 @@ PYBIND11_MODULE(_nvst, m) {
       [](Symmetric& dest, py::array src, Symmetric& sig, std::size_t sig_index, std::uint64_t value, int pe,
          bool add, std::size_t offset) {
         require_host_heap("put_signal");
-        dtype_of(src, "put_signal", "src");
+        require_contiguous(src, "put_signal", "src");
         check_range(dest, offset, static_cast<std::size_t>(src.nbytes()), "put_signal");
         check_range(sig, sig_index * 8, 8, "put_signal (signal)");
         py::gil_scoped_release nogil;

@@ -27,6 +27,7 @@
 #include "nvst/coll.hpp"
 #include "nvst/device.cuh"
 #include "nvst/nvst.hpp"
+#include "runtime/runtime_internal.hpp"
 
 namespace nvst::coll {
 
@@ -41,6 +42,7 @@ constexpr int kThreads = 1024;  // the most a launch uses (see threads_for)
 constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
 
 struct Workspace {
+  std::uint64_t generation = 0;  // the nvst::init it belongs to (a later init starts afresh)
   char* data[2] = {};            // each PE's published input (symmetric)
   char* red[2] = {};             // two-shot: reduced slices (symmetric)
   std::uint64_t* flags = nullptr;  // [2 phases][kMaxPes][kMaxBlocks] (symmetric)
@@ -385,13 +387,16 @@ Algo algo_from_env(Algo asked) {
 // the reuse argument are those of the GPU kernels.
 
 struct HostWorkspace {
+  std::uint64_t generation = 0;
   char* data[2] = {};
   std::uint64_t* flags = nullptr;  // flags[p]: last epoch PE p's data arrived here
   std::uint64_t epoch = 0;
 } g_host;
 
 void host_prepare() {
-  if (g_host.flags != nullptr) return;
+  if (g_host.flags != nullptr && g_host.generation == detail::init_generation()) return;
+  g_host = HostWorkspace{};
+  g_host.generation = detail::init_generation();
   for (int b = 0; b < 2; ++b) g_host.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
   g_host.flags = static_cast<std::uint64_t*>(nvst::calloc(static_cast<std::size_t>(nvst::n_pes()), 8));
   nvst::barrier_all();
@@ -403,7 +408,7 @@ const char* host_exchange(const char* src, std::size_t stride, std::size_t bytes
   const int me = nvst::my_pe(), n = nvst::n_pes();
   const std::uint64_t e = ++g_host.epoch;
   char* buf = g_host.data[e & 1];
-  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(n) / 16 * 16;
+  const std::size_t slot = slot_bytes();
   // only_from >= 0 (broadcast): only that PE sends data; everyone signals.
   const std::size_t send = only_from < 0 || only_from == me ? bytes : 0;
   for (int p = 0; p < n; ++p)
@@ -452,7 +457,7 @@ void host_reduce_dtype(DType dtype, const char* own, const char* buf, std::size_
 void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
   host_prepare();
   const std::size_t es = dtype_size(dtype);
-  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16;
+  const std::size_t slot = slot_bytes();
   for (std::size_t off = 0; off < count; off += slot / es) {
     const std::size_t n = std::min(slot / es, count - off);
     const char* buf = host_exchange(in + off * es, 0, n * es);
@@ -464,7 +469,7 @@ void host_reduce_scatter(const char* in, char* out, std::size_t count, DType dty
   host_prepare();
   const int me = nvst::my_pe();
   const std::size_t es = dtype_size(dtype), stride = count * es;
-  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16;
+  const std::size_t slot = slot_bytes();
   for (std::size_t off = 0; off < count; off += slot / es) {
     const std::size_t n = std::min(slot / es, count - off);
     const char* base = in + off * es;
@@ -476,7 +481,7 @@ void host_reduce_scatter(const char* in, char* out, std::size_t count, DType dty
 
 void host_broadcast(const char* in, char* out, std::size_t total, int root) {
   host_prepare();
-  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16;
+  const std::size_t slot = slot_bytes();
   for (std::size_t off = 0; off < total; off += slot) {
     const std::size_t n = std::min(slot, total - off);
     const char* buf = host_exchange(in + off, 0, n, root);
@@ -488,7 +493,7 @@ void host_broadcast(const char* in, char* out, std::size_t total, int root) {
 void host_all_gather(const char* in, char* out, std::size_t total) {
   host_prepare();
   const int me = nvst::my_pe(), npes = nvst::n_pes();
-  const std::size_t slot = kChunkBytes / static_cast<std::size_t>(npes) / 16 * 16;
+  const std::size_t slot = slot_bytes();
   for (std::size_t off = 0; off < total; off += slot) {
     const std::size_t n = std::min(slot, total - off);
     const char* buf = host_exchange(in + off, 0, n);
@@ -538,7 +543,10 @@ const char* algo_name(Algo a) {
 void prepare() {
   check_team("prepare");
   if (host_heaps()) return host_prepare();
-  if (g_ws.flags != nullptr) return;
+  if (g_ws.flags != nullptr && g_ws.generation == detail::init_generation()) return;
+  if (g_ws.epoch != nullptr) cudaFree(g_ws.epoch);  // from an earlier init; its heap is gone
+  g_ws = Workspace{};
+  g_ws.generation = detail::init_generation();
   for (int b = 0; b < 2; ++b) {
     g_ws.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
     g_ws.red[b] = static_cast<char*>(nvst::malloc(kChunkBytes));

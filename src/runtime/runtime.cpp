@@ -56,6 +56,7 @@ struct Runtime {
 };
 
 std::unique_ptr<Runtime> g_rt;
+std::uint64_t g_init_generation = 0;
 
 Runtime& rt(const char* fn) {
   NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called before nvst::init()");
@@ -221,6 +222,7 @@ void init(const InitOptions& options) {
     throw;
   }
   g_rt = std::move(r);
+  ++g_init_generation;
 }
 
 namespace {
@@ -509,11 +511,15 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
     check_symmetric(r, dest, bytes, fn, "dest");
   }
   if (with_signal) check_signal_word(r, sig, fn);
+  // This PE (host heaps) is written directly, its signals with CPU atomics;
+  // peers' signals arrive as the provider's atomics on the same words, and
+  // the two mix (tests/host/test_fabric.cpp, SignalAddsFromSelfAndPeersAllCount;
+  // sending to itself through shm corrupted the word).
   if (void* near = bytes ? ptr(dest, pe) : ptr(with_signal ? static_cast<void*>(sig) : dest, pe);
       near != nullptr) {
     NVST_REQUIRE(!r.heap->on_device(), "nvst::", fn,
-                 " from the host to a GPU heap: use putmem_on_stream or the device API");
-    if (bytes) std::memmove(ptr(dest, pe), src, bytes);
+                 " from the host to a PE reachable by load/store on a GPU heap: use the device API or putmem");
+    if (bytes) std::memmove(near, src, bytes);
     if (with_signal) apply_signal_locally(static_cast<std::uint64_t*>(ptr(sig, pe)), signal, op);
     return;
   }
@@ -550,7 +556,8 @@ void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int p
   check_pe(r, pe, "signal_op");
   check_signal_word(r, sig_addr, "signal_op");
   if (void* near = ptr(sig_addr, pe); near != nullptr) {
-    NVST_REQUIRE(!r.heap->on_device(), "nvst::signal_op from the host to a GPU heap: use the device API");
+    NVST_REQUIRE(!r.heap->on_device(), "nvst::signal_op from the host to a PE reachable by load/store on a GPU "
+                 "heap: use the device API");
     apply_signal_locally(static_cast<std::uint64_t*>(near), signal, op);
     return;
   }
@@ -618,6 +625,8 @@ std::string transport_to(int pe) {
 }
 
 std::string new_loopback_unique_id() { return UniqueId::create_loopback().to_string(); }
+
+std::uint64_t detail::init_generation() { return g_init_generation; }
 
 Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }
 

@@ -26,7 +26,6 @@ class HostProducer {
     const std::uint64_t t = word(*tail_).fetch_add(1, std::memory_order_relaxed);
     wait("a free FIFO slot", [&] { return t - word(fifo_->head).load(std::memory_order_acquire) < fifo_->capacity; });
     Command& slot = fifo_->slots[t & (fifo_->capacity - 1)];
-    c.tag = 0;
     // Body first (plain stores), then the tag with release.
     std::uint64_t tag = command_tag(t, op);
     slot.dest = c.dest;

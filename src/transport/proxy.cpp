@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -188,6 +189,15 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     : device_(device), timeout_s_(timeout_s) {
   const int world = boot.world();
   const bool inbox = device >= 0;
+  // Known problem (2026-11-22, libfabric 1.17 on the GPU machines): over shm
+  // the inbox path stalls after a few pieces in one direction (doorbells the
+  // sender saw complete are not seen by the target; NVST_PROXY_DEBUG=1 shows
+  // it). Refuse it clearly instead of stalling; host heaps over shm are fine
+  // (tests/host/test_fabric.cpp), and tcp;ofi_rxm works with GPU heaps.
+  if (inbox && fabric::chosen_provider() == "shm")
+    NVST_FAIL("fabric provider 'shm' is not supported with GPU heaps yet (a known stall in the staged inbox "
+              "path); use NVST_FABRIC_PROVIDER=\"tcp;ofi_rxm\" between logical nodes");
+
   ControlLayout layout{world, inbox};
   const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
   scratch_bytes_ = pool_bytes + kStageSlots * kStageBytes;
@@ -203,14 +213,6 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterDefault));
     NVST_CHECK_CUDA(cudaHostRegister(control_, control_bytes_, cudaHostRegisterDefault));
   }
-  // Known problem (2026-11-22, libfabric 1.17 on the GPU machines): over shm
-  // the inbox path stalls after a few pieces in one direction (doorbells the
-  // sender saw complete are not seen by the target; NVST_PROXY_DEBUG=1 shows
-  // it). Refuse it clearly instead of stalling; host heaps over shm are fine
-  // (tests/host/test_fabric.cpp), and tcp;ofi_rxm works with GPU heaps.
-  if (inbox && fabric::chosen_provider() == "shm")
-    NVST_FAIL("fabric provider 'shm' is not supported with GPU heaps yet (a known stall in the staged inbox "
-              "path); use NVST_FABRIC_PROVIDER=\"tcp;ofi_rxm\" between logical nodes");
   transport_ = std::make_unique<fabric::Transport>(boot, inbox ? nullptr : heap, heap_bytes, control_,
                                                    control_bytes_, scratch_, scratch_bytes_, device);
 
@@ -317,6 +319,9 @@ void Proxy::run() {
   if (device_ >= 0) {
     cudaSetDevice(device_);
     bound_cores_ = topology::bind_thread_near_gpu(device_);
+    if (debug_)
+      std::fprintf(stderr, "%sproxy thread for GPU %d bound to cores %s\n", detail::rank_prefix().c_str(), device_,
+                   bound_cores_.empty() ? "(none: no preference)" : bound_cores_.c_str());
   }
   // Idle policy: spin for 1 ms after the last activity (a reply usually
   // comes within microseconds), then yield for up to 50 ms, then sleep 50 us
@@ -397,8 +402,8 @@ bool Proxy::step() {
     const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
     const double active_age = std::chrono::duration<double>(Clock::now() - s.cur_since).count();
     if (s.active && active_age > limit)
-      NVST_FAIL("an operation to PE ", s.cur.pe, " has waited ", active_age,
-                " s to start (limit 0.8 x NVST_TIMEOUT_S); PE ", s.cur.pe, " may be dead");
+      NVST_FAIL("an operation to PE ", s.cur.pe, " has gone ", active_age,
+                " s without progress (limit 0.8 x NVST_TIMEOUT_S); PE ", s.cur.pe, " may be dead");
     for (int i = 0; i < kMaxInFlight; ++i) {
       if (!s.op_busy[static_cast<std::size_t>(i)]) continue;
       const double age = std::chrono::duration<double>(Clock::now() - s.pool[i].posted).count();
@@ -500,13 +505,12 @@ bool Proxy::step() {
       // Inbox path: one piece per inbox slot; the last one carries the signal.
       if (left == 0 && (!with_signal || s.cur_signal_sent)) {
         s.active = false;
-        commands_done_.fetch_add(1, std::memory_order_relaxed);
         break;
       }
       if (s.free_slots.empty()) break;
       auto& sent = s.sent[static_cast<std::size_t>(pe)];
       if (sent - s.credits_from(pe) >= kInboxSlots) break;  // target's inbox full
-      const std::size_t piece = std::min(left, kInboxData);
+      const std::size_t piece = std::min<std::size_t>({left, kInboxData, transport_->max_write() - kInboxHeader});
       const bool last = piece == left;
       const int slot = s.free_slots.back();
       char* stage = s.stage + static_cast<std::size_t>(slot) * kStageBytes;
@@ -531,6 +535,7 @@ bool Proxy::step() {
       if (!transport_->write(pe, stage, kInboxHeader + piece, fabric::Region::kControl, s.layout.slot(s.me, k), op))
         break;
       s.commit(op);
+      s.cur_since = Clock::now();  // progress: the age check measures time without it
       s.free_slots.pop_back();
       ++sent;
       s.cur_done += piece;
@@ -546,10 +551,11 @@ bool Proxy::step() {
       if (!transport_->atomic(pe, &op->value, atomic_of(c.sig_op), fabric::Region::kHeap, c.sig, op)) break;
       s.commit(op);
       s.active = false;
-      commands_done_.fetch_add(1, std::memory_order_relaxed);
       busy = true;
       break;
     }
+    NVST_REQUIRE(!c.src_on_device, "proxy: a GPU source for a PE with a host heap (ticket ", proxy::tag_ticket(c.tag),
+                 ")");
     if (left > 0) {
       const bool direct = src >= s.heap && src + left <= s.heap + s.heap_bytes;
       int slot = -1;
@@ -558,7 +564,7 @@ bool Proxy::step() {
       if (!direct) {
         if (s.free_slots.empty()) break;  // wait for a staging slot to come back
         slot = s.free_slots.back();
-        piece = std::min(left, kStageBytes);
+        piece = std::min<std::size_t>({left, kStageBytes, transport_->max_write()});
         char* bounce = s.stage + static_cast<std::size_t>(slot) * kStageBytes;
         std::memcpy(bounce, src, piece);
         from = bounce;
@@ -568,6 +574,7 @@ bool Proxy::step() {
       op->group = s.cur_group;
       if (!transport_->write(pe, from, piece, fabric::Region::kHeap, c.dest + s.cur_done, op)) break;
       s.commit(op);
+      s.cur_since = Clock::now();
       if (slot >= 0) s.free_slots.pop_back();
       if (s.cur_group >= 0) ++s.groups[static_cast<std::size_t>(s.cur_group)].remaining;
       s.cur_done += piece;
@@ -580,7 +587,6 @@ bool Proxy::step() {
         g.all_posted = true;
         if (g.remaining == 0) s.ready_signals.push_back(s.cur_group);
       }
-      commands_done_.fetch_add(1, std::memory_order_relaxed);
     }
   }
 
@@ -589,7 +595,6 @@ bool Proxy::step() {
     if (!s.drained()) return busy;
     s.blocked = false;
     if (s.blocked_is_quiet) s.blocked_fifo->set_completed(s.blocked_ticket + 1);
-    commands_done_.fetch_add(1, std::memory_order_relaxed);
     busy = true;
   }
 
@@ -636,7 +641,6 @@ bool Proxy::step() {
         }
         break;
       case proxy::Op::kNop:
-        commands_done_.fetch_add(1, std::memory_order_relaxed);
         break;
       case proxy::Op::kFence:
       case proxy::Op::kQuiet:
@@ -647,7 +651,6 @@ bool Proxy::step() {
         if (s.drained()) {  // nothing outstanding: done at once
           s.blocked = false;
           if (s.blocked_is_quiet) s.blocked_fifo->set_completed(s.blocked_ticket + 1);
-          commands_done_.fetch_add(1, std::memory_order_relaxed);
         }
         break;
       default:

@@ -68,9 +68,6 @@ class Proxy {
   // Producers' cached copy of `head` (device memory), see device/proxy.cuh.
   unsigned long long* device_head_cache() const { return dev_tail_ + 16; }
 
-  // Commands finished (tests and `nvst bench fifo`).
-  std::uint64_t commands_done() const { return commands_done_.load(std::memory_order_relaxed); }
-
  private:
   struct State;
   struct InFlight;
@@ -98,7 +95,6 @@ class Proxy {
 
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
-  std::atomic<std::uint64_t> commands_done_{0};
   mutable std::mutex failure_mu_;
   std::string failure_;
   std::thread thread_;

@@ -154,6 +154,30 @@ TEST_P(Fabric, HundredThousandOperationsNothingLost) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << GetParam() << " rank " << r;
 }
 
+// Adds to one word from every PE, the owner included, lose nothing: the
+// owner's own adds are CPU atomics, the peers' arrive as the provider's
+// atomics, on the same word at the same time.
+TEST_P(Fabric, SignalAddsFromSelfAndPeersAllCount) {
+  auto res = run_pes(3, [](int me) {
+    nvst::init();
+    auto* word = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+    auto* data = static_cast<std::uint64_t*>(nvst::calloc(3, 8));
+    nvst::barrier_all();
+    for (int i = 0; i < 2000; ++i) nvst::signal_op(word, 1, nvst::SignalOp::kAdd, 0);
+    const std::uint64_t v = 0xABC0 + static_cast<std::uint64_t>(me);
+    nvst::putmem_signal_nbi(&data[me], &v, 8, word, 1000, nvst::SignalOp::kAdd, 0);  // to PE 0, self included
+    nvst::quiet();
+    nvst::barrier_all();
+    if (me == 0) {
+      PE_EXPECT(*word == 3 * 2000 + 3 * 1000, "word ", *word, " != ", 3 * 3000);
+      for (int p = 0; p < 3; ++p) PE_EXPECT(data[p] == 0xABC0 + static_cast<std::uint64_t>(p), "data[", p, "]");
+    }
+    nvst::finalize();
+    return 0;
+  }, env(), 120);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << GetParam() << " rank " << r;
+}
+
 // A peer killed mid-run: the others get an error naming it, not a hang.
 TEST_P(Fabric, KilledPeerGivesAClearErrorAndNoHang) {
   auto res = run_pes(3, [](int me) {
