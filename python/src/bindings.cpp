@@ -71,6 +71,15 @@ void same_dtype(const py::array& a, const py::array& b, const char* fn) {
                          std::string(py::str(a.dtype())) + " vs " + std::string(py::str(b.dtype())) + ")");
 }
 
+// A collective's input and output: usable arrays of the same dtype.
+nvst::coll::DType pair_dtype(const py::array& in, const py::array& out, const char* fn) {
+  require_host_heap(fn);
+  const auto t = dtype_of(in, fn, "input");
+  dtype_of(out, fn, "output");
+  same_dtype(in, out, fn);
+  return t;
+}
+
 void check_range(const Symmetric& s, std::size_t offset, std::size_t bytes, const char* fn) {
   if (offset > s.nbytes || bytes > s.nbytes - offset)
     throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": " + std::to_string(bytes) + " bytes at offset " +
@@ -206,10 +215,7 @@ PYBIND11_MODULE(_nvst, m) {
   m.def(
       "all_reduce",
       [](py::array in, py::array out, const std::string& op) {
-        require_host_heap("all_reduce");
-        const auto t = dtype_of(in, "all_reduce", "input");
-        dtype_of(out, "all_reduce", "output");
-        same_dtype(in, out, "all_reduce");
+        const auto t = pair_dtype(in, out, "all_reduce");
         if (in.size() != out.size())
           throw py::value_error("nvshmem_tutorial.all_reduce: input has " + std::to_string(in.size()) +
                                 " elements, output " + std::to_string(out.size()));
@@ -221,10 +227,7 @@ PYBIND11_MODULE(_nvst, m) {
   m.def(
       "all_gather",
       [](py::array in, py::array out) {
-        require_host_heap("all_gather");
-        const auto t = dtype_of(in, "all_gather", "input");
-        dtype_of(out, "all_gather", "output");
-        same_dtype(in, out, "all_gather");
+        const auto t = pair_dtype(in, out, "all_gather");
         if (out.size() != in.size() * nvst::n_pes())
           throw py::value_error("nvshmem_tutorial.all_gather: output needs n_pes x " + std::to_string(in.size()) +
                                 " elements, has " + std::to_string(out.size()));
@@ -235,10 +238,7 @@ PYBIND11_MODULE(_nvst, m) {
   m.def(
       "reduce_scatter",
       [](py::array in, py::array out, const std::string& op) {
-        require_host_heap("reduce_scatter");
-        const auto t = dtype_of(in, "reduce_scatter", "input");
-        dtype_of(out, "reduce_scatter", "output");
-        same_dtype(in, out, "reduce_scatter");
+        const auto t = pair_dtype(in, out, "reduce_scatter");
         if (in.size() != out.size() * nvst::n_pes())
           throw py::value_error("nvshmem_tutorial.reduce_scatter: input needs n_pes x " + std::to_string(out.size()) +
                                 " elements, has " + std::to_string(in.size()));

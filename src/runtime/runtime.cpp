@@ -511,12 +511,12 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
     check_symmetric(r, dest, bytes, fn, "dest");
   }
   if (with_signal) check_signal_word(r, sig, fn);
-  // This PE (host heaps) is written directly, its signals with CPU atomics;
-  // peers' signals arrive as the provider's atomics on the same words, and
-  // the two mix (tests/host/test_fabric.cpp, SignalAddsFromSelfAndPeersAllCount;
-  // sending to itself through shm corrupted the word).
+  // Load/store reach: written here. Except signals to this PE when it has a
+  // proxy: peers' signals reach the same words through the provider, so the
+  // proxy thread applies ours too (see the host path in proxy.cpp).
+  const bool signal_via_proxy = with_signal && r.proxy && !r.heap->on_device();
   if (void* near = bytes ? ptr(dest, pe) : ptr(with_signal ? static_cast<void*>(sig) : dest, pe);
-      near != nullptr) {
+      near != nullptr && !signal_via_proxy) {
     NVST_REQUIRE(!r.heap->on_device(), "nvst::", fn,
                  " from the host to a PE reachable by load/store on a GPU heap: use the device API or putmem");
     if (bytes) std::memmove(near, src, bytes);
@@ -534,7 +534,8 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
     c.sig_value = signal;
     c.sig_op = static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet);
   }
-  proxy_or_throw(r, pe, fn).push(c, with_signal ? proxy::Op::kPutSignal : proxy::Op::kPut);
+  const proxy::Op kind = !with_signal ? proxy::Op::kPut : bytes ? proxy::Op::kPutSignal : proxy::Op::kSignal;
+  proxy_or_throw(r, pe, fn).push(c, kind);
 }
 }  // namespace
 
@@ -552,21 +553,7 @@ void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint
 }
 
 void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe) {
-  Runtime& r = rt("signal_op");
-  check_pe(r, pe, "signal_op");
-  check_signal_word(r, sig_addr, "signal_op");
-  if (void* near = ptr(sig_addr, pe); near != nullptr) {
-    NVST_REQUIRE(!r.heap->on_device(), "nvst::signal_op from the host to a PE reachable by load/store on a GPU "
-                 "heap: use the device API");
-    apply_signal_locally(static_cast<std::uint64_t*>(near), signal, op);
-    return;
-  }
-  proxy::Command c{};
-  c.pe = static_cast<std::uint32_t>(pe);
-  c.sig = offset_of(r, sig_addr);
-  c.sig_value = signal;
-  c.sig_op = static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet);
-  proxy_or_throw(r, pe, "signal_op").push(c, proxy::Op::kSignal);
+  put_common("signal_op", nullptr, nullptr, 0, sig_addr, signal, op, pe, true);
 }
 
 void fence() {

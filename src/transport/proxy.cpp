@@ -544,7 +544,23 @@ bool Proxy::step() {
       continue;
     }
 
-    // Host path.
+    // Host path. To this PE itself: applied here, by the thread that also
+    // drives the provider's progress, which is where software providers
+    // (tcp, shm) apply peers' atomics to the same words. Applied from another
+    // thread, a CPU atomic and the provider's read-modify-write could lose an
+    // update (shm did: tests/host/test_fabric.cpp, SignalAddsFromSelfAndPeersAllCount);
+    // sent to ourselves through shm, the word was corrupted.
+    if (pe == s.me) {
+      if (c.bytes) std::memmove(s.heap + c.dest, src, c.bytes);
+      if (kind != proxy::Op::kPut) {
+        std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(s.heap + c.sig));
+        if (c.sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd)) w.fetch_add(c.sig_value, std::memory_order_release);
+        else w.store(c.sig_value, std::memory_order_release);
+      }
+      s.active = false;
+      busy = true;
+      break;
+    }
     if (kind == proxy::Op::kSignal) {
       InFlight* op = s.take(InFlight::kSignal, pe);
       op->value = c.sig_value;
