@@ -71,6 +71,10 @@ std::string describe_device_error(const dev::DeviceError* e) {
       out << "the proxy thread of this PE failed (its error is in the log above)"
           << (v->peer_pe >= 0 ? "; this command was for PE " + std::to_string(v->peer_pe) : std::string());
       break;
+    case dev::FailKind::kBadArgument:
+      out << "bad input to a library kernel: element " << v->offset << " holds "
+          << static_cast<long long>(v->observed) << ", outside [-1, " << v->expected << ")";
+      break;
     default:
       out << "unknown device failure kind " << v->kind;
   }

@@ -33,6 +33,7 @@ enum class FailKind : int {
   kUnreachable = 5,     // peer not reachable by load/store (and no proxy for this call)
   kProxyTimeout = 6,    // the proxy did not take or complete a command in time
   kProxyFailed = 7,     // the proxy stopped on an error (the host log says which)
+  kBadArgument = 8,     // a library kernel found a bad value in its input (offset: where)
 };
 
 // A fatal device-side error, written to pinned host memory before the kernel

@@ -1,0 +1,194 @@
+// Expert parallelism (MoE): DeepEP-style dispatch and combine on the runtime.
+//
+// Every PE holds some experts (num_experts / n_pes each, PE p owns experts
+// [p * E_local, (p + 1) * E_local)). Each token picks num_topk experts
+// (topk_idx, -1 = no expert). Dispatch sends every token once to every PE
+// that owns one of its experts; the experts compute; combine sends each
+// result back to its token's PE and sums it there.
+//
+// Two modes, as DeepEP:
+//  - normal (Buffer::dispatch / combine): throughput. Received tokens are
+//    packed contiguously, source PE by source PE, in token order. A first
+//    dispatch exchanges the counts (a host synchronisation: the receiver
+//    must learn how many tokens arrive); its DispatchHandle lets later
+//    dispatches with the same routing, and the combine, skip that step.
+//  - low latency (Buffer::low_latency_dispatch / _combine): a few hundred
+//    tokens per PE for decoding. One receive slot per (token, expert) in
+//    fixed buffers sized by num_max_dispatch_tokens_per_rank, no host
+//    synchronisation, CUDA-graph capturable, send and receive halves split
+//    so that computation can run between them.
+//
+// Tensors are raw device pointers with the shapes stated (row-major,
+// contiguous); the Python package wraps them in torch tensors. All calls are
+// stream-ordered and collective: every PE calls them in the same order with
+// the same Config. Intra-node (NVLink) only for now: a Buffer over PEs of
+// several nodes is refused with a message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+
+namespace nvst::ep {
+
+// Element type of the token rows.
+enum class XType {
+  kBF16,  // x: [T, H] bfloat16
+  kFP8,   // x: [T, H] float8 e4m3, x_scales: [T, H / 128] float32 (one per 128 channels)
+};
+std::size_t xtype_size(XType t);
+
+// How many blocks (SMs) a normal-mode kernel uses and how wide they are.
+// Every PE must pass the same Config to the same call.
+struct Config {
+  int num_sms = 24;             // blocks of dispatch / combine (DeepEP's default: 24)
+  int threads_per_block = 512;  // a multiple of 32, at most 1024
+  // Throws nvst::Error naming the field when an invariant does not hold
+  // (num_sms in [1, SMs of this GPU], threads a multiple of 32, ...).
+  void validate() const;
+};
+
+// What get_dispatch_layout computes from topk_idx.
+struct LayoutOutput {
+  int* num_tokens_per_rank = nullptr;    // [n_pes]
+  int* num_tokens_per_node = nullptr;    // [n_nodes], or nullptr to skip
+  int* num_tokens_per_expert = nullptr;  // [num_experts]
+  bool* is_token_in_rank = nullptr;      // [num_tokens, n_pes]
+};
+// topk_idx: [num_tokens, num_topk] int64 on the device; -1 = no expert;
+// every other value must lie in [0, num_experts) (a bad index stops the
+// kernel with a message). Stream-ordered; no host synchronisation.
+void get_dispatch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, int num_experts,
+                         const LayoutOutput& out, cudaStream_t stream);
+
+// The routing of one normal-mode dispatch: enough to repeat it without
+// exchanging counts again, and for the combine that sends results back.
+// Cheap to copy (device arrays are shared).
+struct DispatchHandle {
+  int num_tokens = 0, num_topk = 0, num_experts = 0, n_pes = 0;
+  int num_recv_tokens = 0;                       // rows this PE received
+  std::vector<int> count;                        // [src * n_pes + dst]: tokens src sends to dst
+  std::vector<int> num_recv_tokens_per_expert;   // [E_local], aligned up to expert_alignment
+  std::shared_ptr<int> send_pos;                 // device [num_tokens, n_pes]: row of token t in its
+                                                 // stream to PE r, -1 if t does not go to r
+  bool valid() const { return n_pes > 0 && send_pos != nullptr; }
+  // Rows PE `src` put into PE `dst` before PE `src`'s own rows there start.
+  int recv_offset(int src, int dst) const;
+  // Rows of PE `src`'s combine buffer that come from PEs before `dst`.
+  int send_offset(int src, int dst) const;
+};
+
+struct DispatchInput {
+  const void* x = nullptr;                  // [T, H], XType
+  const float* x_scales = nullptr;          // FP8: [T, H / 128]; else nullptr
+  const std::int64_t* topk_idx = nullptr;   // [T, K]
+  const float* topk_weights = nullptr;      // [T, K] or nullptr
+  int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
+  XType x_type = XType::kBF16;
+  int expert_alignment = 1;  // num_recv_tokens_per_expert is rounded up to it
+};
+
+// Where the received rows are: this PE's receive buffer (symmetric memory
+// owned by the Buffer). Valid until the next dispatch on the same Buffer;
+// copy out what must live longer (the Python package does by default).
+struct DispatchOutput {
+  void* recv_x = nullptr;                 // [num_recv_tokens, H], XType
+  float* recv_x_scales = nullptr;         // FP8: [num_recv_tokens, H / 128]
+  std::int64_t* recv_topk_idx = nullptr;  // [num_recv_tokens, K]: local expert, or -1
+  float* recv_topk_weights = nullptr;     // [num_recv_tokens, K]: 0 where idx is -1
+  int* recv_src_idx = nullptr;            // [num_recv_tokens]: the token's index on its source PE
+  int num_recv_tokens = 0;
+};
+
+struct CombineInput {
+  const void* x = nullptr;              // [num_recv_tokens, H] bfloat16: one result per received row
+  const float* topk_weights = nullptr;  // [num_recv_tokens, K] to sum back, or nullptr
+  const void* bias = nullptr;           // [T, H] bfloat16 added to the result, or nullptr
+  int hidden = 0;
+};
+struct CombineOutput {
+  void* combined_x = nullptr;              // [T, H] bfloat16: sum over PEs of the rows sent back
+  float* combined_topk_weights = nullptr;  // [T, K] (when CombineInput::topk_weights is given)
+};
+
+// ---- low-latency mode ------------------------------------------------------
+
+struct LowLatencyDispatchInput {
+  const void* x = nullptr;                 // [T, H] bfloat16, T <= num_max_dispatch_tokens_per_rank
+  const std::int64_t* topk_idx = nullptr;  // [T, K]
+  int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
+  bool use_fp8 = true;  // quantise to e4m3 on the fly (one scale per 128 channels)
+};
+// Received rows, packed per local expert: expert e's rows are
+// recv_x[e][0 .. recv_count[e]). Views of this PE's receive buffer, one of
+// two that alternate: valid until the dispatch after next.
+struct LowLatencyDispatchOutput {
+  void* recv_x = nullptr;          // [E_local, n_pes * M, H], bf16 or fp8
+  float* recv_x_scales = nullptr;  // [E_local, n_pes * M, H / 128] (fp8)
+  int* recv_count = nullptr;       // [E_local] (device)
+  int* recv_src_info = nullptr;    // [E_local, n_pes * M, 3]: source PE, token index, top-k slot
+  int max_rows_per_expert = 0;     // n_pes * M
+  int buffer_index = 0;            // which of the two buffers (the combine needs it)
+};
+struct LowLatencyCombineInput {
+  const void* x = nullptr;                     // [E_local, n_pes * M, H] bfloat16, packed as dispatched
+  const std::int64_t* topk_idx = nullptr;      // [T, K] as given to the dispatch
+  const float* topk_weights = nullptr;         // [T, K]
+  int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
+  int buffer_index = 0;                        // from LowLatencyDispatchOutput
+};
+
+// Which halves of a low-latency call to launch. kBoth: the whole operation.
+// kSend then (later, after other work on the stream) kReceive: DeepEP's
+// return_recv_hook, so that computation overlaps the transfer.
+enum class Phase { kBoth, kSend, kReceive };
+
+class Buffer {
+ public:
+  // Collective. num_nvl_bytes: symmetric bytes for the normal mode (half
+  // receives dispatched rows, half receives combined rows); 0 = no normal
+  // mode. num_max_dispatch_tokens_per_rank (M), hidden, num_experts and
+  // num_topk size the low-latency buffers; M = 0 = no low-latency mode.
+  Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank = 0, int ll_hidden = 0,
+         int ll_num_experts = 0, int ll_num_topk = 0);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  int rank() const { return rank_; }
+  int num_ranks() const { return n_pes_; }
+
+  // Bytes of num_nvl_bytes that hold `num_recv_tokens` received rows (the
+  // most any PE receives) of this shape. DeepEP's get_dispatch_size_hint.
+  static std::size_t nvl_size_hint(int num_recv_tokens, int hidden, int num_topk, XType x_type);
+  static std::size_t low_latency_size_hint(int num_max_dispatch_tokens_per_rank, int hidden, int n_pes,
+                                           int num_experts, int num_topk);
+
+  // Normal dispatch. Without a handle (handle.valid() false) it first
+  // computes the layout and exchanges counts with every PE (host
+  // synchronisation) and fills `handle`; with one it reuses it (then
+  // topk_idx must route as before) and does not synchronise the host.
+  DispatchOutput dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config,
+                          cudaStream_t stream);
+  // Sends the rows of in.x back where dispatch took them from and sums them
+  // per token, in PE order (deterministic). Uses handle from the dispatch.
+  void combine(const CombineInput& in, const DispatchHandle& handle, const CombineOutput& out,
+               const Config& config, cudaStream_t stream);
+
+  LowLatencyDispatchOutput low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
+                                                Phase phase = Phase::kBoth);
+  // combined_x: [T, H] bfloat16 = sum over k of topk_weights[t][k] x the row
+  // expert topk_idx[t][k] produced for token t.
+  void low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream,
+                           Phase phase = Phase::kBoth);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int rank_ = 0, n_pes_ = 0;
+};
+
+}  // namespace nvst::ep

@@ -1,0 +1,443 @@
+// nvst::ep::Buffer, host side: symmetric regions, the count exchange of a
+// first dispatch, argument checks, and the launches (kernels in
+// intranode.cu and low_latency.cu).
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "ep/kernels.hpp"
+#include "nvst/ep.hpp"
+#include "nvst/error.hpp"
+#include "nvst/nvst.hpp"
+
+namespace nvst::ep {
+
+namespace {
+
+constexpr int kMaxNormalPes = 64;  // NormalArgs carries per-PE offsets by value
+
+std::size_t align16(std::size_t v) { return (v + 15) / 16 * 16; }
+
+void require_aligned(const void* p, const char* what) {
+  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(p) & 15u) == 0, "nvst::ep: ", what,
+               " must be 16-byte aligned (got ", p, ")");
+}
+
+void check_hidden(int hidden, bool fp8, const char* what) {
+  NVST_REQUIRE(hidden > 0 && hidden % (fp8 ? 128 : 8) == 0, "nvst::ep::", what, ": hidden (", hidden,
+               ") must be a positive multiple of ", fp8 ? 128 : 8, fp8 ? " (one fp8 scale per 128 channels)" : "");
+}
+
+// What every PE contributes to the count exchange of a first dispatch: its
+// shape and Config (all PEs must agree) and its counts.
+struct ExchangeHeader {
+  int hidden, num_topk, num_experts, x_type, num_sms, threads;
+};
+
+}  // namespace
+
+std::size_t xtype_size(XType t) { return t == XType::kFP8 ? 1 : 2; }
+
+void Config::validate() const {
+  int dev = 0, sms = 0;
+  NVST_CHECK_CUDA(cudaGetDevice(&dev));
+  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  NVST_REQUIRE(num_sms >= 1 && num_sms <= sms, "nvst::ep::Config: num_sms ", num_sms,
+               " must be in [1, ", sms, "] (the SMs of this GPU: every block must be resident at once)");
+  NVST_REQUIRE(threads_per_block >= 64 && threads_per_block <= 1024 && threads_per_block % 32 == 0,
+               "nvst::ep::Config: threads_per_block ", threads_per_block, " must be a multiple of 32 in [64, 1024]");
+}
+
+int DispatchHandle::recv_offset(int src, int dst) const {
+  int sum = 0;
+  for (int s = 0; s < src; ++s) sum += count[static_cast<std::size_t>(s) * n_pes + dst];
+  return sum;
+}
+int DispatchHandle::send_offset(int src, int dst) const {
+  int sum = 0;
+  for (int r = 0; r < dst; ++r) sum += count[static_cast<std::size_t>(src) * n_pes + r];
+  return sum;
+}
+
+namespace detail {
+
+DispatchRegion DispatchRegion::plan(std::size_t bytes, int hidden, int num_topk, XType x_type) {
+  DispatchRegion d;
+  d.row_bytes = static_cast<std::size_t>(hidden) * xtype_size(x_type);
+  const std::size_t scales = x_type == XType::kFP8 ? static_cast<std::size_t>(hidden) / 128 * 4 : 0;
+  const std::size_t per_row = d.row_bytes + scales + static_cast<std::size_t>(num_topk) * 12 + 4;
+  d.capacity = bytes > 5 * 16 ? static_cast<int>(std::min<std::size_t>((bytes - 5 * 16) / per_row, 1u << 30)) : 0;
+  const std::size_t c = static_cast<std::size_t>(d.capacity);
+  d.x = 0;
+  d.scales = align16(c * d.row_bytes);
+  d.topk_idx = d.scales + align16(c * scales);
+  d.topk_weights = d.topk_idx + align16(c * num_topk * 8);
+  d.src_idx = d.topk_weights + align16(c * num_topk * 4);
+  return d;
+}
+
+CombineRegion CombineRegion::plan(std::size_t bytes, int hidden, int num_topk) {
+  CombineRegion r;
+  const std::size_t per_row = static_cast<std::size_t>(hidden) * 2 + static_cast<std::size_t>(num_topk) * 4;
+  r.capacity = bytes > 2 * 16 ? static_cast<int>(std::min<std::size_t>((bytes - 2 * 16) / per_row, 1u << 30)) : 0;
+  r.x = 0;
+  r.topk_weights = align16(static_cast<std::size_t>(r.capacity) * hidden * 2);
+  return r;
+}
+
+}  // namespace detail
+
+struct Buffer::Impl {
+  // Normal mode.
+  std::size_t nvl_bytes = 0;
+  char* dispatch_region = nullptr;
+  char* combine_region = nullptr;
+  std::uint64_t* ready = nullptr;
+  std::uint64_t* done = nullptr;
+  detail::LaunchCounters* counters = nullptr;
+  int* d_tokens_per_rank = nullptr;
+  int* d_tokens_per_expert = nullptr;
+  int scratch_experts = 0;
+  // Low-latency mode: two alternating sets.
+  int ll_max_tokens = 0, ll_hidden = 0, ll_num_experts = 0, ll_num_topk = 0;
+  detail::LowLatencyArgs ll[2]{};
+  std::vector<void*> ll_symmetric;  // what to nvst::free
+  detail::LaunchCounters* ll_counters = nullptr;  // [2 sets][dispatch, combine]
+  int* ll_recv_count = nullptr;                   // [2][E_local]
+  int ll_next = 0;       // the set the next dispatch uses
+  int ll_last_sent = 0;  // the set of the last dispatch's send half
+};
+
+Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, int ll_hidden, int ll_num_experts,
+               int ll_num_topk)
+    : impl_(std::make_unique<Impl>()) {
+  NVST_REQUIRE(nvst::initialized(), "nvst::ep::Buffer: call nvst::init() first");
+  NVST_REQUIRE(nvst::device() >= 0, "nvst::ep::Buffer: this PE has no GPU (host-memory heaps); the EP buffer needs GPUs");
+  rank_ = nvst::my_pe();
+  n_pes_ = nvst::n_pes();
+  NVST_REQUIRE(nvst::team_n_pes(nvst::Team::kNode) == n_pes_,
+               "nvst::ep::Buffer: the ", n_pes_, " PEs span several nodes (this node has ",
+               nvst::team_n_pes(nvst::Team::kNode),
+               "); dispatch/combine across nodes is not implemented yet (NVLink within one node only)");
+  NVST_REQUIRE(n_pes_ <= kMaxNormalPes, "nvst::ep::Buffer: at most ", kMaxNormalPes, " PEs");
+  NVST_REQUIRE(num_max_dispatch_tokens_per_rank >= 0, "nvst::ep::Buffer: negative num_max_dispatch_tokens_per_rank");
+  Impl& m = *impl_;
+  const std::size_t want = 2 * align16(num_nvl_bytes / 2) +
+                           (num_max_dispatch_tokens_per_rank > 0
+                                ? low_latency_size_hint(num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_,
+                                                        ll_num_experts, ll_num_topk)
+                                : 0);
+  NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
+               want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
+               " MiB are free; raise NVST_SYMMETRIC_SIZE (or InitOptions::heap_bytes)");
+  if (num_nvl_bytes > 0) {
+    m.nvl_bytes = align16(num_nvl_bytes / 2) * 2;
+    m.dispatch_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+    m.combine_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+    m.ready = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
+    m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
+    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.counters), sizeof(detail::LaunchCounters)));
+    NVST_CHECK_CUDA(cudaMemset(m.counters, 0, sizeof(detail::LaunchCounters)));
+    detail::preload_normal_kernels();
+  }
+  if (num_max_dispatch_tokens_per_rank > 0) {
+    check_hidden(ll_hidden, true, "Buffer (low latency)");
+    NVST_REQUIRE(ll_num_experts >= n_pes_ && ll_num_experts % n_pes_ == 0, "nvst::ep::Buffer: ll_num_experts (",
+                 ll_num_experts, ") must be a positive multiple of the number of PEs (", n_pes_, ")");
+    NVST_REQUIRE(ll_num_topk >= 1 && ll_num_topk <= 32, "nvst::ep::Buffer: ll_num_topk ", ll_num_topk,
+                 " must be in [1, 32]");
+    m.ll_max_tokens = num_max_dispatch_tokens_per_rank;
+    m.ll_hidden = ll_hidden;
+    m.ll_num_experts = ll_num_experts;
+    m.ll_num_topk = ll_num_topk;
+    const int el = ll_num_experts / n_pes_;
+    const std::size_t rows = static_cast<std::size_t>(el) * n_pes_ * m.ll_max_tokens;
+    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.ll_counters), 4 * sizeof(detail::LaunchCounters)));
+    NVST_CHECK_CUDA(cudaMemset(m.ll_counters, 0, 4 * sizeof(detail::LaunchCounters)));
+    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.ll_recv_count), 2 * el * sizeof(int)));
+    NVST_CHECK_CUDA(cudaMemset(m.ll_recv_count, 0, 2 * el * sizeof(int)));
+    auto sym = [&](std::size_t bytes) {
+      void* p = nvst::calloc(1, align16(bytes));
+      m.ll_symmetric.push_back(p);
+      return p;
+    };
+    for (int b = 0; b < 2; ++b) {
+      detail::LowLatencyArgs& a = m.ll[b];
+      a.max_tokens = m.ll_max_tokens;
+      a.hidden = ll_hidden;
+      a.num_topk = ll_num_topk;
+      a.num_experts = ll_num_experts;
+      a.x = static_cast<char*>(sym(rows * ll_hidden * 2));
+      a.scales = static_cast<float*>(sym(rows * (ll_hidden / 128) * sizeof(float)));
+      a.src_info = static_cast<int*>(sym(rows * 3 * sizeof(int)));
+      a.slot_counter = static_cast<int*>(sym(el * sizeof(int)));
+      a.recv_count = m.ll_recv_count + b * el;
+      a.dispatch_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
+      a.combine_x = static_cast<char*>(
+          sym(static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * ll_hidden * 2));
+      a.combine_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
+      a.dispatch_counters = m.ll_counters + 2 * b;
+      a.combine_counters = m.ll_counters + 2 * b + 1;
+    }
+    detail::preload_ll_kernels();
+  }
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+}
+
+Buffer::~Buffer() {
+  if (!impl_ || !nvst::initialized()) return;  // after finalize the heap is gone already
+  Impl& m = *impl_;
+  try {
+    cudaDeviceSynchronize();
+    for (auto it = m.ll_symmetric.rbegin(); it != m.ll_symmetric.rend(); ++it) nvst::free(*it);
+    if (m.done) nvst::free(m.done);
+    if (m.ready) nvst::free(m.ready);
+    if (m.combine_region) nvst::free(m.combine_region);
+    if (m.dispatch_region) nvst::free(m.dispatch_region);
+  } catch (const std::exception&) {
+    // A destructor must not throw; the runtime's finalize reclaims the heap.
+  }
+  cudaFree(m.counters);
+  cudaFree(m.ll_counters);
+  cudaFree(m.ll_recv_count);
+  cudaFree(m.d_tokens_per_rank);
+  cudaFree(m.d_tokens_per_expert);
+}
+
+std::size_t Buffer::nvl_size_hint(int num_rows, int hidden, int num_topk, XType x_type) {
+  NVST_REQUIRE(num_rows >= 0 && hidden > 0 && num_topk > 0, "nvst::ep::Buffer::nvl_size_hint: bad shape");
+  const std::size_t row = static_cast<std::size_t>(hidden) * xtype_size(x_type) +
+                          (x_type == XType::kFP8 ? static_cast<std::size_t>(hidden) / 128 * 4 : 0) +
+                          static_cast<std::size_t>(num_topk) * 12 + 4;
+  const std::size_t crow = static_cast<std::size_t>(hidden) * 2 + static_cast<std::size_t>(num_topk) * 4;
+  return 2 * (std::max(row, crow) * static_cast<std::size_t>(num_rows) + 5 * 16);
+}
+
+std::size_t Buffer::low_latency_size_hint(int max_tokens, int hidden, int n_pes, int num_experts, int num_topk) {
+  NVST_REQUIRE(max_tokens > 0 && hidden > 0 && n_pes > 0 && num_experts >= n_pes && num_topk > 0,
+               "nvst::ep::Buffer::low_latency_size_hint: bad shape");
+  const std::size_t el = static_cast<std::size_t>(num_experts / n_pes);
+  const std::size_t rows = el * n_pes * max_tokens;
+  const std::size_t per_set = align16(rows * hidden * 2) + align16(rows * (hidden / 128) * 4) + align16(rows * 12) +
+                              align16(el * 4) + 2 * align16(n_pes * 8) +
+                              align16(static_cast<std::size_t>(max_tokens) * num_topk * hidden * 2);
+  return 2 * per_set + 7 * 2 * 256;  // two sets, plus allocator alignment
+}
+
+DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config,
+                                cudaStream_t stream) {
+  Impl& m = *impl_;
+  NVST_REQUIRE(m.nvl_bytes > 0, "nvst::ep::Buffer::dispatch: this Buffer has no normal-mode memory (num_nvl_bytes = 0)");
+  config.validate();
+  const bool fp8 = in.x_type == XType::kFP8;
+  check_hidden(in.hidden, fp8, "dispatch");
+  NVST_REQUIRE(in.num_tokens >= 0, "nvst::ep::dispatch: num_tokens ", in.num_tokens, " is negative");
+  NVST_REQUIRE(in.num_topk >= 1 && in.num_topk <= 32, "nvst::ep::dispatch: num_topk ", in.num_topk, " not in [1, 32]");
+  NVST_REQUIRE(in.num_experts >= n_pes_ && in.num_experts % n_pes_ == 0, "nvst::ep::dispatch: num_experts (",
+               in.num_experts, ") must be a positive multiple of the number of PEs (", n_pes_, ")");
+  NVST_REQUIRE(in.expert_alignment >= 1, "nvst::ep::dispatch: expert_alignment must be >= 1");
+  if (in.num_tokens > 0) {
+    NVST_REQUIRE(in.x && in.topk_idx, "nvst::ep::dispatch: x and topk_idx are required");
+    NVST_REQUIRE(!fp8 || in.x_scales, "nvst::ep::dispatch: fp8 x needs x_scales [T, hidden / 128]");
+    require_aligned(in.x, "x");
+  }
+  const detail::DispatchRegion dr = detail::DispatchRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk, in.x_type);
+  const detail::CombineRegion cr = detail::CombineRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk);
+
+  if (!handle.valid()) {
+    DispatchHandle h;  // assigned to `handle` only once complete
+    // Layout, then every PE learns every PE's counts (the receiver must know
+    // how many rows arrive, and each sender where its rows start).
+    const int R = n_pes_, E = in.num_experts;
+    if (!m.d_tokens_per_rank) NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.d_tokens_per_rank), R * sizeof(int)));
+    if (m.scratch_experts < E) {
+      cudaFree(m.d_tokens_per_expert);
+      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.d_tokens_per_expert), E * sizeof(int)));
+      m.scratch_experts = E;
+    }
+    int* send_pos = nullptr;
+    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&send_pos), std::max<std::size_t>(1, static_cast<std::size_t>(in.num_tokens) * R) * sizeof(int)));
+    h.send_pos = std::shared_ptr<int>(send_pos, [](int* p) { cudaFree(p); });
+    LayoutOutput lo;
+    lo.num_tokens_per_rank = m.d_tokens_per_rank;
+    lo.num_tokens_per_expert = m.d_tokens_per_expert;
+    detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, R, lo, send_pos, stream);
+    const ExchangeHeader hdr{in.hidden, in.num_topk, E, static_cast<int>(in.x_type), config.num_sms,
+                             config.threads_per_block};
+    std::vector<int> mine(sizeof(hdr) / sizeof(int) + R + E);
+    std::memcpy(mine.data(), &hdr, sizeof(hdr));
+    int* counts = mine.data() + sizeof(hdr) / sizeof(int);
+    NVST_CHECK_CUDA(cudaMemcpyAsync(counts, m.d_tokens_per_rank, R * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    NVST_CHECK_CUDA(cudaMemcpyAsync(counts + R, m.d_tokens_per_expert, E * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(stream));
+    const std::vector<std::byte> all = nvst::bootstrap_allgather(mine.data(), mine.size() * sizeof(int));
+    const std::size_t stride = mine.size();
+    auto row_of = [&](int p) { return reinterpret_cast<const int*>(all.data()) + static_cast<std::size_t>(p) * stride; };
+    for (int p = 0; p < R; ++p)
+      NVST_REQUIRE(std::memcmp(row_of(p), &hdr, sizeof(hdr)) == 0, "nvst::ep::dispatch: PE ", p,
+                   " called with another hidden/num_topk/num_experts/x_type/Config than PE ", rank_,
+                   " (every PE must pass the same)");
+    h.n_pes = R;
+    h.num_tokens = in.num_tokens;
+    h.num_topk = in.num_topk;
+    h.num_experts = E;
+    h.count.assign(static_cast<std::size_t>(R) * R, 0);
+    for (int s = 0; s < R; ++s)
+      for (int r = 0; r < R; ++r) h.count[static_cast<std::size_t>(s) * R + r] = row_of(s)[sizeof(hdr) / sizeof(int) + r];
+    const int el = E / R;
+    h.num_recv_tokens_per_expert.assign(el, 0);
+    for (int s = 0; s < R; ++s)
+      for (int e = 0; e < el; ++e)
+        h.num_recv_tokens_per_expert[e] += row_of(s)[sizeof(hdr) / sizeof(int) + R + rank_ * el + e];
+    for (int& c : h.num_recv_tokens_per_expert) c = (c + in.expert_alignment - 1) / in.expert_alignment * in.expert_alignment;
+    h.num_recv_tokens = h.recv_offset(R, rank_);
+    // Every PE checks every PE's totals, so all fail together, not some hang.
+    for (int p = 0; p < R; ++p) {
+      const int recv = h.recv_offset(R, p), sent = h.send_offset(p, R);
+      NVST_REQUIRE(recv <= dr.capacity && sent <= cr.capacity, "nvst::ep::dispatch: PE ", p, " receives ", recv,
+                   " and sends ", sent, " rows; this Buffer holds ", std::min(dr.capacity, cr.capacity),
+                   ": make num_nvl_bytes at least Buffer::nvl_size_hint(", std::max(recv, sent), ", ...) = ",
+                   Buffer::nvl_size_hint(std::max(recv, sent), in.hidden, in.num_topk, in.x_type));
+    }
+    handle = std::move(h);
+  } else {
+    NVST_REQUIRE(handle.n_pes == n_pes_ && handle.num_tokens == in.num_tokens && handle.num_topk == in.num_topk &&
+                     handle.num_experts == in.num_experts,
+                 "nvst::ep::dispatch: the handle was made for ", handle.num_tokens, " tokens, top-",
+                 handle.num_topk, " of ", handle.num_experts, " experts; this call has ", in.num_tokens,
+                 ", top-", in.num_topk, " of ", in.num_experts);
+    for (int p = 0; p < n_pes_; ++p)
+      NVST_REQUIRE(handle.recv_offset(n_pes_, p) <= dr.capacity && handle.send_offset(p, n_pes_) <= cr.capacity,
+                   "nvst::ep::dispatch: the handle's rows do not fit this shape's buffer (see nvl_size_hint)");
+  }
+
+  detail::NormalArgs a{};
+  a.num_tokens = in.num_tokens;
+  a.hidden = in.hidden;
+  a.num_topk = in.num_topk;
+  a.num_experts = in.num_experts;
+  a.x_type = in.x_type;
+  a.send_pos = handle.send_pos.get();
+  for (int r = 0; r < n_pes_; ++r) {
+    a.recv_offset[r] = handle.recv_offset(rank_, r);
+    a.send_offset[r] = handle.send_offset(rank_, r);
+    a.recv_begin[r] = handle.recv_offset(r, rank_);
+    a.peer_send_offset[r] = handle.send_offset(r, rank_);
+  }
+  a.recv_begin[n_pes_] = handle.num_recv_tokens;
+  a.dispatch_region = m.dispatch_region;
+  a.dr = dr;
+  a.combine_region = m.combine_region;
+  a.cr = cr;
+  a.ready = m.ready;
+  a.done = m.done;
+  a.counters = m.counters;
+  detail::launch_normal_dispatch(a, in, config, stream);
+
+  DispatchOutput out;
+  out.num_recv_tokens = handle.num_recv_tokens;
+  out.recv_x = m.dispatch_region + dr.x;
+  out.recv_x_scales = fp8 ? reinterpret_cast<float*>(m.dispatch_region + dr.scales) : nullptr;
+  out.recv_topk_idx = reinterpret_cast<std::int64_t*>(m.dispatch_region + dr.topk_idx);
+  out.recv_topk_weights = in.topk_weights ? reinterpret_cast<float*>(m.dispatch_region + dr.topk_weights) : nullptr;
+  out.recv_src_idx = reinterpret_cast<int*>(m.dispatch_region + dr.src_idx);
+  return out;
+}
+
+void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const CombineOutput& out,
+                     const Config& config, cudaStream_t stream) {
+  Impl& m = *impl_;
+  NVST_REQUIRE(m.nvl_bytes > 0, "nvst::ep::Buffer::combine: this Buffer has no normal-mode memory");
+  NVST_REQUIRE(handle.valid() && handle.n_pes == n_pes_, "nvst::ep::combine: needs the handle of a dispatch");
+  config.validate();
+  check_hidden(in.hidden, false, "combine");
+  NVST_REQUIRE(handle.num_recv_tokens == 0 || in.x, "nvst::ep::combine: x is null");
+  NVST_REQUIRE(handle.num_tokens == 0 || out.combined_x, "nvst::ep::combine: combined_x is null");
+  NVST_REQUIRE(!in.topk_weights || out.combined_topk_weights || handle.num_tokens == 0,
+               "nvst::ep::combine: topk_weights given but combined_topk_weights is null");
+  if (in.x) require_aligned(in.x, "x");
+  if (in.bias) require_aligned(in.bias, "bias");
+  if (out.combined_x) require_aligned(out.combined_x, "combined_x");
+  const detail::CombineRegion cr = detail::CombineRegion::plan(m.nvl_bytes / 2, in.hidden, handle.num_topk);
+  for (int p = 0; p < n_pes_; ++p)
+    NVST_REQUIRE(handle.send_offset(p, n_pes_) <= cr.capacity, "nvst::ep::combine: PE ", p, " gets back ",
+                 handle.send_offset(p, n_pes_), " rows; this Buffer holds ", cr.capacity, " of hidden ", in.hidden);
+  detail::NormalArgs a{};
+  a.num_tokens = handle.num_tokens;
+  a.hidden = in.hidden;
+  a.num_topk = handle.num_topk;
+  a.num_experts = handle.num_experts;
+  a.send_pos = handle.send_pos.get();
+  for (int r = 0; r < n_pes_; ++r) {
+    a.send_offset[r] = handle.send_offset(rank_, r);
+    a.recv_begin[r] = handle.recv_offset(r, rank_);
+    a.peer_send_offset[r] = handle.send_offset(r, rank_);
+  }
+  a.recv_begin[n_pes_] = handle.num_recv_tokens;
+  a.combine_region = m.combine_region;
+  a.cr = cr;
+  a.ready = m.ready;
+  a.done = m.done;
+  a.counters = m.counters;
+  detail::launch_normal_combine(a, in, out, handle.num_recv_tokens, config, stream);
+}
+
+LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
+                                                      Phase phase) {
+  Impl& m = *impl_;
+  NVST_REQUIRE(m.ll_max_tokens > 0, "nvst::ep::low_latency_dispatch: this Buffer has no low-latency memory "
+                                    "(num_max_dispatch_tokens_per_rank = 0)");
+  NVST_REQUIRE(in.hidden == m.ll_hidden && in.num_experts == m.ll_num_experts && in.num_topk == m.ll_num_topk,
+               "nvst::ep::low_latency_dispatch: shape hidden ", in.hidden, ", ", in.num_experts, " experts, top-",
+               in.num_topk, " differs from the Buffer's (", m.ll_hidden, ", ", m.ll_num_experts, ", top-",
+               m.ll_num_topk, ")");
+  NVST_REQUIRE(in.num_tokens >= 0 && in.num_tokens <= m.ll_max_tokens, "nvst::ep::low_latency_dispatch: ",
+               in.num_tokens, " tokens; the Buffer takes at most ", m.ll_max_tokens, " per PE");
+  if (in.num_tokens > 0) {
+    NVST_REQUIRE(in.x && in.topk_idx, "nvst::ep::low_latency_dispatch: x and topk_idx are required");
+    require_aligned(in.x, "x");
+  }
+  int set = m.ll_last_sent;
+  if (phase != Phase::kReceive) {
+    set = m.ll_next;
+    m.ll_next ^= 1;
+    m.ll_last_sent = set;
+  }
+  detail::LowLatencyArgs a = m.ll[set];
+  a.use_fp8 = in.use_fp8;
+  detail::launch_ll_dispatch(a, in, phase, stream);
+  LowLatencyDispatchOutput out;
+  out.recv_x = a.x;
+  out.recv_x_scales = in.use_fp8 ? a.scales : nullptr;
+  out.recv_count = a.recv_count;
+  out.recv_src_info = a.src_info;
+  out.max_rows_per_expert = n_pes_ * m.ll_max_tokens;
+  out.buffer_index = set;
+  return out;
+}
+
+void Buffer::low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream,
+                                 Phase phase) {
+  Impl& m = *impl_;
+  NVST_REQUIRE(m.ll_max_tokens > 0, "nvst::ep::low_latency_combine: this Buffer has no low-latency memory");
+  NVST_REQUIRE(in.buffer_index == 0 || in.buffer_index == 1, "nvst::ep::low_latency_combine: buffer_index ",
+               in.buffer_index, " must be 0 or 1 (from the dispatch's output)");
+  NVST_REQUIRE(in.hidden == m.ll_hidden && in.num_experts == m.ll_num_experts && in.num_topk == m.ll_num_topk,
+               "nvst::ep::low_latency_combine: shape differs from the Buffer's");
+  NVST_REQUIRE(in.num_tokens >= 0 && in.num_tokens <= m.ll_max_tokens, "nvst::ep::low_latency_combine: ",
+               in.num_tokens, " tokens; at most ", m.ll_max_tokens);
+  if (phase != Phase::kReceive) {
+    NVST_REQUIRE(in.x, "nvst::ep::low_latency_combine: x is null");
+    require_aligned(in.x, "x");
+  }
+  if (phase != Phase::kSend && in.num_tokens > 0) {
+    NVST_REQUIRE(in.topk_idx && in.topk_weights && combined_x,
+                 "nvst::ep::low_latency_combine: topk_idx, topk_weights and combined_x are required");
+    require_aligned(combined_x, "combined_x");
+  }
+  detail::launch_ll_combine(m.ll[in.buffer_index], in, combined_x, phase, stream);
+}
+
+}  // namespace nvst::ep

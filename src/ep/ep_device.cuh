@@ -1,0 +1,100 @@
+// Device-side pieces shared by the EP kernels (intranode.cu, low_latency.cu).
+//
+// Synchronisation between PEs uses counters that only grow, so nothing is
+// ever reset between launches:
+//  - LaunchCounters (device memory, one per kind of launch) holds how many
+//    blocks all earlier launches of that kind had (`blocks_before`). Every
+//    block reads it when it starts; the last block of a launch to finish
+//    advances it. No block of a launch can start after its last block
+//    finished, so all blocks of a launch read the same value, and every PE
+//    counts the same launches (calls are collective with the same Config).
+//    It lives on the GPU, so a CUDA graph that replays a launch stays right.
+//  - Peer counters (symmetric words, one per source PE): each block of a
+//    launch adds 1 to counter[me] on every peer, with release semantics,
+//    after its stores. A PE that sees counter[p] >= blocks_before + B knows
+//    all B blocks of PE p's current launch have finished their stores to it.
+#pragma once
+
+#include <cstdint>
+
+#include "ep/kernels.hpp"
+#include "nvst/device.cuh"
+
+namespace nvst::ep::detail {
+
+// This PE's or a node peer's copy of the symmetric object at `sym`.
+template <typename T>
+__device__ __forceinline__ T* pe_ptr(T* sym, int pe) {
+  return pe == dev::state().my_pe ? sym : reinterpret_cast<T*>(dev::peer_address(sym, pe));
+}
+
+// Called by every thread at the start of a block: the launch's base count.
+__device__ __forceinline__ unsigned long long launch_base(const LaunchCounters* c) {
+  __shared__ unsigned long long base;
+  if (threadIdx.x == 0) base = *reinterpret_cast<const volatile unsigned long long*>(&c->blocks_before);
+  __syncthreads();
+  return base;
+}
+
+// Called by every thread at the end of a block.
+__device__ __forceinline__ void launch_end(LaunchCounters* c, unsigned long long base) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&c->blocks_done, 1ull) == gridDim.x - 1) {  // the last block of the launch
+      c->blocks_done = 0;
+      *reinterpret_cast<volatile unsigned long long*>(&c->blocks_before) = base + gridDim.x;
+      __threadfence();
+    }
+  }
+}
+
+// Threads 0..n_pes-1 of the block each add 1 to counters[me] on one PE
+// (release: after __syncthreads, every thread's earlier stores come first).
+__device__ __forceinline__ void signal_all_pes(std::uint64_t* counters) {
+  __syncthreads();
+  const dev::DeviceState& s = dev::state();
+  if (threadIdx.x < static_cast<unsigned>(s.n_pes))
+    dev::detail::atom_add_release_sys(pe_ptr(counters + s.my_pe, static_cast<int>(threadIdx.x)), 1);
+}
+
+// Threads 0..n_pes-1 each wait until counters[p] >= target; then the block
+// proceeds (acquire, then a barrier: the whole block sees the peers' data).
+__device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std::uint64_t target) {
+  const dev::DeviceState& s = dev::state();
+  if (threadIdx.x < static_cast<unsigned>(s.n_pes))
+    dev::detail::wait_until_impl<std::uint64_t>(counters + threadIdx.x, dev::Cmp::kGe, target,
+                                                dev::FailKind::kWaitTimeout, static_cast<int>(threadIdx.x));
+  __syncthreads();
+}
+
+// A warp copies one row of `bytes` (a multiple of 16, 16-byte aligned) from
+// local memory to up to kMaxDst destinations: each piece is loaded once and
+// stored to every destination, so a token sent to several PEs is read once.
+template <int kMaxDst>
+__device__ __forceinline__ void warp_copy_row_multi(char* const* dst, int n_dst, const char* src,
+                                                    std::size_t bytes) {
+  constexpr int kUnroll = 4;
+  const int lane = static_cast<int>(threadIdx.x & 31u);
+  const std::size_t nvec = bytes / 16;
+  const auto* s = reinterpret_cast<const int4*>(src);
+  std::size_t i = static_cast<std::size_t>(lane);
+  for (; i + 32 * (kUnroll - 1) < nvec; i += 32 * kUnroll) {
+    int4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = __ldg(s + i + 32 * u);
+#pragma unroll
+    for (int d = 0; d < kMaxDst; ++d) {
+      if (d >= n_dst) break;
+      auto* o = reinterpret_cast<int4*>(dst[d]);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) o[i + 32 * u] = v[u];
+    }
+  }
+  for (; i < nvec; i += 32) {
+    const int4 v = __ldg(s + i);
+    for (int d = 0; d < n_dst; ++d) reinterpret_cast<int4*>(dst[d])[i] = v;
+  }
+}
+
+}  // namespace nvst::ep::detail

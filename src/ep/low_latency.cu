@@ -1,0 +1,228 @@
+// Low-latency dispatch and combine: a few hundred tokens per PE, no host
+// synchronisation, CUDA-graph capturable, and each operation split into a
+// send half and a receive half (Phase) so that other work can run between.
+//
+// Dispatch send: a warp per (token, top-k slot). It claims a row in the
+// expert's receive buffer on the owning PE with one remote atomic add on that
+// expert's slot counter, then stores the row there (quantised to fp8 e4m3
+// with one scale per 128 channels if asked) with (source PE, token, k).
+// Rows land packed per expert, so the receiver needs no copy. Each block
+// then adds 1 to dispatch_done[me] on every PE.
+// Dispatch receive: wait until every PE's blocks have all signalled, then
+// hand the slot counters out as recv_count and zero them for the next use.
+//
+// Combine send: a warp per received row sends it to its token's PE, into
+// that PE's combine buffer at [token][k]. Combine receive: wait for every
+// PE, then out[t] = sum over k of w[t][k] * row[t][k] in fp32 (k in order,
+// one fused multiply-add each), rounded once to bf16.
+//
+// Buffers alternate between two sets (DeepEP's double buffering): a result
+// stays valid until the dispatch after next. Every PE must alternate
+// dispatch and combine of a buffer in the same order (as DeepEP requires).
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ep/ep_device.cuh"
+#include "ep/kernels.hpp"
+#include "nvst/error.hpp"
+#include "nvst/nvst.hpp"
+
+namespace nvst::ep::detail {
+
+namespace {
+
+constexpr int kThreads = 512;
+constexpr float kFp8Max = 448.0f;  // largest finite e4m3
+
+struct Task {
+  int warp_id, total_warps, lane;
+};
+__device__ __forceinline__ Task warp_task() {
+  const int wpb = blockDim.x >> 5;
+  return {static_cast<int>(blockIdx.x) * wpb + static_cast<int>(threadIdx.x >> 5),
+          static_cast<int>(gridDim.x) * wpb, static_cast<int>(threadIdx.x & 31)};
+}
+
+// One warp quantises a bf16 row to e4m3: lanes 0-15 and 16-31 each cover
+// 128 channels (16 lanes x 8 values) per step, sharing one scale.
+__device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_scales, const __nv_bfloat16* src,
+                                                  int hidden, int lane) {
+  const int vecs = hidden / 8;
+  for (int base = 0; base < vecs; base += 32) {
+    const int v = base + lane;
+    const bool active = v < vecs;
+    float f[8];
+    float amax = 0.0f;
+    if (active) {
+      const int4 q = __ldg(reinterpret_cast<const int4*>(src) + v);
+      const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        f[k] = __bfloat162float(h[k]);
+        amax = fmaxf(amax, fabsf(f[k]));
+      }
+    }
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    if (!active) continue;
+    // A zero group still gets a finite scale (DeepEP clamps the same way).
+    const float scale = fmaxf(amax, 1e-4f) / kFp8Max;
+    const float inv = 1.0f / scale;
+    std::uint8_t out[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out[k] = __nv_fp8_e4m3(f[k] * inv).__x;
+    *reinterpret_cast<uint2*>(dst + static_cast<std::size_t>(v) * 8) = *reinterpret_cast<const uint2*>(out);
+    if ((lane & 15) == 0) dst_scales[v / 16] = scale;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in) {
+  const dev::DeviceState& s = dev::state();
+  const int me = s.my_pe, npes = s.n_pes;
+  const unsigned long long base = launch_base(a.dispatch_counters);
+  const Task w = warp_task();
+  const int experts_per_pe = a.num_experts / npes;
+  const int rows_per_expert = npes * a.max_tokens;
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * (a.use_fp8 ? 1 : 2);
+  const int scales_per_row = a.hidden / 128;
+  const int tasks = in.num_tokens * a.num_topk;
+  for (int task = w.warp_id; task < tasks; task += w.total_warps) {
+    const std::int64_t e = in.topk_idx[task];
+    if (e == -1) continue;
+    if (e < -1 || e >= a.num_experts)
+      dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
+                static_cast<std::uint64_t>(a.num_experts), -1);
+    const int t = task / a.num_topk, k = task % a.num_topk;
+    const int r = static_cast<int>(e) / experts_per_pe, local = static_cast<int>(e) % experts_per_pe;
+    int slot = 0;
+    if (w.lane == 0) slot = atomicAdd_system(pe_ptr(a.slot_counter + local, r), 1);
+    slot = __shfl_sync(0xffffffffu, slot, 0);
+    // More rows than a buffer holds: a token names one expert twice.
+    if (slot >= rows_per_expert)
+      dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
+                static_cast<std::uint64_t>(a.num_experts), -1);
+    const std::size_t row = static_cast<std::size_t>(local) * rows_per_expert + slot;
+    char* dst = pe_ptr(a.x, r) + row * row_bytes;
+    const auto* src = static_cast<const __nv_bfloat16*>(in.x) + static_cast<std::size_t>(t) * a.hidden;
+    if (a.use_fp8) {
+      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), pe_ptr(a.scales, r) + row * scales_per_row, src,
+                        a.hidden, w.lane);
+    } else {
+      char* d = dst;
+      warp_copy_row_multi<1>(&d, 1, reinterpret_cast<const char*>(src), row_bytes);
+    }
+    if (w.lane < 3) pe_ptr(a.src_info, r)[row * 3 + w.lane] = w.lane == 0 ? me : (w.lane == 1 ? t : k);
+  }
+  signal_all_pes(a.dispatch_done);
+  launch_end(a.dispatch_counters, base);
+}
+
+// One block: wait for every PE's send half, publish the counts, reset.
+__global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe) {
+  const unsigned long long target =
+      *reinterpret_cast<const volatile unsigned long long*>(&a.dispatch_counters->blocks_before);
+  wait_all_pes(a.dispatch_done, target);
+  for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
+    a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
+    a.slot_counter[e] = 0;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
+  const dev::DeviceState& s = dev::state();
+  const unsigned long long base = launch_base(a.combine_counters);
+  const Task w = warp_task();
+  const int experts_per_pe = a.num_experts / s.n_pes;
+  const int rows_per_expert = s.n_pes * a.max_tokens;
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
+  const char* x = static_cast<const char*>(in.x);
+  for (int e = 0; e < experts_per_pe; ++e) {
+    const int n = a.recv_count[e];
+    for (int i = w.warp_id; i < n; i += w.total_warps) {
+      const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
+      const int* info = a.src_info + row * 3;
+      const int src = info[0], t = info[1], k = info[2];
+      char* dst = pe_ptr(a.combine_x, src) + (static_cast<std::size_t>(t) * a.num_topk + k) * row_bytes;
+      warp_copy_row_multi<1>(&dst, 1, x + row * row_bytes, row_bytes);
+    }
+  }
+  signal_all_pes(a.combine_done);
+  launch_end(a.combine_counters, base);
+}
+
+__global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
+                                                            __nv_bfloat16* out) {
+  const unsigned long long target =
+      *reinterpret_cast<const volatile unsigned long long*>(&a.combine_counters->blocks_before);
+  wait_all_pes(a.combine_done, target);
+  const Task w = warp_task();
+  const auto* rows = reinterpret_cast<const __nv_bfloat16*>(a.combine_x);
+  const int vecs = a.hidden / 8;
+  for (int t = w.warp_id; t < in.num_tokens; t += w.total_warps) {
+    for (int v = w.lane; v < vecs; v += 32) {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int k = 0; k < a.num_topk; ++k) {
+        const std::size_t tk = static_cast<std::size_t>(t) * a.num_topk + k;
+        if (in.topk_idx[tk] == -1) continue;
+        const float wt = in.topk_weights[tk];
+        const int4 q = reinterpret_cast<const int4*>(rows + tk * a.hidden)[v];
+        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[j] = __fmaf_rn(wt, __bfloat162float(h[j]), acc[j]);
+      }
+      int4 o;
+      auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) oh[j] = __float2bfloat16(acc[j]);
+      reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = o;
+    }
+  }
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  NVST_CHECK_CUDA(cudaGetDevice(&dev));
+  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+}  // namespace
+
+void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
+  static const int sms = sm_count();
+  if (phase != Phase::kReceive) {
+    ll_dispatch_send<<<sms, kThreads, 0, stream>>>(a, in);
+    NVST_CHECK_LAUNCH();
+  }
+  if (phase != Phase::kSend) {
+    ll_dispatch_recv<<<1, 256, 0, stream>>>(a, a.num_experts / nvst::n_pes());
+    NVST_CHECK_LAUNCH();
+  }
+}
+
+void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in, void* combined_x, Phase phase,
+                       cudaStream_t stream) {
+  static const int sms = sm_count();
+  if (phase != Phase::kReceive) {
+    ll_combine_send<<<sms, kThreads, 0, stream>>>(a, in);
+    NVST_CHECK_LAUNCH();
+  }
+  if (phase != Phase::kSend) {
+    const int blocks = std::max(1, std::min(sms, (in.num_tokens + 15) / 16));
+    ll_combine_recv<<<blocks, kThreads, 0, stream>>>(a, in, static_cast<__nv_bfloat16*>(combined_x));
+    NVST_CHECK_LAUNCH();
+  }
+}
+
+void preload_ll_kernels() {
+  cudaFuncAttributes attr{};
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_dispatch_send));
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_dispatch_recv));
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_combine_send));
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_combine_recv));
+}
+
+}  // namespace nvst::ep::detail

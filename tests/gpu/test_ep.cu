@@ -1,0 +1,560 @@
+// Expert-parallel Buffer against a CPU reference (tests/common/ep_reference.hpp):
+//  - get_dispatch_layout: counts per PE, node and expert, is_token_in_rank;
+//  - normal dispatch, bf16 and fp8, every routing kind (masked slots, tokens
+//    to no PE, every token to one expert, a PE with 0 tokens): every received
+//    row, its local top-k, weights, source index and scales, bit for bit;
+//    again with the cached handle after the receive rows were poisoned;
+//  - normal combine (with and without bias): the sum over PEs in PE order,
+//    bit for bit, and the top-k weights summed back;
+//  - low-latency dispatch (bf16 exact, fp8 within e4m3 rounding) and combine
+//    (weighted, bit for bit), with the send/receive halves split, and under a
+//    CUDA graph replayed with new inputs;
+//  - bad input refused with a message on every PE (no hang);
+//  - --stress N: N iterations of random routing (default 10^4).
+//   nvst_ep_tests --np 2 [--seed S] [--stress N]
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ep_reference.hpp"
+#include "nvst/ep.hpp"
+#include "nvst/launch.hpp"
+#include "nvst/nvst.hpp"
+
+using namespace nvst::test;
+using nvst::ep::XType;
+
+namespace {
+
+std::uint64_t g_seed = 1;
+int g_stress = 10000;
+
+template <typename T>
+T* upload(const std::vector<T>& v) {
+  T* d = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d), std::max<std::size_t>(1, v.size()) * sizeof(T) + 16));
+  if (!v.empty()) NVST_CHECK_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+template <typename T>
+std::vector<T> download(const T* d, std::size_t n) {
+  std::vector<T> v(n);
+  if (n) NVST_CHECK_CUDA(cudaMemcpy(v.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost));
+  return v;
+}
+
+// FP8 payload derived from the bf16 bits (any e4m3 byte but the NaNs), and
+// scales: the dispatch only copies them, so they are checked exactly.
+std::uint8_t fp8_of(std::uint16_t b) {
+  std::uint8_t v = static_cast<std::uint8_t>(b ^ (b >> 8));
+  return (v & 0x7F) == 0x7F ? static_cast<std::uint8_t>(v ^ 1) : v;
+}
+float scale_of(int pe, int t, int j) { return 0.25f + static_cast<float>((pe * 7919 + t * 31 + j) % 97) / 64.f; }
+
+struct Errors {
+  long long bad = 0;
+  std::string first;
+  void add(bool wrong, const std::string& what) {
+    if (!wrong) return;
+    if (first.empty()) first = what;
+    ++bad;
+  }
+};
+
+struct Shape {
+  int T, H, K, E;
+};
+
+// Normal mode: layout, dispatch, poisoned re-dispatch with the handle,
+// combine. Returns the errors seen on this PE.
+// corrupt: flip one received byte before checking (the checker's own test).
+Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool bias, std::uint64_t seed,
+                   const nvst::ep::Config& cfg, cudaStream_t s, bool check_layout, bool corrupt = false) {
+  const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
+  Errors err;
+  std::vector<PeInput> all;
+  for (int p = 0; p < R; ++p) all.push_back(make_pe_input(kind, p, sh.T, sh.H, sh.K, sh.E, seed));
+  const PeInput& mine = all[me];
+  const int T = mine.num_tokens;
+  const std::size_t TH = static_cast<std::size_t>(T) * sh.H;
+  auto payload = [&](const PeInput& in) {  // the bytes dispatch moves for this PE's x
+    std::vector<std::uint8_t> b(static_cast<std::size_t>(in.num_tokens) * sh.H * (fp8 ? 1 : 2));
+    if (fp8) for (std::size_t i = 0; i < b.size(); ++i) b[i] = fp8_of(in.x[i]);
+    else std::memcpy(b.data(), in.x.data(), b.size());
+    return b;
+  };
+  std::vector<std::uint8_t> x_bytes = payload(mine);
+  std::vector<float> scales(static_cast<std::size_t>(T) * (sh.H / 128));
+  for (int t = 0; t < T; ++t)
+    for (int j = 0; j < sh.H / 128; ++j) scales[static_cast<std::size_t>(t) * (sh.H / 128) + j] = scale_of(me, t, j);
+  auto* d_x = upload(x_bytes);
+  auto* d_scales = upload(scales);
+  auto* d_topk = upload(mine.topk);
+  auto* d_w = upload(mine.weights);
+
+  if (check_layout) {
+    int *d_rank, *d_expert, *d_node;
+    bool* d_in;
+    NVST_CHECK_CUDA(cudaMalloc(&d_rank, R * sizeof(int)));
+    NVST_CHECK_CUDA(cudaMalloc(&d_expert, sh.E * sizeof(int)));
+    NVST_CHECK_CUDA(cudaMalloc(&d_node, sizeof(int)));
+    NVST_CHECK_CUDA(cudaMalloc(&d_in, std::max(1, T * R)));
+    nvst::ep::get_dispatch_layout(d_topk, T, sh.K, sh.E, {d_rank, d_node, d_expert, d_in}, s);
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    auto rank = download(d_rank, R), expert = download(d_expert, sh.E), node = download(d_node, 1);
+    auto in = download(reinterpret_cast<const std::uint8_t*>(d_in), static_cast<std::size_t>(T) * R);
+    std::vector<int> want_rank(R, 0), want_expert(sh.E, 0);
+    int want_node = 0;
+    for (int t = 0; t < T; ++t) {
+      bool any = false;
+      for (int r = 0; r < R; ++r) {
+        const bool g = goes_to(mine, t, sh.K, r, el);
+        want_rank[r] += g;
+        any |= g;
+        err.add((in[static_cast<std::size_t>(t) * R + r] != 0) != g, "is_token_in_rank");
+      }
+      want_node += any;
+      for (int k = 0; k < sh.K; ++k)
+        if (mine.topk[static_cast<std::size_t>(t) * sh.K + k] >= 0) ++want_expert[mine.topk[static_cast<std::size_t>(t) * sh.K + k]];
+    }
+    err.add(rank != want_rank, "num_tokens_per_rank");
+    err.add(expert != want_expert, "num_tokens_per_expert");
+    err.add(node[0] != want_node, "num_tokens_per_node");
+    for (void* p : {static_cast<void*>(d_rank), static_cast<void*>(d_expert), static_cast<void*>(d_node), static_cast<void*>(d_in)})
+      NVST_CHECK_CUDA(cudaFree(p));
+  }
+
+  nvst::ep::DispatchInput in;
+  in.x = d_x;
+  in.x_scales = fp8 ? d_scales : nullptr;
+  in.topk_idx = d_topk;
+  in.topk_weights = d_w;
+  in.num_tokens = T;
+  in.hidden = sh.H;
+  in.num_topk = sh.K;
+  in.num_experts = sh.E;
+  in.x_type = fp8 ? XType::kFP8 : XType::kBF16;
+  const std::vector<RecvRow> rows = expected_rows(all, me, sh.K, el);
+  const std::size_t es = fp8 ? 1 : 2, row_bytes = sh.H * es, spr = sh.H / 128;
+
+  auto check_recv = [&](const nvst::ep::DispatchOutput& out, const std::vector<std::vector<std::uint8_t>>& src_bytes,
+                        const char* when) {
+    err.add(out.num_recv_tokens != static_cast<int>(rows.size()),
+            std::string(when) + ": num_recv_tokens " + std::to_string(out.num_recv_tokens) + " != " +
+                std::to_string(rows.size()));
+    if (out.num_recv_tokens != static_cast<int>(rows.size())) return;
+    const std::size_t n = rows.size();
+    auto x = download(static_cast<const std::uint8_t*>(out.recv_x), n * row_bytes);
+    auto idx = download(out.recv_topk_idx, n * sh.K);
+    auto w = download(out.recv_topk_weights, n * sh.K);
+    auto src = download(out.recv_src_idx, n);
+    std::vector<float> sc = fp8 ? download(out.recv_x_scales, n * spr) : std::vector<float>{};
+    for (std::size_t i = 0; i < n; ++i) {
+      const RecvRow rr = rows[i];
+      const std::string at = std::string(when) + " row " + std::to_string(i) + " (PE " + std::to_string(rr.src) +
+                             " token " + std::to_string(rr.token) + ")";
+      err.add(std::memcmp(&x[i * row_bytes], &src_bytes[rr.src][static_cast<std::size_t>(rr.token) * row_bytes],
+                          row_bytes) != 0, at + ": x");
+      err.add(src[i] != rr.token, at + ": src_idx");
+      for (int k = 0; k < sh.K; ++k) {
+        const std::int64_t e = all[rr.src].topk[static_cast<std::size_t>(rr.token) * sh.K + k];
+        const bool local = e >= 0 && e / el == me;
+        err.add(idx[i * sh.K + k] != (local ? e - me * el : -1), at + ": topk_idx");
+        err.add(w[i * sh.K + k] != (local ? all[rr.src].weights[static_cast<std::size_t>(rr.token) * sh.K + k] : 0.f),
+                at + ": topk_weights");
+      }
+      for (std::size_t j = 0; fp8 && j < spr; ++j)
+        err.add(sc[i * spr + j] != scale_of(rr.src, rr.token, static_cast<int>(j)), at + ": scale");
+    }
+  };
+
+  std::vector<std::vector<std::uint8_t>> all_bytes;
+  for (const auto& p : all) all_bytes.push_back(payload(p));
+  nvst::ep::DispatchHandle handle;
+  nvst::ep::DispatchOutput out = buf.dispatch(in, handle, cfg, s);
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+  if (corrupt && out.num_recv_tokens > 0)
+    NVST_CHECK_CUDA(cudaMemset(static_cast<char*>(out.recv_x) + row_bytes / 2, 0x5A, 1));
+  check_recv(out, all_bytes, "dispatch");
+  {  // received per local expert
+    std::vector<int> want(el, 0);
+    for (const RecvRow& rr : rows)
+      for (int k = 0; k < sh.K; ++k) {
+        const std::int64_t e = all[rr.src].topk[static_cast<std::size_t>(rr.token) * sh.K + k];
+        if (e >= 0 && e / el == me) ++want[e - me * el];
+      }
+    err.add(handle.num_recv_tokens_per_expert != want, "num_recv_tokens_per_expert");
+  }
+
+  // Again with the handle: new values, same routing, receive rows poisoned.
+  for (auto& p : all)
+    for (auto& v : p.x) v = expert_transform(v, 5);
+  all_bytes.clear();
+  for (const auto& p : all) all_bytes.push_back(payload(p));
+  x_bytes = all_bytes[me];
+  if (!x_bytes.empty()) NVST_CHECK_CUDA(cudaMemcpy(d_x, x_bytes.data(), x_bytes.size(), cudaMemcpyHostToDevice));
+  if (!rows.empty()) NVST_CHECK_CUDA(cudaMemset(out.recv_x, 0xA5, rows.size() * row_bytes));
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  out = buf.dispatch(in, handle, cfg, s);
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+  check_recv(out, all_bytes, "dispatch with handle");
+
+  // Combine: this PE's "expert" output for each received row.
+  std::vector<std::uint16_t> y(rows.size() * sh.H);
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (int v = 0; v < sh.H; ++v)
+      y[i * sh.H + v] = expert_transform(all[rows[i].src].x[static_cast<std::size_t>(rows[i].token) * sh.H + v], me);
+  std::vector<std::uint16_t> bias_v;
+  if (bias)
+    for (std::size_t i = 0; i < TH; ++i) bias_v.push_back(bf16_bits(static_cast<float>(i % 13) * 0.125f - 0.5f));
+  auto* d_y = upload(y);
+  auto* d_bias = bias ? upload(bias_v) : nullptr;
+  std::uint16_t* d_out = upload(std::vector<std::uint16_t>(TH, 0xFFFF));
+  float* d_cw = upload(std::vector<float>(static_cast<std::size_t>(T) * sh.K, -7.f));
+  nvst::ep::CombineInput cin{d_y, out.recv_topk_weights, d_bias, sh.H};
+  buf.combine(cin, handle, {d_out, d_cw}, cfg, s);
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+  auto got = download(d_out, TH);
+  auto got_w = download(d_cw, static_cast<std::size_t>(T) * sh.K);
+  for (int t = 0; t < T; ++t) {
+    for (int v = 0; v < sh.H; ++v) {
+      float acc = 0;
+      for (int r = 0; r < R; ++r)
+        if (goes_to(mine, t, sh.K, r, el)) acc += bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], r));
+      if (bias) acc += bf16_value(bias_v[static_cast<std::size_t>(t) * sh.H + v]);
+      err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc),
+              "combine token " + std::to_string(t) + " channel " + std::to_string(v));
+    }
+    for (int k = 0; k < sh.K; ++k) {
+      const std::size_t tk = static_cast<std::size_t>(t) * sh.K + k;
+      err.add(got_w[tk] != (mine.topk[tk] >= 0 ? mine.weights[tk] : 0.f), "combined_topk_weights token " + std::to_string(t));
+    }
+  }
+  for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_scales), static_cast<void*>(d_topk), static_cast<void*>(d_w),
+                  static_cast<void*>(d_y), static_cast<void*>(d_bias), static_cast<void*>(d_out), static_cast<void*>(d_cw)})
+    NVST_CHECK_CUDA(cudaFree(p));
+  return err;
+}
+
+// y = 2 x over n bf16 values: the "expert" of the CUDA-graph test.
+__global__ void double_kernel(const __nv_bfloat16* x, __nv_bfloat16* y, std::size_t n) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    y[i] = __float2bfloat16(2.0f * __bfloat162float(x[i]));
+}
+
+float fp8_value(std::uint8_t b) {
+  __nv_fp8_e4m3 f;
+  f.__x = b;
+  return static_cast<float>(f);
+}
+
+// Low-latency dispatch, checked row by row (slots are claimed in any order,
+// so rows are matched by their (PE, token, k)), then combine.
+Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool split, std::uint64_t seed,
+               cudaStream_t s) {
+  const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
+  Errors err;
+  std::vector<PeInput> all;
+  for (int p = 0; p < R; ++p) all.push_back(make_pe_input(kind, p, sh.T, sh.H, sh.K, sh.E, seed));
+  const PeInput& mine = all[me];
+  const int T = mine.num_tokens;
+  auto* d_x = upload(mine.x);
+  auto* d_topk = upload(mine.topk);
+  auto* d_w = upload(mine.weights);
+  nvst::ep::LowLatencyDispatchInput in{d_x, d_topk, T, sh.H, sh.K, sh.E, fp8};
+  using nvst::ep::Phase;
+  nvst::ep::LowLatencyDispatchOutput out = buf.low_latency_dispatch(in, s, split ? Phase::kSend : Phase::kBoth);
+  if (split) {  // other work between the halves, then the receive hook
+    NVST_CHECK_CUDA(cudaMemsetAsync(d_w, 0, 0, s));
+    out = buf.low_latency_dispatch(in, s, Phase::kReceive);
+  }
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+  const std::size_t rows_pe = static_cast<std::size_t>(out.max_rows_per_expert);
+  auto count = download(out.recv_count, el);
+  auto info = download(out.recv_src_info, el * rows_pe * 3);
+  const std::size_t row_bytes = sh.H * (fp8 ? 1 : 2), spr = sh.H / 128;
+  auto x = download(static_cast<const std::uint8_t*>(out.recv_x), el * rows_pe * row_bytes);
+  std::vector<float> sc = fp8 ? download(out.recv_x_scales, el * rows_pe * spr) : std::vector<float>{};
+  std::vector<std::uint16_t> y(el * rows_pe * sh.H, 0);
+  for (int e = 0; e < el; ++e) {
+    const int g = me * el + e;
+    std::set<std::tuple<int, int, int>> want, seen;
+    for (int p = 0; p < R; ++p)
+      for (int t = 0; t < all[p].num_tokens; ++t)
+        for (int k = 0; k < sh.K; ++k)
+          if (all[p].topk[static_cast<std::size_t>(t) * sh.K + k] == g) want.insert({p, t, k});
+    err.add(count[e] != static_cast<int>(want.size()),
+            "ll recv_count expert " + std::to_string(e) + ": " + std::to_string(count[e]) + " != " + std::to_string(want.size()));
+    for (int i = 0; i < std::min<int>(count[e], static_cast<int>(rows_pe)); ++i) {
+      const std::size_t row = static_cast<std::size_t>(e) * rows_pe + i;
+      const std::tuple<int, int, int> key{info[row * 3], info[row * 3 + 1], info[row * 3 + 2]};
+      const std::string at = "ll expert " + std::to_string(e) + " slot " + std::to_string(i);
+      if (!want.count(key) || seen.count(key)) {
+        err.add(true, at + ": unexpected or repeated (PE, token, k)");
+        continue;
+      }
+      seen.insert(key);
+      const auto [p, t, k] = key;
+      for (int v = 0; v < sh.H; ++v) {
+        const std::uint16_t xb = all[p].x[static_cast<std::size_t>(t) * sh.H + v];
+        if (fp8) {
+          const float scale = sc[row * spr + v / 128];
+          const float deq = fp8_value(x[row * row_bytes + v]) * scale;
+          const float ref = bf16_value(xb);
+          err.add(std::fabs(deq - ref) > 0.0625f * std::fabs(ref) + scale * (1.f / 512) + 1e-6f,
+                  at + ": fp8 value off by more than e4m3 rounding");
+        } else {
+          std::uint16_t got;
+          std::memcpy(&got, &x[row * row_bytes + v * 2], 2);
+          err.add(got != xb, at + ": x");
+          y[row * sh.H + v] = expert_transform(xb, g % 7);
+        }
+      }
+    }
+  }
+  if (!fp8) {  // combine: weighted sum over k, fused multiply-adds in k order
+    auto* d_y = upload(y);
+    std::uint16_t* d_out = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(T) * sh.H, 0xFFFF));
+    nvst::ep::LowLatencyCombineInput cin{d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index};
+    buf.low_latency_combine(cin, d_out, s, split ? Phase::kSend : Phase::kBoth);
+    if (split) buf.low_latency_combine(cin, d_out, s, Phase::kReceive);
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    auto got = download(d_out, static_cast<std::size_t>(T) * sh.H);
+    for (int t = 0; t < T; ++t)
+      for (int v = 0; v < sh.H; ++v) {
+        float acc = 0;
+        for (int k = 0; k < sh.K; ++k) {
+          const std::int64_t e = mine.topk[static_cast<std::size_t>(t) * sh.K + k];
+          if (e < 0) continue;
+          const float yv = bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], static_cast<int>(e % 7)));
+          acc = std::fmaf(mine.weights[static_cast<std::size_t>(t) * sh.K + k], yv, acc);
+        }
+        err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc), "ll combine token " + std::to_string(t));
+      }
+    NVST_CHECK_CUDA(cudaFree(d_y));
+    NVST_CHECK_CUDA(cudaFree(d_out));
+  }
+  nvst::barrier_all();  // every PE has read its receive buffer before the next case
+  NVST_CHECK_CUDA(cudaFree(d_x));
+  NVST_CHECK_CUDA(cudaFree(d_topk));
+  NVST_CHECK_CUDA(cudaFree(d_w));
+  return err;
+}
+
+// Low latency under a CUDA graph: dispatch, an expert (y = 2x), combine;
+// replayed with new x each time.
+Errors ll_graph_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
+  const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
+  Errors err;
+  PeInput mine = make_pe_input(RouteKind::kMasked, me, sh.T, sh.H, sh.K, sh.E, g_seed + 77);
+  const int T = mine.num_tokens;
+  auto* d_x = upload(mine.x);
+  auto* d_topk = upload(mine.topk);
+  auto* d_w = upload(mine.weights);
+  const std::size_t packed = static_cast<std::size_t>(el) * R * sh.T * sh.H;
+  std::uint16_t* d_y = upload(std::vector<std::uint16_t>(packed, 0));
+  std::uint16_t* d_out = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(T) * sh.H, 0));
+  cudaGraph_t g;
+  cudaGraphExec_t exec;
+  NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  auto out = buf.low_latency_dispatch({d_x, d_topk, T, sh.H, sh.K, sh.E, false}, s);
+  double_kernel<<<64, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(out.recv_x), reinterpret_cast<__nv_bfloat16*>(d_y), packed);
+  buf.low_latency_combine({d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index}, d_out, s);
+  NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+  NVST_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+  for (int replay = 0; replay < 4; ++replay) {
+    for (auto& v : mine.x) v = expert_transform(v, replay + 2);
+    NVST_CHECK_CUDA(cudaMemcpy(d_x, mine.x.data(), mine.x.size() * 2, cudaMemcpyHostToDevice));
+    NVST_CHECK_CUDA(cudaMemset(d_out, 0xFF, static_cast<std::size_t>(T) * sh.H * 2));
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    nvst::barrier_all();
+    NVST_CHECK_CUDA(cudaGraphLaunch(exec, s));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    auto got = download(d_out, static_cast<std::size_t>(T) * sh.H);
+    for (int t = 0; t < T; ++t)
+      for (int v = 0; v < sh.H; ++v) {
+        float acc = 0;
+        for (int k = 0; k < sh.K; ++k) {
+          const std::size_t tk = static_cast<std::size_t>(t) * sh.K + k;
+          if (mine.topk[tk] < 0) continue;
+          const float yv = bf16_value(bf16_bits(2.f * bf16_value(mine.x[static_cast<std::size_t>(t) * sh.H + v])));
+          acc = std::fmaf(mine.weights[tk], yv, acc);
+        }
+        err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc), "graph replay " + std::to_string(replay));
+      }
+    nvst::barrier_all();
+  }
+  NVST_CHECK_CUDA(cudaGraphExecDestroy(exec));
+  NVST_CHECK_CUDA(cudaGraphDestroy(g));
+  for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_topk), static_cast<void*>(d_w), static_cast<void*>(d_y),
+                  static_cast<void*>(d_out)})
+    NVST_CHECK_CUDA(cudaFree(p));
+  return err;
+}
+
+// The message of the nvst::Error that f throws, or "" if none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const nvst::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int run_pe() {
+  nvst::init();
+  const int me = nvst::my_pe(), R = nvst::n_pes();
+  int passed = 0, failed = 0;
+  auto check = [&](bool ok, const std::string& what) {
+    // Every PE's verdict counts: a case fails if it failed anywhere.
+    int mine_bad = ok ? 0 : 1;
+    auto all = nvst::bootstrap_allgather(&mine_bad, sizeof(mine_bad));
+    int bad_pes = 0;
+    for (int p = 0; p < R; ++p) bad_pes += reinterpret_cast<const int*>(all.data())[p];
+    if (!ok) std::printf("[PE %d] FAIL %s\n", me, what.c_str());
+    if (me == 0) std::printf("%s %s\n", bad_pes ? "FAIL" : "PASS", what.c_str());
+    (bad_pes ? failed : passed)++;
+  };
+  auto report = [&](const Errors& e, const std::string& what) {
+    check(e.bad == 0, what + (e.bad ? ": " + std::to_string(e.bad) + " wrong, first " + e.first : std::string()));
+  };
+  cudaStream_t s;
+  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const Shape normal{96, 1024, 4, 8 * R};
+  const Shape ll{64, 1024, 4, 4 * R};
+  // Sized for the largest case below (200 tokens of hidden 2048, top-8).
+  nvst::ep::Buffer buf(nvst::ep::Buffer::nvl_size_hint(R * 200, 2048, 8, XType::kBF16), ll.T, ll.H,
+                       ll.E, ll.K);
+  nvst::ep::Config cfg;
+  cfg.num_sms = 8;
+  cfg.threads_per_block = 256;
+  std::uint64_t salt = 0;
+  for (RouteKind kind : {RouteKind::kRandom, RouteKind::kMasked, RouteKind::kNowhere, RouteKind::kOneExpert, RouteKind::kEmptyPe})
+    for (bool fp8 : {false, true}) {
+      const bool bias = kind == RouteKind::kMasked;
+      report(normal_case(buf, kind, normal, fp8, bias, g_seed * 100 + ++salt, cfg, s, !fp8),
+             std::string("normal ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) + (bias ? ", bias" : ""));
+    }
+  {
+    nvst::ep::Config wide;  // other block shapes give the same answer
+    wide.num_sms = 24;
+    wide.threads_per_block = 1024;
+    report(normal_case(buf, RouteKind::kRandom, {200, 2048, 8, 8 * R}, false, true, g_seed * 100 + ++salt, wide, s, false),
+           "normal bf16, 24 x 1024 threads, hidden 2048, top-8, 200 tokens");
+  }
+  {  // The checker itself: one flipped byte on every PE must be caught.
+    Errors e = normal_case(buf, RouteKind::kRandom, normal, false, false, g_seed * 100 + ++salt, cfg, s, false, true);
+    check(e.bad > 0, "the checker catches one corrupted received byte (" + std::to_string(e.bad) + " reported)");
+  }
+  for (RouteKind kind : {RouteKind::kRandom, RouteKind::kMasked, RouteKind::kOneExpert, RouteKind::kEmptyPe})
+    for (bool fp8 : {false, true})
+      for (bool split : {false, true})
+        report(ll_case(buf, kind, ll, fp8, split, g_seed * 100 + ++salt, s),
+               std::string("low latency ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) +
+                   (split ? ", send/receive split" : ""));
+  report(ll_graph_case(buf, ll, s), "low latency under a CUDA graph, 4 replays with new inputs");
+
+  // Bad input: refused on every PE with a message, nothing hangs.
+  {
+    std::vector<std::uint16_t> x(static_cast<std::size_t>(ll.T + 1) * ll.H, 1);
+    std::vector<std::int64_t> topk(static_cast<std::size_t>(ll.T + 1) * ll.K, 0);
+    auto* d_x = upload(x);
+    auto* d_topk = upload(topk);
+    std::string m = error_of([&] { buf.low_latency_dispatch({d_x, d_topk, ll.T + 1, ll.H, ll.K, ll.E, true}, s); });
+    check(m.find("at most") != std::string::npos, "low latency: too many tokens refused: " + m.substr(0, 90));
+    m = error_of([&] {
+      nvst::ep::DispatchHandle h;
+      nvst::ep::DispatchInput in{reinterpret_cast<char*>(d_x) + 2, nullptr, d_topk, nullptr, 8, ll.H, ll.K, ll.E};
+      buf.dispatch(in, h, cfg, s);
+    });
+    check(m.find("aligned") != std::string::npos, "dispatch: misaligned x refused: " + m.substr(0, 90));
+    m = error_of([&] {
+      nvst::ep::DispatchHandle h;
+      nvst::ep::DispatchInput in{d_x, nullptr, d_topk, nullptr, 8, ll.H, ll.K, 4 * R + 1};
+      buf.dispatch(in, h, cfg, s);
+    });
+    check(m.find("multiple") != std::string::npos, "dispatch: experts not a multiple of PEs refused: " + m.substr(0, 90));
+    m = error_of([&] {
+      nvst::ep::Config bad;
+      bad.num_sms = 100000;
+      bad.validate();
+    });
+    check(m.find("num_sms") != std::string::npos, "Config: num_sms beyond the GPU refused: " + m.substr(0, 90));
+    {
+      nvst::ep::Buffer small(64 << 10);  // far too small for the rows below: every PE must refuse
+      std::vector<std::int64_t> all_to_0(static_cast<std::size_t>(ll.T) * ll.K, -1);
+      for (int t = 0; t < ll.T; ++t) all_to_0[static_cast<std::size_t>(t) * ll.K] = 0;
+      auto* d_t0 = upload(all_to_0);
+      m = error_of([&] {
+        nvst::ep::DispatchHandle h;
+        nvst::ep::DispatchInput in{d_x, nullptr, d_t0, nullptr, ll.T, ll.H, ll.K, ll.E};
+        small.dispatch(in, h, cfg, s);
+      });
+      check(m.find("nvl_size_hint") != std::string::npos, "dispatch: rows beyond the buffer refused: " + m.substr(0, 110));
+      NVST_CHECK_CUDA(cudaFree(d_t0));
+    }
+    NVST_CHECK_CUDA(cudaFree(d_x));
+    NVST_CHECK_CUDA(cudaFree(d_topk));
+  }
+
+  // Stress: random routing, shapes and kinds, every iteration checked.
+  if (g_stress > 0) {
+    long long bad = 0;
+    std::string first;
+    std::mt19937_64 rng(g_seed * 31 + 5);  // the same on every PE: shapes agree
+    for (int it = 0; it < g_stress; ++it) {
+      const RouteKind kind = static_cast<RouteKind>(rng() % 5);
+      const Shape sh{static_cast<int>(rng() % 49), 128, 1 + static_cast<int>(rng() % 4), 4 * R};
+      Errors e = normal_case(buf, kind, sh, rng() % 2 == 0, rng() % 2 == 0, g_seed * 1000003 + it, cfg, s, false);
+      if (e.bad && first.empty()) first = "iteration " + std::to_string(it) + ": " + e.first;
+      bad += e.bad;
+      if (me == 0 && (it + 1) % 2000 == 0) std::printf("# stress %d/%d\n", it + 1, g_stress), std::fflush(stdout);
+    }
+    check(bad == 0, std::to_string(g_stress) + " iterations of random routing" +
+                        (bad ? ": " + std::to_string(bad) + " wrong, first " + first : std::string()));
+  }
+  NVST_CHECK_CUDA(cudaStreamDestroy(s));
+  nvst::barrier_all();
+  if (me == 0) std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int np = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--np" && i + 1 < argc) np = std::atoi(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--stress" && i + 1 < argc) g_stress = std::atoi(argv[++i]);
+    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--stress N]\n", argv[0]); return 2; }
+  }
+  try {
+    if (nvst::is_pe_process()) {
+      const int rc = run_pe();
+      nvst::finalize();
+      return rc;
+    }
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
+    const char* share = std::getenv("NVST_TEST_SHARE_GPUS");
+    if (gpus < np && !(share && std::string(share) == "1" && gpus >= 1)) {
+      std::printf("SKIP: needs %d GPUs, found %d (NVST_TEST_SHARE_GPUS=1 shares them)\n", np, gpus);
+      return 77;
+    }
+    return nvst::spawn_and_wait({np, std::vector<std::string>(argv, argv + argc), {}, 15});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvst_ep_tests: %s\n", e.what());
+    return 1;
+  }
+}
