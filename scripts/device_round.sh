@@ -6,6 +6,7 @@
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
 #   coll    collectives: tests and `nvst bench coll`
+#   ep      expert-parallel Buffer: tests, sanitizers, `nvst bench ep`
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
@@ -69,6 +70,14 @@ case "$MODE" in
     NVST_COLL_ALGO=oneshot step bench_coll_oneshot 300 "$BIN/nvst" bench coll -b 1K -e 256M -f 4 --json "$OUT/coll_oneshot.json"
     NVST_COLL_ALGO=twoshot step bench_coll_twoshot 300 "$BIN/nvst" bench coll -b 1K -e 256M -f 4 --json "$OUT/coll_twoshot.json"
     ;;
+  ep)  # expert-parallel Buffer (issue 5): correctness, sanitizers, benchmark
+    step ep_2pe 400 "$BIN/nvst_ep_tests" --np 2 --stress 10000
+    if [ "$GPUS" -ge 4 ]; then step ep_4pe 400 "$BIN/nvst_ep_tests" --np 4 --stress 2000
+    else NVST_TEST_SHARE_GPUS=1 step ep_4pe_shared 300 "$BIN/nvst_ep_tests" --np 4 --stress 500; fi
+    step memcheck_ep 300 $SAN --tool memcheck "$BIN/nvst_ep_tests" --np 2 --stress 20
+    step racecheck_ep 300 $SAN --tool racecheck "$BIN/nvst_ep_tests" --np 2 --stress 5
+    step bench_ep 300 "$BIN/nvst" bench ep --json "$OUT/ep.json"
+    ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
@@ -86,6 +95,7 @@ done
 [ -f "$OUT/bench_p2p.log" ] && { echo "--- p2p table"; sed -n '/^# op: put /,/^$/p' "$OUT/bench_p2p.log"; grep pingpong -A2 "$OUT/bench_p2p.log"; }
 [ -f "$OUT/bench_p2p_internode.log" ] && { echo "--- p2p internode"; grep -v '^# progress' "$OUT/bench_p2p_internode.log" | tail -20; }
 [ -f "$OUT/bench_coll.log" ] && { echo "--- coll"; grep -v '^# progress' "$OUT/bench_coll.log" | tail -45; }
+[ -f "$OUT/bench_ep.log" ] && { echo "--- ep"; grep -v '^# progress' "$OUT/bench_ep.log" | tail -60; }
 [ -f "$OUT/bench_fifo.log" ] && { echo "--- fifo"; grep '^# fifo' "$OUT/bench_fifo.log"; }
 # The device tool returns at most 8 files: ship the logs as one archive.
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)

@@ -31,6 +31,9 @@ int bench_p2p(const BenchOptions& options);
 int bench_p2p_internode(const BenchOptions& options);
 // all_reduce / all_gather, ours and NCCL, eager and CUDA graphs.
 int bench_coll(const BenchOptions& options);
+// Expert-parallel dispatch/combine (nvst::ep::Buffer) at DeepEP's shapes,
+// against NCCL all-to-all-v of the same routing.
+int bench_ep(const BenchOptions& options);
 // GPU -> proxy command rate (needs a proxy: NVST_NODE_SIZE=1 and 2 PEs).
 int bench_fifo(const BenchOptions& options);
 // What runs without a GPU: bootstrap latency and host heap operations.

@@ -38,7 +38,7 @@ std::vector<std::string> bench_argv(std::vector<std::string> args, const std::st
   for (std::size_t i = 1; i < args.size(); ++i) {
     if (args[i] != "bench") continue;
     if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "fifo" || args[i + 1] == "coll" ||
-                                args[i + 1] == "all"))
+                                args[i + 1] == "ep" || args[i + 1] == "all"))
       args[i + 1] = which;
     else
       args.insert(args.begin() + static_cast<long>(i) + 1, which);
@@ -74,8 +74,8 @@ int main(int argc, char** argv) {
   int np = 0;
   auto* bench = app.add_subcommand(
       "bench", "benchmarks on whatever hardware is present (p2p with 2+ GPUs, host otherwise)");
-  bench->add_option("which", "p2p, coll, fifo, host, or all (default: all that the hardware allows)")
-      ->check(CLI::IsMember({"p2p", "coll", "fifo", "host", "all"}));
+  bench->add_option("which", "p2p, coll, ep, fifo, host, or all (default: all that the hardware allows)")
+      ->check(CLI::IsMember({"p2p", "coll", "ep", "fifo", "host", "all"}));
   bench->add_option("-G,--cudagraph", opts.graph_iters, "operations per CUDA graph (nccl-tests -G; bench coll)")
       ->check(CLI::PositiveNumber);
   bench->add_option("-b,--minbytes", min_s, "smallest size (nccl-tests -b)");
@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
       if (which == "host") return nvst::tools::bench_host(opts);
       if (which == "fifo") return nvst::tools::bench_fifo(opts);
       if (which == "coll") return nvst::tools::bench_coll(opts);
+      if (which == "ep") return nvst::tools::bench_ep(opts);
       return nvst::tools::bench_p2p(opts);
     }
     const int gpus = nvst::tools::gpu_count();
@@ -151,6 +152,16 @@ int main(int argc, char** argv) {
         if (!co.json_path.empty()) co.json_path += ".coll.json";
       }
       int rc2 = run_as_job(np ? np : gpus, {}, nvst::tools::bench_coll, co);
+      if (rc == 0) rc = rc2;
+    }
+    if (which == "ep" || (which == "all" && gpus >= 2)) {
+      NVST_REQUIRE(gpus >= 2, "nvst bench ep needs 2 GPUs; ", gpus, " visible");
+      std::printf("# nvst bench ep: MoE dispatch/combine on %d GPUs, ours and NCCL all-to-all-v\n", np ? np : gpus);
+      std::fflush(stdout);
+      g_argv = bench_argv(g_argv, "ep");
+      BenchOptions eo = opts;
+      if (!eo.json_path.empty() && which == "all") eo.json_path += ".ep.json";
+      int rc2 = run_as_job(np ? np : gpus, {}, nvst::tools::bench_ep, eo);
       if (rc == 0) rc = rc2;
     }
     if (which == "fifo" || (which == "all" && gpus >= 2)) {

@@ -1,0 +1,435 @@
+// `nvst bench ep`: expert-parallel dispatch and combine (nvst::ep::Buffer)
+// at DeepEP's test configurations, against the same routing done with NCCL
+// all-to-all-v in the same process and run.
+//
+// The baseline uses our layout (send_pos and the count matrix of the
+// dispatch handle): a pack kernel puts each token's row into a send buffer
+// ordered by destination, grouped ncclSend/ncclRecv move the rows, and for
+// the combine the rows go back the same way and a kernel sums them per token
+// in PE order. Its receive and combine buffers are therefore byte-for-byte
+// what ours must produce, and #wrong compares the two exactly.
+//
+// Bandwidth is DeepEP's accounting (its tests/test_intranode.py and
+// test_low_latency.py): normal dispatch = received rows x row bytes (fp8:
+// x (1 + 4/128) with the scales), combine = received rows x hidden x 2;
+// low latency = this PE's (token, expert) selections x the same row bytes.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "bench.hpp"
+#include "nvst/ep.hpp"
+#include "nvst/nvst.hpp"
+#include "report.hpp"
+
+namespace nvst::tools {
+
+namespace {
+
+using nvst::ep::XType;
+
+__device__ __forceinline__ std::uint32_t hash32(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return static_cast<std::uint32_t>(x);
+}
+__global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] = __float2bfloat16(static_cast<float>(hash32(seed * 0x9E3779B97F4A7C15ull + i) % 4001) / 1000.f - 2.f);
+}
+__global__ void fill_fp8(std::uint8_t* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    std::uint8_t v = static_cast<std::uint8_t>(hash32(seed * 0x9E3779B97F4A7C15ull + i));
+    p[i] = (v & 0x7F) == 0x7F ? static_cast<std::uint8_t>(v ^ 1) : v;  // no NaN
+  }
+}
+__global__ void fill_f32(float* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] = 0.25f + static_cast<float>(hash32(seed + i) % 1000) / 500.f;
+}
+
+// Differing 16-byte words between a and b (n bytes, a multiple of 16).
+__global__ void count_diff(const int4* a, const int4* b, std::size_t n16, unsigned long long* wrong) {
+  unsigned long long bad = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += gridDim.x * blockDim.x) {
+    const int4 x = a[i], y = b[i];
+    bad += x.x != y.x || x.y != y.y || x.z != y.z || x.w != y.w;
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+struct Offsets {
+  int v[64];
+};
+
+// Baseline pack: token t's row to send_buf[send_off[r] + send_pos[t][r]].
+__global__ void pack_rows(const char* x, std::size_t row_bytes, const int* send_pos, int num_tokens, int npes,
+                          Offsets send_off, char* send_buf) {
+  const int warps = blockDim.x / 32, lane = threadIdx.x & 31;
+  for (int t = blockIdx.x * warps + threadIdx.x / 32; t < num_tokens; t += gridDim.x * warps)
+    for (int r = 0; r < npes; ++r) {
+      const int p = send_pos[static_cast<std::size_t>(t) * npes + r];
+      if (p < 0) continue;
+      const int4* src = reinterpret_cast<const int4*>(x + static_cast<std::size_t>(t) * row_bytes);
+      int4* dst = reinterpret_cast<int4*>(send_buf + static_cast<std::size_t>(send_off.v[r] + p) * row_bytes);
+      for (std::size_t i = lane; i < row_bytes / 16; i += 32) dst[i] = src[i];
+    }
+}
+
+// Baseline combine: out[t] = sum over PEs (in order) of the returned rows, fp32.
+__global__ void reduce_rows(const __nv_bfloat16* back, const int* send_pos, int num_tokens, int npes, Offsets send_off,
+                            int hidden, __nv_bfloat16* out) {
+  const int warps = blockDim.x / 32, lane = threadIdx.x & 31;
+  for (int t = blockIdx.x * warps + threadIdx.x / 32; t < num_tokens; t += gridDim.x * warps)
+    for (int v = lane; v < hidden / 8; v += 32) {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      for (int r = 0; r < npes; ++r) {
+        const int p = send_pos[static_cast<std::size_t>(t) * npes + r];
+        if (p < 0) continue;
+        const int4 q = reinterpret_cast<const int4*>(back + static_cast<std::size_t>(send_off.v[r] + p) * hidden)[v];
+        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+        for (int k = 0; k < 8; ++k) acc[k] += __bfloat162float(h[k]);
+      }
+      int4 o;
+      auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
+      for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(acc[k]);
+      reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * hidden)[v] = o;
+    }
+}
+
+void check_nccl(ncclResult_t r, const char* what) {
+  NVST_REQUIRE(r == ncclSuccess, "NCCL ", what, " failed: ", ncclGetErrorString(r));
+}
+
+struct Case {
+  const char* name;
+  int T, H, K, E;
+};
+
+class EpBench {
+ public:
+  EpBench(const BenchOptions& o) : o_(o), me_(nvst::my_pe()), n_(nvst::n_pes()) {
+    ncclUniqueId nid{};
+    if (me_ == 0) check_nccl(ncclGetUniqueId(&nid), "ncclGetUniqueId");
+    nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
+    check_nccl(ncclCommInitRank(&comm_, n_, nid, me_), "ncclCommInitRank");
+    NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
+    NVST_CHECK_CUDA(cudaEventCreate(&t0_));
+    NVST_CHECK_CUDA(cudaEventCreate(&t1_));
+    NVST_CHECK_CUDA(cudaMalloc(&wrong_, sizeof(*wrong_)));
+    report_.label = o.label;
+  }
+  ~EpBench() {
+    ncclCommDestroy(comm_);
+    cudaFree(wrong_);
+  }
+
+  void normal(const Case& c);
+  void low_latency(const Case& c);
+  void finish() {
+    if (me_ != 0) return;
+    progress_done();
+    std::printf("\n# %d PEs; bytes per PE by DeepEP's accounting; time = slowest PE's median\n", n_);
+    report_.print_table("nvst", {"nccl_a2av"});
+    report_.write_json(o_.json_path);
+  }
+
+ private:
+  // Median time of op (us) on this PE, then the slowest PE's, everywhere.
+  double time_op(const std::function<void()>& op) {
+    for (int i = 0; i < o_.warmup; ++i) op();
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
+    std::vector<double> us;
+    for (int k = 0; k < o_.samples; ++k) {
+      nvst::bootstrap_barrier();
+      NVST_CHECK_CUDA(cudaEventRecord(t0_, s_));
+      for (int i = 0; i < o_.iters; ++i) op();
+      NVST_CHECK_CUDA(cudaEventRecord(t1_, s_));
+      NVST_CHECK_CUDA(cudaEventSynchronize(t1_));
+      float ms = 0;
+      NVST_CHECK_CUDA(cudaEventElapsedTime(&ms, t0_, t1_));
+      us.push_back(1000.0 * ms / o_.iters);
+    }
+    return max_over_pes(median(us));
+  }
+  double max_over_pes(double v) {
+    auto all = nvst::bootstrap_allgather(&v, sizeof(v));
+    double m = 0;
+    for (int p = 0; p < n_; ++p) m = std::max(m, reinterpret_cast<const double*>(all.data())[p]);
+    return m;
+  }
+  double mean_over_pes(double v) {
+    auto all = nvst::bootstrap_allgather(&v, sizeof(v));
+    double m = 0;
+    for (int p = 0; p < n_; ++p) m += reinterpret_cast<const double*>(all.data())[p];
+    return m / n_;
+  }
+  long long diff(const void* a, const void* b, std::size_t bytes) {
+    NVST_CHECK_CUDA(cudaMemsetAsync(wrong_, 0, sizeof(*wrong_), s_));
+    if (bytes) count_diff<<<264, 256, 0, s_>>>(static_cast<const int4*>(a), static_cast<const int4*>(b), bytes / 16, wrong_);
+    NVST_CHECK_LAUNCH();
+    unsigned long long w = 0;
+    NVST_CHECK_CUDA(cudaMemcpyAsync(&w, wrong_, sizeof(w), cudaMemcpyDeviceToHost, s_));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
+    return static_cast<long long>(mean_over_pes(static_cast<double>(w)) * n_ + 0.5);
+  }
+  void add(const std::string& op, const std::string& impl, double bytes, double t, long long wrong) {
+    const double gbps = bytes / t / 1e3;
+    report_.add({op, impl, static_cast<std::size_t>(bytes), t, gbps, gbps, wrong});
+  }
+  // NCCL all-to-all-v of rows: PE r gets count[me][r] rows from send_buf at
+  // send_off[r] and this PE gets count[r][me] rows at recv_off[r].
+  void a2av(const nvst::ep::DispatchHandle& h, const char* send_buf, char* recv_buf, std::size_t row_bytes,
+            bool back) {
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (int r = 0; r < n_; ++r) {
+      // Forward: send rows to r, receive r's rows. Back: the other way.
+      const std::size_t to_r = static_cast<std::size_t>(back ? h.count[r * n_ + me_] : h.count[me_ * n_ + r]);
+      const std::size_t from_r = static_cast<std::size_t>(back ? h.count[me_ * n_ + r] : h.count[r * n_ + me_]);
+      const std::size_t s_off = static_cast<std::size_t>(back ? h.recv_offset(r, me_) : h.send_offset(me_, r));
+      const std::size_t r_off = static_cast<std::size_t>(back ? h.send_offset(me_, r) : h.recv_offset(r, me_));
+      check_nccl(ncclSend(send_buf + s_off * row_bytes, to_r * row_bytes, ncclUint8, r, comm_, s_), "ncclSend");
+      check_nccl(ncclRecv(recv_buf + r_off * row_bytes, from_r * row_bytes, ncclUint8, r, comm_, s_), "ncclRecv");
+    }
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  }
+  Offsets send_offsets(const nvst::ep::DispatchHandle& h) {
+    Offsets off{};
+    for (int r = 0; r < n_; ++r) off.v[r] = h.send_offset(me_, r);
+    return off;
+  }
+
+  const BenchOptions& o_;
+  int me_, n_;
+  ncclComm_t comm_{};
+  cudaStream_t s_{};
+  cudaEvent_t t0_{}, t1_{};
+  unsigned long long* wrong_ = nullptr;
+  Report report_;
+};
+
+std::vector<std::int64_t> random_topk(int T, int K, int E, int pe, std::uint64_t salt) {
+  std::mt19937_64 rng(0x5eed + static_cast<std::uint64_t>(pe) * 7919 + salt);
+  std::vector<std::int64_t> topk(static_cast<std::size_t>(T) * K), experts(E);
+  for (int t = 0; t < T; ++t) {
+    for (int e = 0; e < E; ++e) experts[e] = e;
+    for (int k = 0; k < K; ++k) {
+      std::swap(experts[k], experts[k + rng() % static_cast<std::uint64_t>(E - k)]);
+      topk[static_cast<std::size_t>(t) * K + k] = experts[k];
+    }
+  }
+  return topk;
+}
+
+template <typename T>
+T* device_alloc(std::size_t n) {
+  T* p = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), std::max<std::size_t>(n, 1) * sizeof(T) + 16));
+  return p;
+}
+
+void EpBench::normal(const Case& c) {
+  const std::string tag = std::string(" ") + c.name + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
+                          " top" + std::to_string(c.K) + "/" + std::to_string(c.E);
+  progress("ep normal" + tag);
+  const std::size_t TH = static_cast<std::size_t>(c.T) * c.H, spr = c.H / 128;
+  auto* x = device_alloc<__nv_bfloat16>(TH);
+  auto* x8 = device_alloc<std::uint8_t>(TH);
+  auto* sc = device_alloc<float>(static_cast<std::size_t>(c.T) * spr);
+  fill_bf16<<<264, 256, 0, s_>>>(x, TH, me_ + 1);
+  fill_fp8<<<264, 256, 0, s_>>>(x8, TH, me_ + 1);
+  fill_f32<<<264, 256, 0, s_>>>(sc, static_cast<std::size_t>(c.T) * spr, me_ + 1);
+  NVST_CHECK_LAUNCH();
+  const auto topk_h = random_topk(c.T, c.K, c.E, me_, 1);
+  auto* topk = device_alloc<std::int64_t>(topk_h.size());
+  NVST_CHECK_CUDA(cudaMemcpy(topk, topk_h.data(), topk_h.size() * 8, cudaMemcpyHostToDevice));
+  auto* w = device_alloc<float>(topk_h.size());
+  fill_f32<<<64, 256, 0, s_>>>(w, topk_h.size(), me_ + 7);
+  NVST_CHECK_LAUNCH();
+
+  nvst::ep::Buffer buf(nvst::ep::Buffer::nvl_size_hint(c.T * n_, c.H, c.K, XType::kBF16));
+  nvst::ep::Config cfg;  // DeepEP's 24 SMs unless swept below
+  nvst::ep::DispatchInput in{x, nullptr, topk, w, c.T, c.H, c.K, c.E, XType::kBF16, 1};
+  nvst::ep::DispatchHandle h;
+  // A first dispatch computes the layout and exchanges counts (host sync).
+  nvst::ep::DispatchOutput out;
+  const double t_first = time_op([&] {
+    h = nvst::ep::DispatchHandle{};
+    out = buf.dispatch(in, h, cfg, s_);
+  });
+  const int recv = h.num_recv_tokens;
+  int sent = 0;
+  for (int r = 0; r < n_; ++r) sent += h.count[me_ * n_ + r];
+  const double bf16_bytes = mean_over_pes(static_cast<double>(recv) * c.H * 2);
+  const double fp8_bytes = mean_over_pes(static_cast<double>(recv) * (c.H + spr * 4));
+
+  // Baseline buffers.
+  const std::size_t row2 = static_cast<std::size_t>(c.H) * 2;
+  auto* send_buf = device_alloc<char>(static_cast<std::size_t>(sent) * row2);
+  auto* recv_buf = device_alloc<char>(static_cast<std::size_t>(recv) * row2);
+  auto* send_sc = device_alloc<char>(static_cast<std::size_t>(sent) * spr * 4);
+  auto* recv_sc = device_alloc<char>(static_cast<std::size_t>(recv) * spr * 4);
+  auto* back_buf = device_alloc<char>(static_cast<std::size_t>(sent) * row2);
+  auto* ref_out = device_alloc<__nv_bfloat16>(TH);
+  auto* our_out = device_alloc<__nv_bfloat16>(TH);
+  const Offsets soff = send_offsets(h);
+  auto nccl_dispatch = [&](const void* xs, std::size_t row_bytes, bool fp8) {
+    pack_rows<<<132, 512, 0, s_>>>(static_cast<const char*>(xs), row_bytes, h.send_pos.get(), c.T, n_, soff, send_buf);
+    if (fp8) pack_rows<<<132, 512, 0, s_>>>(reinterpret_cast<const char*>(sc), spr * 4, h.send_pos.get(), c.T, n_, soff, send_sc);
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    a2av(h, send_buf, recv_buf, row_bytes, false);
+    if (fp8) a2av(h, send_sc, recv_sc, spr * 4, false);
+    check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+  };
+  auto nccl_combine = [&](const void* y) {
+    a2av(h, static_cast<const char*>(y), back_buf, row2, true);
+    reduce_rows<<<132, 512, 0, s_>>>(reinterpret_cast<const __nv_bfloat16*>(back_buf), h.send_pos.get(), c.T, n_, soff,
+                                     c.H, ref_out);
+  };
+
+  add("dispatch_bf16 (layout + counts, host sync)" + tag, "nvst", bf16_bytes, t_first, 0);
+  for (bool fp8 : {false, true}) {
+    const std::string op = std::string(fp8 ? "dispatch_fp8" : "dispatch_bf16") + tag;
+    in.x = fp8 ? static_cast<const void*>(x8) : static_cast<const void*>(x);
+    in.x_scales = fp8 ? sc : nullptr;
+    in.x_type = fp8 ? XType::kFP8 : XType::kBF16;
+    const std::size_t row_bytes = static_cast<std::size_t>(c.H) * (fp8 ? 1 : 2);
+    const double bytes = fp8 ? fp8_bytes : bf16_bytes;
+    progress(op + " nccl");
+    const double t_nccl = time_op([&] { nccl_dispatch(in.x, row_bytes, fp8); });
+    for (int sms : {24, 32, 48, 64}) {
+      progress(op + " nvst sm" + std::to_string(sms));
+      nvst::ep::Config cs;
+      cs.num_sms = sms;
+      const double t = time_op([&] { out = buf.dispatch(in, h, cs, s_); });
+      long long wrong = diff(out.recv_x, recv_buf, static_cast<std::size_t>(recv) * row_bytes);
+      if (fp8) wrong += diff(out.recv_x_scales, recv_sc, static_cast<std::size_t>(recv) * spr * 4);
+      add(op, sms == cfg.num_sms ? "nvst" : "nvst_sm" + std::to_string(sms), bytes, t, wrong);
+    }
+    add(op, "nccl_a2av", bytes, t_nccl, 0);
+  }
+  // Combine the bf16 rows as they were received.
+  in.x = x;
+  in.x_scales = nullptr;
+  in.x_type = XType::kBF16;
+  out = buf.dispatch(in, h, cfg, s_);
+  auto* y = device_alloc<char>(static_cast<std::size_t>(recv) * row2);
+  NVST_CHECK_CUDA(cudaMemcpyAsync(y, out.recv_x, static_cast<std::size_t>(recv) * row2, cudaMemcpyDeviceToDevice, s_));
+  const std::string op = std::string("combine_bf16") + tag;
+  progress(op + " nccl");
+  const double t_nccl = time_op([&] { nccl_combine(y); });
+  for (int sms : {24, 32, 48, 64}) {
+    progress(op + " nvst sm" + std::to_string(sms));
+    nvst::ep::Config cs;
+    cs.num_sms = sms;
+    NVST_CHECK_CUDA(cudaMemsetAsync(our_out, 0xFF, TH * 2, s_));
+    const double t = time_op([&] { buf.combine({y, nullptr, nullptr, c.H}, h, {our_out, nullptr}, cs, s_); });
+    add(op, sms == cfg.num_sms ? "nvst" : "nvst_sm" + std::to_string(sms), bf16_bytes, t, diff(our_out, ref_out, TH * 2));
+  }
+  add(op, "nccl_a2av", bf16_bytes, t_nccl, 0);
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(x8), static_cast<void*>(sc), static_cast<void*>(topk),
+                  static_cast<void*>(w), static_cast<void*>(send_buf), static_cast<void*>(recv_buf),
+                  static_cast<void*>(send_sc), static_cast<void*>(recv_sc), static_cast<void*>(back_buf),
+                  static_cast<void*>(ref_out), static_cast<void*>(our_out), static_cast<void*>(y)})
+    NVST_CHECK_CUDA(cudaFree(p));
+}
+
+void EpBench::low_latency(const Case& c) {
+  const std::string tag = std::string(" ") + c.name + " T=" + std::to_string(c.T) + " H=" + std::to_string(c.H) +
+                          " top" + std::to_string(c.K) + "/" + std::to_string(c.E);
+  progress("ep low latency" + tag);
+  const std::size_t TH = static_cast<std::size_t>(c.T) * c.H;
+  const int el = c.E / n_;
+  auto* x = device_alloc<__nv_bfloat16>(TH);
+  fill_bf16<<<264, 256, 0, s_>>>(x, TH, me_ + 11);
+  NVST_CHECK_LAUNCH();
+  const auto topk_h = random_topk(c.T, c.K, c.E, me_, 2);
+  auto* topk = device_alloc<std::int64_t>(topk_h.size());
+  NVST_CHECK_CUDA(cudaMemcpy(topk, topk_h.data(), topk_h.size() * 8, cudaMemcpyHostToDevice));
+  auto* w = device_alloc<float>(topk_h.size());
+  fill_f32<<<64, 256, 0, s_>>>(w, topk_h.size(), me_ + 13);
+  const std::size_t packed = static_cast<std::size_t>(el) * n_ * c.T * c.H;
+  auto* y = device_alloc<__nv_bfloat16>(packed);
+  fill_bf16<<<264, 256, 0, s_>>>(y, packed, me_ + 17);
+  auto* out = device_alloc<__nv_bfloat16>(TH);
+  auto* counts = device_alloc<int>(el);
+  NVST_CHECK_LAUNCH();
+  nvst::ep::Buffer buf(0, c.T, c.H, c.E, c.K);
+  const double selections = static_cast<double>(topk_h.size());  // every slot names an expert here
+  nvst::ep::LowLatencyDispatchInput in{x, topk, c.T, c.H, c.K, c.E, true};
+  for (bool fp8 : {true, false}) {
+    in.use_fp8 = fp8;
+    const std::string op = std::string(fp8 ? "ll_dispatch_fp8" : "ll_dispatch_bf16") + tag;
+    progress(op);
+    nvst::ep::LowLatencyDispatchOutput d;
+    const double t = time_op([&] { d = buf.low_latency_dispatch(in, s_); });
+    // Check: every selection of every PE arrived exactly once (rows are
+    // checked value by value in the GPU tests).
+    NVST_CHECK_CUDA(cudaMemcpyAsync(counts, d.recv_count, el * sizeof(int), cudaMemcpyDeviceToDevice, s_));
+    std::vector<int> hc(el);
+    NVST_CHECK_CUDA(cudaMemcpyAsync(hc.data(), counts, el * sizeof(int), cudaMemcpyDeviceToHost, s_));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
+    double got = 0;
+    for (int v : hc) got += v;
+    const long long wrong = static_cast<long long>(std::llabs(static_cast<long long>(mean_over_pes(got) * n_ + 0.5) -
+                                                              static_cast<long long>(selections * n_)));
+    const double bytes = mean_over_pes(selections * (fp8 ? c.H + c.H / 128 * 4 + 16 : c.H * 2));
+    add(op, "nvst", bytes, t, wrong);
+  }
+  // Combine: two dispatches (both buffer sets), then combines alternating
+  // between them, as consecutive calls must.
+  in.use_fp8 = false;
+  const auto d0 = buf.low_latency_dispatch(in, s_);
+  const auto d1 = buf.low_latency_dispatch(in, s_);
+  int k = 0;
+  const std::string op = std::string("ll_combine_bf16") + tag;
+  progress(op);
+  const double t = time_op([&] {
+    buf.low_latency_combine({y, topk, w, c.T, c.H, c.K, c.E, (k++ & 1) ? d1.buffer_index : d0.buffer_index}, out, s_);
+  });
+  add(op, "nvst", mean_over_pes(selections * c.H * 2), t, 0);
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
+  for (void* p : {static_cast<void*>(x), static_cast<void*>(topk), static_cast<void*>(w), static_cast<void*>(y),
+                  static_cast<void*>(out), static_cast<void*>(counts)})
+    NVST_CHECK_CUDA(cudaFree(p));
+}
+
+}  // namespace
+
+int bench_ep(const BenchOptions& o) {
+  nvst::InitOptions init;
+  init.heap_bytes = std::size_t{3} << 30;  // DeepEP's shapes: ~1 GiB normal + ~1 GiB low-latency at 8 PEs
+  nvst::init(init);
+  NVST_REQUIRE(nvst::device() >= 0, "nvst bench ep needs GPUs");
+  {
+    EpBench b(o);
+    // DeepEP's test configurations (tests/test_intranode.py, test_low_latency.py)
+    // and a smaller model.
+    b.normal({"deepep", 4096, 7168, 8, 256});
+    b.normal({"small", 4096, 4096, 6, 64});
+    b.low_latency({"deepep", 128, 7168, 8, 256});
+    // The same decode shape in normal mode: its NCCL column is the
+    // all-to-all-v baseline for the low-latency rows.
+    b.normal({"decode", 128, 7168, 8, 256});
+    b.finish();
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    nvst::barrier_all();
+  }
+  nvst::finalize();
+  return 0;
+}
+
+}  // namespace nvst::tools
