@@ -173,9 +173,11 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
       a.src_info = static_cast<int*>(sym(rows * 3 * sizeof(int)));
       a.slot_counter = static_cast<int*>(sym(el * sizeof(int)));
       a.recv_count = m.ll_recv_count + b * el;
+      a.dispatch_ready = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.dispatch_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.combine_x = static_cast<char*>(
           sym(static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * ll_hidden * 2));
+      a.combine_ready = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.combine_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.dispatch_counters = m.ll_counters + 2 * b;
       a.combine_counters = m.ll_counters + 2 * b + 1;
@@ -221,9 +223,9 @@ std::size_t Buffer::low_latency_size_hint(int max_tokens, int hidden, int n_pes,
   const std::size_t el = static_cast<std::size_t>(num_experts / n_pes);
   const std::size_t rows = el * n_pes * max_tokens;
   const std::size_t per_set = align16(rows * hidden * 2) + align16(rows * (hidden / 128) * 4) + align16(rows * 12) +
-                              align16(el * 4) + 2 * align16(n_pes * 8) +
+                              align16(el * 4) + 4 * align16(n_pes * 8) +
                               align16(static_cast<std::size_t>(max_tokens) * num_topk * hidden * 2);
-  return 2 * per_set + 7 * 2 * 256;  // two sets, plus allocator alignment
+  return 2 * per_set + 9 * 2 * 256;  // two sets, plus allocator alignment
 }
 
 DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config,

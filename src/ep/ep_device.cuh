@@ -68,6 +68,17 @@ __device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std:
   __syncthreads();
 }
 
+// Loads of anything another agent wrote (a peer over NVLink, the copy
+// engine, an earlier kernel) go through L2 only (ld.global.cg), never L1 or
+// the read-only path: an SM's L1 is not coherent with those writers, and a
+// low-latency combine read rows from an earlier iteration at the same
+// address (1500 random iterations failed in 3 of 3 runs when a PE had no
+// tokens, so nothing else evicted the stale lines; 0 of N with .cg).
+template <typename T>
+__device__ __forceinline__ T load_cg(const T* p) {
+  return __ldcg(p);
+}
+
 // A warp copies one row of `bytes` (a multiple of 16, 16-byte aligned) from
 // local memory to up to kMaxDst destinations: each piece is loaded once and
 // stored to every destination, so a token sent to several PEs is read once.
@@ -82,7 +93,7 @@ __device__ __forceinline__ void warp_copy_row_multi(char* const* dst, int n_dst,
   for (; i + 32 * (kUnroll - 1) < nvec; i += 32 * kUnroll) {
     int4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldg(s + i + 32 * u);
+    for (int u = 0; u < kUnroll; ++u) v[u] = load_cg(s + i + 32 * u);
 #pragma unroll
     for (int d = 0; d < kMaxDst; ++d) {
       if (d >= n_dst) break;
@@ -92,7 +103,7 @@ __device__ __forceinline__ void warp_copy_row_multi(char* const* dst, int n_dst,
     }
   }
   for (; i < nvec; i += 32) {
-    const int4 v = __ldg(s + i);
+    const int4 v = load_cg(s + i);
     for (int d = 0; d < n_dst; ++d) reinterpret_cast<int4*>(dst[d])[i] = v;
   }
 }

@@ -161,8 +161,8 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
       for (int r = 0; r < npes; ++r) {
         if (pos[r] < 0) continue;
         const int4* row = row_of(r);
-        const int4 q0 = row[v0];
-        const int4 q1 = two ? row[v1] : q0;
+        const int4 q0 = load_cg(row + v0);
+        const int4 q1 = two ? load_cg(row + v1) : q0;
         const auto* h0 = reinterpret_cast<const __nv_bfloat16*>(&q0);
         const auto* h1 = reinterpret_cast<const __nv_bfloat16*>(&q1);
 #pragma unroll
@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
         if (pos[r] < 0) continue;
         const std::size_t row = r == me ? static_cast<std::size_t>(a.recv_begin[me] + pos[r])
                                         : static_cast<std::size_t>(a.send_offset[r] + pos[r]);
-        sum += (r == me ? in.topk_weights : w)[row * a.num_topk + lane];
+        sum += load_cg((r == me ? in.topk_weights : w) + row * a.num_topk + lane);
       }
       out.combined_topk_weights[static_cast<std::size_t>(t) * a.num_topk + lane] = sum;
     }

@@ -69,9 +69,11 @@ struct LowLatencyArgs {
   int* src_info;                // [E_local][R * M][3]
   int* slot_counter;            // [E_local] (symmetric, zero between uses)
   int* recv_count;              // [E_local] (device, local)
+  std::uint64_t* dispatch_ready; // symmetric [R]: PE p started its dispatch send
   std::uint64_t* dispatch_done; // symmetric [R]
   // Combine receive region (symmetric), one buffer:
   char* combine_x;              // [M][K][H] bf16
+  std::uint64_t* combine_ready; // symmetric [R]: PE p started its combine send
   std::uint64_t* combine_done;  // symmetric [R]
   LaunchCounters* dispatch_counters;
   LaunchCounters* combine_counters;

@@ -17,8 +17,9 @@
 // one fused multiply-add each), rounded once to bf16.
 //
 // Buffers alternate between two sets (DeepEP's double buffering): a result
-// stays valid until the dispatch after next. Every PE must alternate
-// dispatch and combine of a buffer in the same order (as DeepEP requires).
+// stays valid until the dispatch after next. Each send half first waits
+// until every PE has reached it (one NVLink round trip), so a fast PE never
+// writes into a slow PE's buffers early.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -57,7 +58,7 @@ __device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_
     float f[8];
     float amax = 0.0f;
     if (active) {
-      const int4 q = __ldg(reinterpret_cast<const int4*>(src) + v);
+      const int4 q = load_cg(reinterpret_cast<const int4*>(src) + v);
       const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
@@ -83,6 +84,10 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   const unsigned long long base = launch_base(a.dispatch_counters);
+  // Nobody writes into a PE's buffers before that PE reached this send half
+  // (so its earlier work on the stream, which may still read them, is done).
+  signal_all_pes(a.dispatch_ready);
+  wait_all_pes(a.dispatch_ready, base + 1);
   const Task w = warp_task();
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
@@ -134,6 +139,8 @@ __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe) {
 __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = launch_base(a.combine_counters);
+  signal_all_pes(a.combine_ready);  // as in ll_dispatch_send
+  wait_all_pes(a.combine_ready, base + 1);
   const Task w = warp_task();
   const int experts_per_pe = a.num_experts / s.n_pes;
   const int rows_per_expert = s.n_pes * a.max_tokens;
@@ -144,11 +151,11 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
   const int per_expert = std::max(1, w.total_warps / experts_per_pe);
   const int groups = w.total_warps / per_expert;
   for (int e = w.warp_id / per_expert; w.warp_id < groups * per_expert && e < experts_per_pe; e += groups) {
-    const int n = a.recv_count[e];
+    const int n = load_cg(a.recv_count + e);
     for (int i = w.warp_id % per_expert; i < n; i += per_expert) {
       const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
-      const int* info = a.src_info + row * 3;
-      const int src = info[0], t = info[1], k = info[2];
+      const int* info = a.src_info + row * 3;  // written by the source PE
+      const int src = load_cg(info), t = load_cg(info + 1), k = load_cg(info + 2);
       char* dst = pe_ptr(a.combine_x, src) + (static_cast<std::size_t>(t) * a.num_topk + k) * row_bytes;
       warp_copy_row_multi<1>(&dst, 1, x + row * row_bytes, row_bytes);
     }
@@ -174,7 +181,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
       const std::size_t tk = static_cast<std::size_t>(t) * a.num_topk + k;
       if (in.topk_idx[tk] == -1) continue;
       const float wt = in.topk_weights[tk];
-      const int4 q = reinterpret_cast<const int4*>(rows + tk * a.hidden)[v];
+      const int4 q = load_cg(reinterpret_cast<const int4*>(rows + tk * a.hidden) + v);
       const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] = __fmaf_rn(wt, __bfloat162float(h[j]), acc[j]);

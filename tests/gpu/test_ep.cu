@@ -10,8 +10,9 @@
 //    (weighted, bit for bit), with the send/receive halves split, and under a
 //    CUDA graph replayed with new inputs;
 //  - bad input refused with a message on every PE (no hang);
-//  - --stress N: N iterations of random routing (default 10^4).
-//   nvst_ep_tests --np 2 [--seed S] [--stress N]
+//  - --stress N: N iterations of random routing (default 10^4), and
+//    --ll-stress N of the low-latency path (default 1000).
+//   nvst_ep_tests --np 2 [--seed S] [--stress N] [--ll-stress N]
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -35,6 +36,7 @@ namespace {
 
 std::uint64_t g_seed = 1;
 int g_stress = 10000;
+int g_ll_stress = 1000;
 
 template <typename T>
 T* upload(const std::vector<T>& v) {
@@ -319,6 +321,10 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
       }
     }
   }
+  // NVST_TEST_LL_BARRIER=1: no PE starts its combine before all checked
+  // their dispatch (a probe for ordering problems, off by default).
+  static const bool barrier_first = std::getenv("NVST_TEST_LL_BARRIER") != nullptr;
+  if (barrier_first) nvst::barrier_all();
   if (!fp8) {  // combine: weighted sum over k, fused multiply-adds in k order
     auto* d_y = upload(y);
     std::uint16_t* d_out = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(T) * sh.H, 0xFFFF));
@@ -336,7 +342,23 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
           const float yv = bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], static_cast<int>(e % 7)));
           acc = std::fmaf(mine.weights[static_cast<std::size_t>(t) * sh.K + k], yv, acc);
         }
-        err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc), "ll combine token " + std::to_string(t));
+        const bool wrong = got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc);
+        if (wrong && err.bad == 0) {  // say which contributions could be missing
+          std::string why = "ll combine token " + std::to_string(t) + " channel " + std::to_string(v) + " (buffer " +
+                            std::to_string(out.buffer_index) + "): got " +
+                            std::to_string(bf16_value(got[static_cast<std::size_t>(t) * sh.H + v])) + ", want " +
+                            std::to_string(acc) + "; terms";
+          for (int k = 0; k < sh.K; ++k) {
+            const std::int64_t e = mine.topk[static_cast<std::size_t>(t) * sh.K + k];
+            if (e < 0) continue;
+            why += " e" + std::to_string(e) + "@PE" + std::to_string(e / el) + "=" +
+                   std::to_string(mine.weights[static_cast<std::size_t>(t) * sh.K + k] *
+                                  bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], static_cast<int>(e % 7))));
+          }
+          err.add(true, why);
+        } else {
+          err.add(wrong, "ll combine token " + std::to_string(t));
+        }
       }
     NVST_CHECK_CUDA(cudaFree(d_y));
     NVST_CHECK_CUDA(cudaFree(d_out));
@@ -522,6 +544,21 @@ int run_pe() {
     check(bad == 0, std::to_string(g_stress) + " iterations of random routing" +
                         (bad ? ": " + std::to_string(bad) + " wrong, first " + first : std::string()));
   }
+  if (g_ll_stress > 0) {  // low latency, random kinds and split, combine checked exactly
+    long long bad = 0;
+    std::string first;
+    std::mt19937_64 rng(g_seed * 37 + 11);
+    for (int it = 0; it < g_ll_stress; ++it) {
+      const RouteKind kind = static_cast<RouteKind>(rng() % 5);
+      const bool split = rng() % 2 == 0;
+      Errors e = ll_case(buf, kind, {1 + static_cast<int>(rng() % ll.T), ll.H, ll.K, ll.E}, false, split,
+                         g_seed * 7000003 + it, s);
+      if (e.bad && first.empty()) first = "iteration " + std::to_string(it) + " (" + route_name(kind) + "): " + e.first;
+      bad += e.bad;
+    }
+    check(bad == 0, std::to_string(g_ll_stress) + " low-latency iterations of random routing" +
+                        (bad ? ": " + std::to_string(bad) + " wrong, first " + first : std::string()));
+  }
   NVST_CHECK_CUDA(cudaStreamDestroy(s));
   nvst::barrier_all();
   if (me == 0) std::printf("%d passed, %d failed\n", passed, failed);
@@ -537,7 +574,8 @@ int main(int argc, char** argv) {
     if (a == "--np" && i + 1 < argc) np = std::atoi(argv[++i]);
     else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--stress" && i + 1 < argc) g_stress = std::atoi(argv[++i]);
-    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--stress N]\n", argv[0]); return 2; }
+    else if (a == "--ll-stress" && i + 1 < argc) g_ll_stress = std::atoi(argv[++i]);
+    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--stress N] [--ll-stress N]\n", argv[0]); return 2; }
   }
   try {
     if (nvst::is_pe_process()) {
