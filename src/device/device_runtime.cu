@@ -71,6 +71,10 @@ std::string describe_device_error(const dev::DeviceError* e) {
       out << "the proxy thread of this PE failed (its error is in the log above)"
           << (v->peer_pe >= 0 ? "; this command was for PE " + std::to_string(v->peer_pe) : std::string());
       break;
+    case dev::FailKind::kCountMismatch:
+      out << "PE " << v->peer_pe << " sends " << v->observed << " bytes to this PE, which expects "
+          << v->expected << " (all_to_allv: recv_counts must equal the senders' send_counts)";
+      break;
     default:
       out << "unknown device failure kind " << v->kind;
   }

@@ -33,6 +33,7 @@ enum class FailKind : int {
   kUnreachable = 5,     // peer not reachable by load/store (and no proxy for this call)
   kProxyTimeout = 6,    // the proxy did not take or complete a command in time
   kProxyFailed = 7,     // the proxy stopped on an error (the host log says which)
+  kCountMismatch = 8,   // a collective's peer sent another byte count than this PE expects
 };
 
 // A fatal device-side error, written to pinned host memory before the kernel
