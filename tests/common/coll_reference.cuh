@@ -69,5 +69,70 @@ inline void combine(DType t, RedOp op, std::uint8_t* a, const std::uint8_t* b) {
   }
 }
 
+// An all_to_allv layout every PE derives alike from `seed`: counts[s][r]
+// elements from PE s to PE r (random, about a quarter zeros; `big`, if not
+// 0, from PE 0 to the last PE), send displacements in peer order and receive
+// displacements in reverse peer order, both with random gaps.
+struct VLayout {
+  std::vector<std::vector<std::size_t>> counts;                    // [from][to]
+  std::vector<std::vector<std::size_t>> send_displs, recv_displs;  // [pe][peer]
+  std::vector<std::size_t> in_len, out_len;                        // elements per PE
+  std::vector<std::size_t> recv_counts(int me) const {
+    std::vector<std::size_t> c;
+    for (const auto& row : counts) c.push_back(row[static_cast<std::size_t>(me)]);
+    return c;
+  }
+};
+
+inline VLayout make_v_layout(int n, std::uint64_t seed, std::size_t max_count, std::size_t big = 0) {
+  std::mt19937_64 rng(seed);
+  const std::size_t un = static_cast<std::size_t>(n);
+  VLayout l;
+  l.counts.assign(un, std::vector<std::size_t>(un));
+  for (std::size_t s = 0; s < un; ++s)
+    for (std::size_t r = 0; r < un; ++r) l.counts[s][r] = rng() % 4 == 0 ? 0 : rng() % (max_count + 1);
+  if (big) l.counts[0][un - 1] = big;
+  l.send_displs.assign(un, std::vector<std::size_t>(un));
+  l.recv_displs.assign(un, std::vector<std::size_t>(un));
+  for (std::size_t pe = 0; pe < un; ++pe) {
+    std::size_t off = 0;
+    for (std::size_t r = 0; r < un; ++r) {
+      off += rng() % 5;
+      l.send_displs[pe][r] = off;
+      off += l.counts[pe][r];
+    }
+    l.in_len.push_back(off + rng() % 5);
+    off = 0;
+    for (std::size_t s = un; s-- > 0;) {
+      off += rng() % 5;
+      l.recv_displs[pe][s] = off;
+      off += l.counts[s][pe];
+    }
+    l.out_len.push_back(off + rng() % 5);
+  }
+  return l;
+}
+
+// PE me's expected all_to_allv output (poison 0xA5 in the gaps), from every
+// PE's input bytes.
+inline std::vector<std::uint8_t> v_expected(const VLayout& l, int me, const std::vector<std::vector<std::uint8_t>>& in,
+                                            std::size_t es) {
+  const std::size_t m = static_cast<std::size_t>(me);
+  std::vector<std::uint8_t> want(l.out_len[m] * es, 0xA5);
+  for (std::size_t s = 0; s < in.size(); ++s)
+    if (l.counts[s][m])
+      std::memcpy(&want[l.recv_displs[m][s] * es], &in[s][l.send_displs[s][m] * es], l.counts[s][m] * es);
+  return want;
+}
+
+// PE me's expected all_to_all output: part p is part me of PE p's input.
+inline std::vector<std::uint8_t> a2a_expected(int me, const std::vector<std::vector<std::uint8_t>>& in,
+                                              std::size_t part_bytes) {
+  std::vector<std::uint8_t> want;
+  for (const auto& x : in)
+    want.insert(want.end(), x.begin() + static_cast<std::ptrdiff_t>(me * part_bytes),
+                x.begin() + static_cast<std::ptrdiff_t>((me + 1) * part_bytes));
+  return want;
+}
 
 }  // namespace nvst::test
