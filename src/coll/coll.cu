@@ -320,8 +320,10 @@ __device__ __forceinline__ void v_range(std::size_t len, std::size_t slot, std::
 // pushes round k once the receiver acked round k - 1, and flags it; the
 // receiver copies it out and acks. Pairs need only their own count, and a
 // receiver checks the sender's byte count (sent in round 0) against its own.
-__global__ void __launch_bounds__(kThreads) alltoallv_kernel(VArgs v) {
-  Args& a = v.a;
+// (__grid_constant__: the per-peer arrays are read in place, never copied
+// per thread.)
+__global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_constant__ VArgs v) {
+  Args a = v.a;
   begin_launch(a);
   publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
   const std::size_t slot = a.slot_bytes;
