@@ -69,6 +69,15 @@ inline void combine(DType t, RedOp op, std::uint8_t* a, const std::uint8_t* b) {
   }
 }
 
+// The reduction of every PE's input (equal lengths), in PE order.
+inline std::vector<std::uint8_t> reduce_expected(DType t, RedOp op, const std::vector<std::vector<std::uint8_t>>& in) {
+  const std::size_t es = nvst::coll::dtype_size(t);
+  std::vector<std::uint8_t> want = in[0];
+  for (std::size_t p = 1; p < in.size(); ++p)
+    for (std::size_t i = 0; i < want.size() / es; ++i) combine(t, op, &want[i * es], &in[p][i * es]);
+  return want;
+}
+
 // An all_to_allv layout every PE derives alike from `seed`: counts[s][r]
 // elements from PE s to PE r (random, about a quarter zeros; `big`, if not
 // 0, from PE 0 to the last PE), send displacements in peer order and receive

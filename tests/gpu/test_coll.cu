@@ -64,9 +64,7 @@ int run_pe() {
             ++salt;
             std::vector<std::vector<std::uint8_t>> inputs;
             for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
-            std::vector<std::uint8_t> want = inputs[0];
-            for (int p = 1; p < n; ++p)
-              for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][i * es]);
+            std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
             char* dst = in_place ? in : out;
             if (count) NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * es, cudaMemcpyHostToDevice));
             if (!in_place) NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * es + 64));
@@ -218,9 +216,7 @@ int run_pe() {
           ++salt;
           std::vector<std::vector<std::uint8_t>> inputs;
           for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
-          std::vector<std::uint8_t> want = inputs[0];
-          for (int p = 1; p < n; ++p)
-            for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][i * es]);
+          std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
           if (me != root) want.assign(count * es, 0xA5);  // untouched off the root
           const std::size_t off = count == 7 ? es : 0;   // one case not 16-byte aligned
           bad += run_case(inputs[me], off, off, want, [&](char* i, char* o) {
@@ -257,9 +253,7 @@ int run_pe() {
         r.push_back(make_input(DType::kI32, count, p, salt + 2, g_seed));
       }
       ++salt;
-      std::vector<std::uint8_t> r_want = r[0];
-      for (int p = 1; p < n; ++p)
-        for (std::size_t i = 0; i < count; ++i) combine(DType::kI32, RedOp::kSum, &r_want[i * 4], &r[p][i * 4]);
+      std::vector<std::uint8_t> r_want = reduce_expected(DType::kI32, RedOp::kSum, r);
       if (me != n - 1) r_want.assign(count * 4, 0xA5);
       auto v_want = v_expected(l, me, v, 4);
       NVST_CHECK_CUDA(cudaMemcpy(b_in, a2a[me].data(), a2a_bytes, cudaMemcpyHostToDevice));
@@ -299,9 +293,7 @@ int run_pe() {
       ++salt;
       std::vector<std::vector<std::uint8_t>> inputs;
       for (int p = 0; p < n; ++p) inputs.push_back(make_input(DType::kF32, count, p, salt, g_seed));
-      std::vector<std::uint8_t> want = inputs[0];
-      for (int p = 1; p < n; ++p)
-        for (std::size_t i = 0; i < count; ++i) combine(DType::kF32, RedOp::kSum, &want[i * 4], &inputs[p][i * 4]);
+      std::vector<std::uint8_t> want = reduce_expected(DType::kF32, RedOp::kSum, inputs);
       NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * 4, cudaMemcpyHostToDevice));
       NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * 4));
       NVST_CHECK_CUDA(cudaDeviceSynchronize());

@@ -29,9 +29,7 @@ TEST(CollHost, AllReduceAndAllGatherMatchTheReferenceBitForBit) {
           ++salt;
           std::vector<std::vector<std::uint8_t>> inputs;
           for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, 7));
-          std::vector<std::uint8_t> want = inputs[0];
-          for (int p = 1; p < n; ++p)
-            for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][i * es]);
+          std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
           std::vector<std::uint8_t> out(count * es + 16, 0xA5);
           const bool in_place = salt % 2 == 0;
           std::vector<std::uint8_t> in = inputs[me];
@@ -159,9 +157,7 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
             ++salt;
             std::vector<std::vector<std::uint8_t>> inputs;
             for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, 13));
-            std::vector<std::uint8_t> want = inputs[0];
-            for (int p = 1; p < n; ++p)
-              for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][i * es]);
+            std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
             if (me != root) want.assign(count * es, 0xA5);
             std::vector<std::uint8_t> out(count * es + 16, 0xA5);
             nvst::coll::reduce(inputs[me].data(), out.data(), count, t, op, root, nullptr);
