@@ -19,7 +19,8 @@
 // stream at a time (they share one workspace and one epoch counter).
 // Host-memory PEs (no GPU) run the same algorithm on the host API through
 // the proxy and the fabric (in/out are host memory, `stream` is ignored);
-// that is what CI tests. Not yet: other teams, several GPU nodes, prod, int64.
+// that is what CI tests. Not yet: other teams, several GPU nodes.
+// Reductions: sum, max, min, prod; integer sums and products wrap.
 //  - reduce: the oneshot kernel, pushing to the root only; only the root
 //    reduces.
 //  - all_to_all: the push of reduce_scatter (part p to PE p's slot) with a
@@ -39,8 +40,8 @@
 
 namespace nvst::coll {
 
-enum class DType { kF32, kBF16, kF16, kI32 };
-enum class RedOp { kSum, kMax, kMin };
+enum class DType { kF32, kBF16, kF16, kI32, kI64 };
+enum class RedOp { kSum, kMax, kMin, kProd };
 enum class Algo { kAuto, kOneShot, kTwoShot };
 
 std::size_t dtype_size(DType t);

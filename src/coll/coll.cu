@@ -97,9 +97,28 @@ __device__ __forceinline__ void end_launch(const Args& a) {
   }
 }
 
+// Integers wrap (unsigned arithmetic: no signed overflow).
+template <typename T>
+__host__ __device__ __forceinline__ T wrap_mul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+template <typename T>
+__host__ __device__ __forceinline__ T wrap_add(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+
 template <typename T>
 struct Ops {
-  __device__ static T sum(T a, T b) { return a + b; }
+  __device__ static T sum(T a, T b) {
+    if constexpr (std::is_integral_v<T>) return wrap_add(a, b);
+    else return a + b;
+  }
+  __device__ static T prod(T a, T b) {
+    if constexpr (std::is_integral_v<T>) return wrap_mul(a, b);
+    else return a * b;
+  }
   __device__ static T max(T a, T b) { return a > b ? a : b; }
   __device__ static T min(T a, T b) { return a < b ? a : b; }
 };
@@ -110,18 +129,23 @@ struct Ops<__nv_bfloat16> {
   }
   __device__ static __nv_bfloat16 max(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax(a, b); }
   __device__ static __nv_bfloat16 min(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin(a, b); }
+  __device__ static __nv_bfloat16 prod(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16(__bfloat162float(a) * __bfloat162float(b));
+  }
 };
 template <>
 struct Ops<__half> {
   __device__ static __half sum(__half a, __half b) { return __float2half(__half2float(a) + __half2float(b)); }
   __device__ static __half max(__half a, __half b) { return __hmax(a, b); }
   __device__ static __half min(__half a, __half b) { return __hmin(a, b); }
+  __device__ static __half prod(__half a, __half b) { return __float2half(__half2float(a) * __half2float(b)); }
 };
 
 template <typename T, RedOp OP>
 __device__ __forceinline__ T apply(T a, T b) {
   if constexpr (OP == RedOp::kSum) return Ops<T>::sum(a, b);
   else if constexpr (OP == RedOp::kMax) return Ops<T>::max(a, b);
+  else if constexpr (OP == RedOp::kProd) return Ops<T>::prod(a, b);
   else return Ops<T>::min(a, b);
 }
 
@@ -399,6 +423,7 @@ void launch_reduce_op(RedOp op, bool oneshot, int blocks, int threads, const Arg
     case RedOp::kSum: launch_reduce<T, RedOp::kSum>(oneshot, blocks, threads, a, s); break;
     case RedOp::kMax: launch_reduce<T, RedOp::kMax>(oneshot, blocks, threads, a, s); break;
     case RedOp::kMin: launch_reduce<T, RedOp::kMin>(oneshot, blocks, threads, a, s); break;
+    case RedOp::kProd: launch_reduce<T, RedOp::kProd>(oneshot, blocks, threads, a, s); break;
   }
 }
 
@@ -423,6 +448,7 @@ void launch_reduce_dtype(DType dtype, RedOp op, bool oneshot, int blocks, int th
     case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, threads, a, s); break;
     case DType::kF16: launch_reduce_op<__half>(op, oneshot, blocks, threads, a, s); break;
     case DType::kI32: launch_reduce_op<std::int32_t>(op, oneshot, blocks, threads, a, s); break;
+    case DType::kI64: launch_reduce_op<std::int64_t>(op, oneshot, blocks, threads, a, s); break;
   }
 }
 
@@ -533,9 +559,15 @@ T host_apply(T a, T b, RedOp op) {
   if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
     const float x = static_cast<float>(a), y = static_cast<float>(b);
     if (op == RedOp::kSum) return static_cast<T>(x + y);
+    if (op == RedOp::kProd) return static_cast<T>(x * y);
     return (op == RedOp::kMax ? x > y : x < y) ? a : b;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (op == RedOp::kSum) return wrap_add(a, b);
+    if (op == RedOp::kProd) return wrap_mul(a, b);
+    return (op == RedOp::kMax ? a > b : a < b) ? a : b;
   } else {
     if (op == RedOp::kSum) return a + b;
+    if (op == RedOp::kProd) return a * b;
     return (op == RedOp::kMax ? a > b : a < b) ? a : b;
   }
 }
@@ -558,6 +590,7 @@ void host_reduce_dtype(DType dtype, const char* own, const char* buf, std::size_
     case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(own), buf, slot, reinterpret_cast<__nv_bfloat16*>(out), n, op); break;
     case DType::kF16: host_reduce(reinterpret_cast<const __half*>(own), buf, slot, reinterpret_cast<__half*>(out), n, op); break;
     case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(own), buf, slot, reinterpret_cast<std::int32_t*>(out), n, op); break;
+    case DType::kI64: host_reduce(reinterpret_cast<const std::int64_t*>(own), buf, slot, reinterpret_cast<std::int64_t*>(out), n, op); break;
   }
 }
 
@@ -676,6 +709,7 @@ std::size_t dtype_size(DType t) {
     case DType::kBF16: return 2;
     case DType::kF16: return 2;
     case DType::kI32: return 4;
+    case DType::kI64: return 8;
   }
   NVST_FAIL("nvst::coll: unknown dtype ", static_cast<int>(t));
 }
@@ -685,6 +719,7 @@ const char* dtype_name(DType t) {
     case DType::kBF16: return "bfloat16";
     case DType::kF16: return "float16";
     case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
   }
   return "?";
 }
@@ -693,6 +728,7 @@ const char* redop_name(RedOp op) {
     case RedOp::kSum: return "sum";
     case RedOp::kMax: return "max";
     case RedOp::kMin: return "min";
+    case RedOp::kProd: return "prod";
   }
   return "?";
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "nvst/coll.hpp"
@@ -19,6 +20,9 @@ namespace nvst::test {
 
 using nvst::coll::DType;
 using nvst::coll::RedOp;
+
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64};
+inline constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kMax, RedOp::kMin, RedOp::kProd};
 
 // Random element bits for (pe, i): small values so float sums stay exact-ish
 // and ints do not overflow; never all zeros.
@@ -34,6 +38,7 @@ inline std::vector<std::uint8_t> make_input(DType t, std::size_t n, int pe, std:
       case DType::kBF16: { __nv_bfloat16 h = __float2bfloat16(f); std::memcpy(&out[i * 2], &h, 2); break; }
       case DType::kF16: { __half h = __float2half(f); std::memcpy(&out[i * 2], &h, 2); break; }
       case DType::kI32: { std::int32_t v = static_cast<std::int32_t>(rng() % 20001) - 10000; std::memcpy(&out[i * 4], &v, 4); break; }
+      case DType::kI64: { std::int64_t v = static_cast<std::int64_t>(rng() % 2000001) - 1000000; std::memcpy(&out[i * 8], &v, 8); break; }
     }
   }
   return out;
@@ -45,26 +50,39 @@ inline float to_float(DType t, const std::uint8_t* p) {
     case DType::kBF16: { __nv_bfloat16 h; std::memcpy(&h, p, 2); return __bfloat162float(h); }
     case DType::kF16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
     case DType::kI32: { std::int32_t v; std::memcpy(&v, p, 4); return static_cast<float>(v); }
+    case DType::kI64: { std::int64_t v; std::memcpy(&v, p, 8); return static_cast<float>(v); }
   }
   return 0;
 }
 
+// Integers: x op y, wrapping as two's complement (unsigned arithmetic).
+template <typename I>
+inline void combine_int(RedOp op, std::uint8_t* a, const std::uint8_t* b) {
+  using U = std::make_unsigned_t<I>;
+  I x, y;
+  std::memcpy(&x, a, sizeof(I));
+  std::memcpy(&y, b, sizeof(I));
+  x = op == RedOp::kSum    ? static_cast<I>(static_cast<U>(x) + static_cast<U>(y))
+      : op == RedOp::kProd ? static_cast<I>(static_cast<U>(x) * static_cast<U>(y))
+      : op == RedOp::kMax  ? std::max(x, y)
+                           : std::min(x, y);
+  std::memcpy(a, &x, sizeof(I));
+}
+
 // a = a op b in the element type, as the GPU does it.
 inline void combine(DType t, RedOp op, std::uint8_t* a, const std::uint8_t* b) {
-  if (t == DType::kI32) {
-    std::int32_t x, y;
-    std::memcpy(&x, a, 4);
-    std::memcpy(&y, b, 4);
-    x = op == RedOp::kSum ? x + y : op == RedOp::kMax ? std::max(x, y) : std::min(x, y);
-    std::memcpy(a, &x, 4);
-    return;
-  }
+  if (t == DType::kI32) return combine_int<std::int32_t>(op, a, b);
+  if (t == DType::kI64) return combine_int<std::int64_t>(op, a, b);
   const float x = to_float(t, a), y = to_float(t, b);
-  const float r = op == RedOp::kSum ? x + y : op == RedOp::kMax ? (x > y ? x : y) : (x < y ? x : y);
+  const bool arith = op == RedOp::kSum || op == RedOp::kProd;
+  const float r = op == RedOp::kSum    ? x + y
+                  : op == RedOp::kProd ? x * y
+                  : op == RedOp::kMax  ? (x > y ? x : y)
+                                       : (x < y ? x : y);
   switch (t) {
     case DType::kF32: std::memcpy(a, &r, 4); break;
-    case DType::kBF16: { __nv_bfloat16 h = op == RedOp::kSum ? __float2bfloat16(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __nv_bfloat16*>(a) : *reinterpret_cast<const __nv_bfloat16*>(b); std::memcpy(a, &h, 2); break; }
-    case DType::kF16: { __half h = op == RedOp::kSum ? __float2half(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __half*>(a) : *reinterpret_cast<const __half*>(b); std::memcpy(a, &h, 2); break; }
+    case DType::kBF16: { __nv_bfloat16 h = arith ? __float2bfloat16(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __nv_bfloat16*>(a) : *reinterpret_cast<const __nv_bfloat16*>(b); std::memcpy(a, &h, 2); break; }
+    case DType::kF16: { __half h = arith ? __float2half(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __half*>(a) : *reinterpret_cast<const __half*>(b); std::memcpy(a, &h, 2); break; }
     default: break;
   }
 }

@@ -47,13 +47,13 @@ int run_pe() {
   const std::size_t sizes[] = {0, 1, 7, 1000, 4097, 65536 + 3, (1u << 20) + 5, (5u << 20) + 11};
   std::size_t max_n = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
   char *in = nullptr, *out = nullptr;
-  NVST_CHECK_CUDA(cudaMalloc(&in, max_n * 4 + 64));
-  NVST_CHECK_CUDA(cudaMalloc(&out, max_n * 4 * static_cast<std::size_t>(n) + 64));
+  NVST_CHECK_CUDA(cudaMalloc(&in, max_n * 8 + 64));
+  NVST_CHECK_CUDA(cudaMalloc(&out, max_n * 8 * static_cast<std::size_t>(n) + 64));
   cudaStream_t s;
   NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::uint64_t salt = 0;
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
-    for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+  for (DType t : kAllDTypes)
+    for (RedOp op : kAllOps)
       for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
         for (bool in_place : {false, true}) {
           long long bad = 0;
@@ -102,13 +102,13 @@ int run_pe() {
     check(bad == 0, "all_gather bfloat16 count " + std::to_string(count) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
   }
   // reduce_scatter (every dtype x op) and broadcast (first and last root).
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
-    for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin}) {
+  for (DType t : kAllDTypes)
+    for (RedOp op : kAllOps) {
       long long bad = 0;
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
                                 std::size_t{65539}, std::size_t{(1u << 20) + 5}}) {
         const std::size_t es = nvst::coll::dtype_size(t);
-        if (count * es * n > max_n * 4) continue;
+        if (count * es * n > max_n * 8) continue;
         ++salt;
         std::vector<std::vector<std::uint8_t>> inputs;
         for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count * n, p, salt, g_seed));
@@ -148,7 +148,7 @@ int run_pe() {
   // all_to_all, all_to_allv and reduce on their own buffers (all_to_all's
   // largest case spans several workspace chunks).
   const std::size_t big_count = (5u << 20) + 11;
-  const std::size_t big_bytes = big_count * 4 * static_cast<std::size_t>(n) + 64;
+  const std::size_t big_bytes = big_count * 8 * static_cast<std::size_t>(n) + 64;
   char *b_in = nullptr, *b_out = nullptr;
   NVST_CHECK_CUDA(cudaMalloc(&b_in, big_bytes));
   NVST_CHECK_CUDA(cudaMalloc(&b_out, big_bytes));
@@ -168,8 +168,7 @@ int run_pe() {
     for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] != (i < want.size() ? want[i] : 0xA5);
     return bad;
   };
-  const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kI32};
-  for (DType t : dtypes)
+    for (DType t : kAllDTypes)
     for (bool aligned : {true, false}) {
       const std::size_t es = nvst::coll::dtype_size(t);
       long long bad = 0;
@@ -189,7 +188,7 @@ int run_pe() {
       check(bad == 0, std::string("all_to_all ") + nvst::coll::dtype_name(t) + (aligned ? "" : " unaligned") +
                           (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : ""));
     }
-  for (DType t : dtypes)
+  for (DType t : kAllDTypes)
     for (std::size_t big : {std::size_t{0}, std::size_t{1}, big_count}) {
       if (t != DType::kF32 && big > 1) continue;
       const std::size_t es = nvst::coll::dtype_size(t);
@@ -206,8 +205,8 @@ int run_pe() {
                           (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
     }
   for (int root : {0, n - 1})
-    for (DType t : dtypes)
-      for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin}) {
+    for (DType t : kAllDTypes)
+      for (RedOp op : kAllOps) {
         const std::size_t es = nvst::coll::dtype_size(t);
         long long bad = 0;
         for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},

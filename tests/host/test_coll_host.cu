@@ -21,8 +21,8 @@ TEST(CollHost, AllReduceAndAllGatherMatchTheReferenceBitForBit) {
     const std::size_t sizes[] = {0, 1, 7, 1000, 4097, 65536 + 3, 3'000'001};  // the last spans 3 chunks
     std::uint64_t salt = 0;
     long long bad_total = 0;
-    for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
-      for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+    for (DType t : kAllDTypes)
+      for (RedOp op : kAllOps)
         for (std::size_t count : sizes) {
           if (t != DType::kF32 && count > 100000) continue;  // one large case is enough
           const std::size_t es = nvst::coll::dtype_size(t);
@@ -67,8 +67,8 @@ TEST(CollHost, ReduceScatterAndBroadcastMatchTheReference) {
     const int n = nvst::n_pes();
     const std::size_t sizes[] = {0, 1, 7, 4097, 65536 + 3, 2'000'003};  // the last spans 2 chunks (f32)
     std::uint64_t salt = 1000;
-    for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
-      for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+    for (DType t : kAllDTypes)
+      for (RedOp op : kAllOps)
         for (std::size_t count : sizes) {
           if (t != DType::kF32 && count > 100000) continue;
           const std::size_t es = nvst::coll::dtype_size(t);
@@ -111,9 +111,8 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
     nvst::init();
     const int n = nvst::n_pes();
     std::uint64_t salt = 2000;
-    const DType dtypes[] = {DType::kF32, DType::kBF16, DType::kF16, DType::kI32};
-    // all_to_all: every dtype; the last size spans 2 chunks (f32).
-    for (DType t : dtypes)
+        // all_to_all: every dtype; the last size spans 2 chunks (f32).
+    for (DType t : kAllDTypes)
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{3'000'001}}) {
         if (t != DType::kF32 && count > 100000) continue;
         const std::size_t es = nvst::coll::dtype_size(t);
@@ -130,7 +129,7 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
       }
     // all_to_allv: random counts (zeros too) and displacements with gaps;
     // the last layout sends one message of 3 slots (rounds with acks).
-    for (DType t : dtypes)
+    for (DType t : kAllDTypes)
       for (std::size_t big : {std::size_t{0}, std::size_t{1}, std::size_t{3'000'001}}) {
         if (t != DType::kF32 && big > 1) continue;
         const std::size_t es = nvst::coll::dtype_size(t);
@@ -149,8 +148,8 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
       }
     // reduce: every dtype x op, first and last root; off the root out is untouched.
     for (int root : {0, n - 1})
-      for (DType t : dtypes)
-        for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+      for (DType t : kAllDTypes)
+        for (RedOp op : kAllOps)
           for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, std::size_t{3'000'001}}) {
             if ((t != DType::kF32 || op != RedOp::kSum) && count > 100000) continue;
             const std::size_t es = nvst::coll::dtype_size(t);
