@@ -594,28 +594,21 @@ void host_reduce_dtype(DType dtype, const char* own, const char* buf, std::size_
   }
 }
 
-void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
+// The reductions, as push_reduce on the GPU: part p of in (at p * stride)
+// goes to PE p (all_reduce: stride 0; reduce_scatter: stride = count
+// elements), or to `dest` only (reduce), which alone reduces.
+void host_push_reduce(const char* in, std::size_t stride, char* out, std::size_t count, DType dtype, RedOp op,
+                      int dest) {
   host_prepare();
+  const int me = nvst::my_pe();
   const std::size_t es = dtype_size(dtype);
   const std::size_t slot = slot_bytes();
   for (std::size_t off = 0; off < count; off += slot / es) {
     const std::size_t n = std::min(slot / es, count - off);
-    const char* buf = host_exchange(in + off * es, 0, n * es);
-    host_reduce_dtype(dtype, in + off * es, buf, slot, out + off * es, n, op);
-  }
-}
-
-void host_reduce_scatter(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
-  host_prepare();
-  const int me = nvst::my_pe();
-  const std::size_t es = dtype_size(dtype), stride = count * es;
-  const std::size_t slot = slot_bytes();
-  for (std::size_t off = 0; off < count; off += slot / es) {
-    const std::size_t n = std::min(slot / es, count - off);
     const char* base = in + off * es;
-    const char* buf = host_exchange(base, stride, n * es);
+    const char* buf = host_exchange(base, stride, n * es, -1, dest);
     const char* own = base + static_cast<std::size_t>(me) * stride;
-    host_reduce_dtype(dtype, own, buf, slot, out + off * es, n, op);
+    if (dest < 0 || dest == me) host_reduce_dtype(dtype, own, buf, slot, out + off * es, n, op);
   }
 }
 
@@ -627,17 +620,6 @@ void host_broadcast(const char* in, char* out, std::size_t total, int root) {
     const char* buf = host_exchange(in + off, 0, n, root);
     const char* src = nvst::my_pe() == root ? in + off : buf + static_cast<std::size_t>(root) * slot;
     if (src != out + off) std::memmove(out + off, src, n);
-  }
-}
-
-void host_reduce(const char* in, char* out, std::size_t count, DType dtype, RedOp op, int root) {
-  host_prepare();
-  const std::size_t es = dtype_size(dtype);
-  const std::size_t slot = slot_bytes();
-  for (std::size_t off = 0; off < count; off += slot / es) {
-    const std::size_t n = std::min(slot / es, count - off);
-    const char* buf = host_exchange(in + off * es, 0, n * es, -1, root);
-    if (nvst::my_pe() == root) host_reduce_dtype(dtype, in + off * es, buf, slot, out + off * es, n, op);
   }
 }
 
@@ -762,7 +744,7 @@ void prepare() {
 void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
                 Algo algo) {
   const std::size_t es = check_reduction_args("all_reduce", in, out, count, dtype);
-  if (host_heaps()) return host_all_reduce(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
+  if (host_heaps()) return host_push_reduce(static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
   prepare();
   algo = algo_from_env(algo);
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
@@ -853,7 +835,8 @@ void push_reduce(const void* in, std::size_t stride, void* out, std::size_t coun
 
 void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
   const std::size_t es = check_reduction_args("reduce_scatter", in, out, count, dtype);
-  if (host_heaps()) return host_reduce_scatter(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
+  if (host_heaps())
+    return host_push_reduce(static_cast<const char*>(in), count * es, static_cast<char*>(out), count, dtype, op, -1);
   push_reduce(in, count * es, out, count, dtype, op, -1, stream);
 }
 
@@ -862,8 +845,7 @@ void reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op,
                nvst::n_pes(), ")");
   // Off the root, out is not used: check `in` against itself.
   check_reduction_args("reduce", in, nvst::my_pe() == root ? out : in, count, dtype);
-  if (host_heaps())
-    return host_reduce(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op, root);
+  if (host_heaps()) return host_push_reduce(static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, root);
   push_reduce(in, 0, out, count, dtype, op, root, stream);
 }
 
