@@ -822,7 +822,7 @@ void push_reduce(const void* in, std::size_t stride, void* out, std::size_t coun
     a.in_base = static_cast<const char*>(in) + off * es;
     a.in_stride = stride;
     a.in = a.in_base + static_cast<std::size_t>(a.me) * stride;
-    a.out = static_cast<char*>(out) + off * es;
+    a.out = out ? static_cast<char*>(out) + off * es : nullptr;  // reduce: null off the root
     a.n = n;
     a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
     const std::size_t bytes = n * es;
