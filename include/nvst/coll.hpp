@@ -1,6 +1,6 @@
-// Collectives on the runtime (first slice of issue 4): all_reduce,
-// all_gather, reduce_scatter and broadcast over the world team of one node
-// (NVLink), stream-ordered, with
+// Collectives on the runtime (issue 4): all_reduce, all_gather,
+// reduce_scatter, broadcast, reduce, all_to_all and all_to_allv over the
+// world team of one node (NVLink), stream-ordered, with
 // no host synchronisation. Inputs and outputs are any device memory; data is
 // staged through a symmetric workspace the library owns.
 //
@@ -19,18 +19,29 @@
 // stream at a time (they share one workspace and one epoch counter).
 // Host-memory PEs (no GPU) run the same algorithm on the host API through
 // the proxy and the fabric (in/out are host memory, `stream` is ignored);
-// that is what CI tests. Not yet: other teams, several GPU nodes,
-// reduce/alltoall(v), prod.
+// that is what CI tests. Not yet: other teams, several GPU nodes.
+// Reductions: sum, max, min, prod; integer sums and products wrap.
+//  - reduce: the oneshot kernel, pushing to the root only; only the root
+//    reduces.
+//  - all_to_all: the push of reduce_scatter (part p to PE p's slot) with a
+//    copy instead of the reduction; all_gather is the same kernel with every
+//    PE sent the same bytes.
+//  - all_to_allv: one launch; each pair of PEs streams its message through
+//    the receiver's slot in rounds with a data flag and an ack per round, so
+//    no PE needs the others' counts. The first round carries the sender's
+//    byte count, and a receiver whose recv_counts disagrees stops with a
+//    device error naming the peer (cost: one 8-byte store per pair).
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include <cuda_runtime_api.h>
 
 namespace nvst::coll {
 
-enum class DType { kF32, kBF16, kF16, kI32 };
-enum class RedOp { kSum, kMax, kMin };
+enum class DType { kF32, kBF16, kF16, kI32, kI64 };
+enum class RedOp { kSum, kMax, kMin, kProd };
 enum class Algo { kAuto, kOneShot, kTwoShot };
 
 std::size_t dtype_size(DType t);
@@ -51,5 +62,22 @@ void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaS
 void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream);
 // Every PE's out = root's in (count elements); in is read on the root only.
 void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream);
+// root's out (count elements) = the reduction of every PE's in, in PE order;
+// out is written on the root only (may be null elsewhere).
+void reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, int root, cudaStream_t stream);
+// in and out hold n_pes x count elements: part p of in goes to PE p, PE p's
+// part lands at out + p x count (MPI_Alltoall).
+void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream);
+// MPI_Alltoallv: send_counts[p] elements from in + send_displs[p] go to PE
+// p, which receives them at out + recv_displs[me]; every span holds n_pes
+// entries (in elements), and recv_counts[p] must equal what PE p sends here
+// (a mismatch stops the kernel with an error, it never corrupts silently).
+// Bytes of out outside the received parts are left untouched.
+void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::span<const std::size_t> send_displs,
+                 void* out, std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
+                 DType dtype, cudaStream_t stream);
+// The same with arrays of n_pes entries.
+void all_to_allv(const void* in, const std::size_t* send_counts, const std::size_t* send_displs, void* out,
+                 const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype, cudaStream_t stream);
 
 }  // namespace nvst::coll

@@ -37,16 +37,18 @@ nvst::coll::DType dtype_of(const py::array& a, const char* fn, const char* name)
     throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": " + name + " is not C-contiguous");
   if (a.dtype().is(py::dtype::of<float>())) return nvst::coll::DType::kF32;
   if (a.dtype().is(py::dtype::of<std::int32_t>())) return nvst::coll::DType::kI32;
+  if (a.dtype().is(py::dtype::of<std::int64_t>())) return nvst::coll::DType::kI64;
   if (a.dtype().is(py::dtype("float16"))) return nvst::coll::DType::kF16;
   throw py::type_error(std::string("nvshmem_tutorial.") + fn + ": " + name + " has dtype " +
-                       std::string(py::str(a.dtype())) + "; supported: float32, float16, int32");
+                       std::string(py::str(a.dtype())) + "; supported: float32, float16, int32, int64");
 }
 
 nvst::coll::RedOp op_of(const std::string& op) {
   if (op == "sum") return nvst::coll::RedOp::kSum;
   if (op == "max") return nvst::coll::RedOp::kMax;
   if (op == "min") return nvst::coll::RedOp::kMin;
-  throw py::value_error("nvshmem_tutorial: op '" + op + "' is not one of sum, max, min");
+  if (op == "prod") return nvst::coll::RedOp::kProd;
+  throw py::value_error("nvshmem_tutorial: op '" + op + "' is not one of sum, max, min, prod");
 }
 
 nvst::Cmp cmp_of(const std::string& c) {

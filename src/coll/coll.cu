@@ -23,6 +23,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "nvst/coll.hpp"
 #include "nvst/device.cuh"
@@ -40,12 +41,15 @@ constexpr int kMaxBlocks = 264;
 constexpr int kMaxPes = 64;
 constexpr int kThreads = 1024;  // the most a launch uses (see threads_for)
 constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
+// Flag phases: 0 and 1 for every launch's exchanges (see publish_and_wait);
+// all_to_allv's per-round data flags, acks and byte counts.
+constexpr int kPhaseVData = 2, kPhaseVAck = 3, kPhaseVLen = 4, kPhases = 5;
 
 struct Workspace {
   std::uint64_t generation = 0;  // the nvst::init it belongs to (a later init starts afresh)
   char* data[2] = {};            // each PE's published input (symmetric)
   char* red[2] = {};             // two-shot: reduced slices (symmetric)
-  std::uint64_t* flags = nullptr;  // [2 phases][kMaxPes][kMaxBlocks] (symmetric)
+  std::uint64_t* flags = nullptr;  // [kPhases][kMaxPes][kMaxBlocks] (symmetric)
   std::uint64_t* epoch = nullptr;  // device memory: [0] launches so far, [1] blocks done
 } g_ws;
 
@@ -54,6 +58,7 @@ struct Args {
   const char* in_base;     // what goes to PE p: in_base + p * in_stride
   std::size_t in_stride;   // 0: the same bytes to everyone (all_reduce, all_gather)
   int root;                // broadcast
+  int dest;                // push to this PE only (reduce's root); -1: every PE
   char* out;
   std::size_t n;        // elements in this launch
   std::size_t out_stride;  // all_gather: bytes between PEs' parts of out
@@ -92,9 +97,28 @@ __device__ __forceinline__ void end_launch(const Args& a) {
   }
 }
 
+// Integers wrap (unsigned arithmetic: no signed overflow).
+template <typename T>
+__host__ __device__ __forceinline__ T wrap_mul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+template <typename T>
+__host__ __device__ __forceinline__ T wrap_add(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+
 template <typename T>
 struct Ops {
-  __device__ static T sum(T a, T b) { return a + b; }
+  __device__ static T sum(T a, T b) {
+    if constexpr (std::is_integral_v<T>) return wrap_add(a, b);
+    else return a + b;
+  }
+  __device__ static T prod(T a, T b) {
+    if constexpr (std::is_integral_v<T>) return wrap_mul(a, b);
+    else return a * b;
+  }
   __device__ static T max(T a, T b) { return a > b ? a : b; }
   __device__ static T min(T a, T b) { return a < b ? a : b; }
 };
@@ -105,18 +129,23 @@ struct Ops<__nv_bfloat16> {
   }
   __device__ static __nv_bfloat16 max(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmax(a, b); }
   __device__ static __nv_bfloat16 min(__nv_bfloat16 a, __nv_bfloat16 b) { return __hmin(a, b); }
+  __device__ static __nv_bfloat16 prod(__nv_bfloat16 a, __nv_bfloat16 b) {
+    return __float2bfloat16(__bfloat162float(a) * __bfloat162float(b));
+  }
 };
 template <>
 struct Ops<__half> {
   __device__ static __half sum(__half a, __half b) { return __float2half(__half2float(a) + __half2float(b)); }
   __device__ static __half max(__half a, __half b) { return __hmax(a, b); }
   __device__ static __half min(__half a, __half b) { return __hmin(a, b); }
+  __device__ static __half prod(__half a, __half b) { return __float2half(__half2float(a) * __half2float(b)); }
 };
 
 template <typename T, RedOp OP>
 __device__ __forceinline__ T apply(T a, T b) {
   if constexpr (OP == RedOp::kSum) return Ops<T>::sum(a, b);
   else if constexpr (OP == RedOp::kMax) return Ops<T>::max(a, b);
+  else if constexpr (OP == RedOp::kProd) return Ops<T>::prod(a, b);
   else return Ops<T>::min(a, b);
 }
 
@@ -217,7 +246,7 @@ __device__ __forceinline__ void reduce_slots(const Args& a, T* out, std::size_t 
 // round trip, a pull does).
 __device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, std::size_t hi_b) {
   for (int p = 0; p < a.npes; ++p) {
-    if (p == a.me || hi_b <= lo_b) continue;
+    if (p == a.me || hi_b <= lo_b || (a.dest >= 0 && p != a.dest)) continue;
     char* dst = dev::peer_address(a.data, p) + static_cast<std::size_t>(a.me) * a.slot_bytes;
     const char* src = a.in_base + static_cast<std::size_t>(p) * a.in_stride;
     dev::group_copy<dev::Scope::kBlock>(dst + lo_b, src + lo_b, hi_b - lo_b);
@@ -227,6 +256,7 @@ __device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, s
 // oneshot: push my range to every peer, signal, wait for theirs, reduce
 // locally. Blocks run independently, so pushing and reducing overlap. With
 // in_stride = count it is reduce_scatter: PE p gets part p of everyone's input.
+// With dest = root it is reduce: only the root is pushed to and reduces.
 template <typename T, RedOp OP>
 __global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
   begin_launch(a);
@@ -234,7 +264,7 @@ __global__ void __launch_bounds__(kThreads) oneshot_kernel(Args a) {
   block_range<T>(a.n, lo, hi);
   push_to_peers(a, lo * sizeof(T), hi * sizeof(T));
   publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
-  reduce_slots<T, OP>(a, reinterpret_cast<T*>(a.out), lo, hi);
+  if (a.dest < 0 || a.dest == a.me) reduce_slots<T, OP>(a, reinterpret_cast<T*>(a.out), lo, hi);
   end_launch(a);
 }
 
@@ -265,7 +295,10 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(Args a) {
   end_launch(a);
 }
 
-__global__ void __launch_bounds__(kThreads) allgather_kernel(Args a) {
+// all_to_all (reduce_scatter's push with a copy for the reduction): part p
+// of the input (in_base + p * in_stride) goes to PE p, and PE p's part of
+// out is at p * out_stride. all_gather is the case in_stride = 0.
+__global__ void __launch_bounds__(kThreads) gather_kernel(Args a) {
   begin_launch(a);
   std::size_t lo, hi;
   block_range<std::uint8_t>(a.n, lo, hi);  // n in bytes here
@@ -275,6 +308,93 @@ __global__ void __launch_bounds__(kThreads) allgather_kernel(Args a) {
     if (hi > lo)
       dev::group_copy<dev::Scope::kBlock>(a.out + static_cast<std::size_t>(p) * a.out_stride + lo,
                                           contribution<std::uint8_t>(a, p) + lo, hi - lo);
+  end_launch(a);
+}
+
+// all_to_allv: byte offsets and lengths per peer (kernel parameters, so a
+// CUDA graph keeps them).
+struct VArgs {
+  Args a;
+  std::size_t send_off[kMaxPes], send_len[kMaxPes], recv_off[kMaxPes], recv_len[kMaxPes];
+};
+
+// flags[phase][from][block] on PE `pe`.
+__device__ __forceinline__ std::uint64_t* flag_on(const Args& a, int phase, int from, int pe) {
+  std::uint64_t* f = a.flags + (static_cast<std::size_t>(phase) * kMaxPes + from) * kMaxBlocks + blockIdx.x;
+  return pe == a.me ? f : reinterpret_cast<std::uint64_t*>(dev::peer_address(f, pe));
+}
+// Rounds a message of `len` bytes takes through a slot (at least one: the
+// first round carries the byte count).
+__device__ __forceinline__ std::size_t v_rounds(std::size_t len, std::size_t slot) {
+  return len == 0 ? 1 : (len + slot - 1) / slot;
+}
+// Round k's flag value: above every value of earlier launches.
+__device__ __forceinline__ std::uint64_t v_value(std::uint64_t e, std::size_t k) { return (e << 24) | (k + 1); }
+// Round k of a `len`-byte message: it starts at `base`; this block's part is
+// [lo, hi) from there.
+__device__ __forceinline__ void v_range(std::size_t len, std::size_t slot, std::size_t k, std::size_t& base,
+                                        std::size_t& lo, std::size_t& hi) {
+  base = std::min(len, k * slot);
+  block_range<std::uint8_t>(std::min(len - base, slot), lo, hi);
+}
+
+// all_to_allv in one launch. After the usual flag exchange (every peer has
+// finished its earlier launches, so the slots are free), each pair of PEs
+// streams its message through the receiver's slot in rounds: the sender
+// pushes round k once the receiver acked round k - 1, and flags it; the
+// receiver copies it out and acks. Pairs need only their own count, and a
+// receiver checks the sender's byte count (sent in round 0) against its own.
+// (__grid_constant__: the per-peer arrays are read in place, never copied
+// per thread.)
+__global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_constant__ VArgs v) {
+  Args a = v.a;
+  begin_launch(a);
+  publish_and_wait(a, nullptr, nullptr, 0, 0, 0);
+  const std::size_t slot = a.slot_bytes;
+  const int me = a.me;
+  std::size_t lo, hi, base;
+  block_range<std::uint8_t>(v.send_len[me], lo, hi);
+  if (hi > lo) dev::group_copy<dev::Scope::kBlock>(a.out + v.recv_off[me] + lo, a.in_base + v.send_off[me] + lo, hi - lo);
+  std::size_t rounds = 1;
+  for (int p = 0; p < a.npes; ++p)
+    if (p != me) rounds = std::max(rounds, std::max(v_rounds(v.send_len[p], slot), v_rounds(v.recv_len[p], slot)));
+  for (std::size_t k = 0; k < rounds; ++k) {
+    for (int p = 0; p < a.npes; ++p) {
+      if (p == me || k >= v_rounds(v.send_len[p], slot)) continue;
+      if (k > 0) {  // the receiver has copied round k - 1 out of its slot
+        if (threadIdx.x == 0)
+          dev::detail::wait_until_impl<std::uint64_t>(flag_on(a, kPhaseVAck, p, me), dev::Cmp::kGe,
+                                                      v_value(a.e, k - 1), dev::FailKind::kWaitTimeout, p);
+        __syncthreads();
+      }
+      v_range(v.send_len[p], slot, k, base, lo, hi);
+      if (hi > lo)
+        dev::group_copy<dev::Scope::kBlock>(dev::peer_address(a.data, p) + static_cast<std::size_t>(me) * slot + lo,
+                                            a.in_base + v.send_off[p] + base + lo, hi - lo);
+    }
+    __syncthreads();  // every thread's stores precede the releases below
+    const int t = static_cast<int>(threadIdx.x);
+    if (t < a.npes && t != me && k < v_rounds(v.send_len[t], slot)) {
+      if (k == 0) *reinterpret_cast<volatile std::uint64_t*>(flag_on(a, kPhaseVLen, me, t)) = v.send_len[t];
+      dev::detail::st_release_sys(flag_on(a, kPhaseVData, me, t), v_value(a.e, k));
+    }
+    for (int q = 0; q < a.npes; ++q) {
+      if (q == me || k >= v_rounds(v.recv_len[q], slot)) continue;
+      if (threadIdx.x == 0) {
+        dev::detail::wait_until_impl<std::uint64_t>(flag_on(a, kPhaseVData, q, me), dev::Cmp::kGe, v_value(a.e, k),
+                                                    dev::FailKind::kWaitTimeout, q);
+        const std::uint64_t len = *reinterpret_cast<volatile std::uint64_t*>(flag_on(a, kPhaseVLen, q, me));
+        if (k == 0 && len != v.recv_len[q]) dev::fail(dev::FailKind::kCountMismatch, q, 0, len, v.recv_len[q], -1);
+      }
+      __syncthreads();
+      v_range(v.recv_len[q], slot, k, base, lo, hi);
+      if (hi > lo)
+        dev::group_copy<dev::Scope::kBlock>(a.out + v.recv_off[q] + base + lo,
+                                            a.data + static_cast<std::size_t>(q) * slot + lo, hi - lo);
+      __syncthreads();  // the slot is read before the ack frees it
+      if (threadIdx.x == 0) dev::detail::st_release_sys(flag_on(a, kPhaseVAck, me, q), v_value(a.e, k));
+    }
+  }
   end_launch(a);
 }
 
@@ -303,6 +423,7 @@ void launch_reduce_op(RedOp op, bool oneshot, int blocks, int threads, const Arg
     case RedOp::kSum: launch_reduce<T, RedOp::kSum>(oneshot, blocks, threads, a, s); break;
     case RedOp::kMax: launch_reduce<T, RedOp::kMax>(oneshot, blocks, threads, a, s); break;
     case RedOp::kMin: launch_reduce<T, RedOp::kMin>(oneshot, blocks, threads, a, s); break;
+    case RedOp::kProd: launch_reduce<T, RedOp::kProd>(oneshot, blocks, threads, a, s); break;
   }
 }
 
@@ -327,6 +448,7 @@ void launch_reduce_dtype(DType dtype, RedOp op, bool oneshot, int blocks, int th
     case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, threads, a, s); break;
     case DType::kF16: launch_reduce_op<__half>(op, oneshot, blocks, threads, a, s); break;
     case DType::kI32: launch_reduce_op<std::int32_t>(op, oneshot, blocks, threads, a, s); break;
+    case DType::kI64: launch_reduce_op<std::int64_t>(op, oneshot, blocks, threads, a, s); break;
   }
 }
 
@@ -358,6 +480,7 @@ std::size_t slot_bytes() { return kChunkBytes / static_cast<std::size_t>(nvst::n
 
 Args base_args() {
   Args a{};
+  a.dest = -1;
   a.slot_bytes = slot_bytes();
   a.me = nvst::my_pe();
   a.npes = nvst::n_pes();
@@ -390,6 +513,9 @@ struct HostWorkspace {
   std::uint64_t generation = 0;
   char* data[2] = {};
   std::uint64_t* flags = nullptr;  // flags[p]: last epoch PE p's data arrived here
+  // all_to_allv, [p]: PE p's round flag, ack and byte count (as the kernel's).
+  std::uint64_t *vdata = nullptr, *vack = nullptr, *vlen = nullptr;
+  std::vector<std::uint64_t> vlen_src;  // what this PE sends as byte counts (kept until quiet)
   std::uint64_t epoch = 0;
 } g_host;
 
@@ -398,23 +524,30 @@ void host_prepare() {
   g_host = HostWorkspace{};
   g_host.generation = detail::init_generation();
   for (int b = 0; b < 2; ++b) g_host.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
-  g_host.flags = static_cast<std::uint64_t*>(nvst::calloc(static_cast<std::size_t>(nvst::n_pes()), 8));
+  const std::size_t n = static_cast<std::size_t>(nvst::n_pes());
+  g_host.flags = static_cast<std::uint64_t*>(nvst::calloc(4 * n, 8));
+  g_host.vdata = g_host.flags + n;
+  g_host.vack = g_host.flags + 2 * n;
+  g_host.vlen = g_host.flags + 3 * n;
+  g_host.vlen_src.assign(n, 0);
   nvst::barrier_all();
 }
 
 // Sends `bytes` of src + p * stride to every peer p's slot, waits for
 // theirs; returns this epoch's buffer (slot p holds PE p's bytes).
-const char* host_exchange(const char* src, std::size_t stride, std::size_t bytes, int only_from = -1) {
+// only_from >= 0 (broadcast): only that PE sends data; only_to >= 0
+// (reduce): data goes to that PE only. Everyone signals everyone.
+const char* host_exchange(const char* src, std::size_t stride, std::size_t bytes, int only_from = -1,
+                          int only_to = -1) {
   const int me = nvst::my_pe(), n = nvst::n_pes();
   const std::uint64_t e = ++g_host.epoch;
   char* buf = g_host.data[e & 1];
   const std::size_t slot = slot_bytes();
-  // only_from >= 0 (broadcast): only that PE sends data; everyone signals.
-  const std::size_t send = only_from < 0 || only_from == me ? bytes : 0;
   for (int p = 0; p < n; ++p)
     if (p != me)
       nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * slot, src + static_cast<std::size_t>(p) * stride,
-                              send, &g_host.flags[me], e, nvst::SignalOp::kSet, p);
+                              (only_from < 0 || only_from == me) && (only_to < 0 || only_to == p) ? bytes : 0,
+                              &g_host.flags[me], e, nvst::SignalOp::kSet, p);
   for (int p = 0; p < n; ++p)
     if (p != me) nvst::signal_wait_until(&g_host.flags[p], nvst::Cmp::kGe, e);
   nvst::quiet();  // `src` may be reused
@@ -426,9 +559,15 @@ T host_apply(T a, T b, RedOp op) {
   if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
     const float x = static_cast<float>(a), y = static_cast<float>(b);
     if (op == RedOp::kSum) return static_cast<T>(x + y);
+    if (op == RedOp::kProd) return static_cast<T>(x * y);
     return (op == RedOp::kMax ? x > y : x < y) ? a : b;
+  } else if constexpr (std::is_integral_v<T>) {
+    if (op == RedOp::kSum) return wrap_add(a, b);
+    if (op == RedOp::kProd) return wrap_mul(a, b);
+    return (op == RedOp::kMax ? a > b : a < b) ? a : b;
   } else {
     if (op == RedOp::kSum) return a + b;
+    if (op == RedOp::kProd) return a * b;
     return (op == RedOp::kMax ? a > b : a < b) ? a : b;
   }
 }
@@ -451,31 +590,25 @@ void host_reduce_dtype(DType dtype, const char* own, const char* buf, std::size_
     case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(own), buf, slot, reinterpret_cast<__nv_bfloat16*>(out), n, op); break;
     case DType::kF16: host_reduce(reinterpret_cast<const __half*>(own), buf, slot, reinterpret_cast<__half*>(out), n, op); break;
     case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(own), buf, slot, reinterpret_cast<std::int32_t*>(out), n, op); break;
+    case DType::kI64: host_reduce(reinterpret_cast<const std::int64_t*>(own), buf, slot, reinterpret_cast<std::int64_t*>(out), n, op); break;
   }
 }
 
-void host_all_reduce(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
+// The reductions, as push_reduce on the GPU: part p of in (at p * stride)
+// goes to PE p (all_reduce: stride 0; reduce_scatter: stride = count
+// elements), or to `dest` only (reduce), which alone reduces.
+void host_push_reduce(const char* in, std::size_t stride, char* out, std::size_t count, DType dtype, RedOp op,
+                      int dest) {
   host_prepare();
+  const int me = nvst::my_pe();
   const std::size_t es = dtype_size(dtype);
   const std::size_t slot = slot_bytes();
   for (std::size_t off = 0; off < count; off += slot / es) {
     const std::size_t n = std::min(slot / es, count - off);
-    const char* buf = host_exchange(in + off * es, 0, n * es);
-    host_reduce_dtype(dtype, in + off * es, buf, slot, out + off * es, n, op);
-  }
-}
-
-void host_reduce_scatter(const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
-  host_prepare();
-  const int me = nvst::my_pe();
-  const std::size_t es = dtype_size(dtype), stride = count * es;
-  const std::size_t slot = slot_bytes();
-  for (std::size_t off = 0; off < count; off += slot / es) {
-    const std::size_t n = std::min(slot / es, count - off);
     const char* base = in + off * es;
-    const char* buf = host_exchange(base, stride, n * es);
+    const char* buf = host_exchange(base, stride, n * es, -1, dest);
     const char* own = base + static_cast<std::size_t>(me) * stride;
-    host_reduce_dtype(dtype, own, buf, slot, out + off * es, n, op);
+    if (dest < 0 || dest == me) host_reduce_dtype(dtype, own, buf, slot, out + off * es, n, op);
   }
 }
 
@@ -490,17 +623,64 @@ void host_broadcast(const char* in, char* out, std::size_t total, int root) {
   }
 }
 
-void host_all_gather(const char* in, char* out, std::size_t total) {
+// all_to_all: part p of in (in + p * in_stride) to PE p; PE p's part lands
+// at out + p * total. all_gather is in_stride = 0.
+void host_all_to_all(const char* in, std::size_t in_stride, char* out, std::size_t total) {
   host_prepare();
   const int me = nvst::my_pe(), npes = nvst::n_pes();
   const std::size_t slot = slot_bytes();
   for (std::size_t off = 0; off < total; off += slot) {
     const std::size_t n = std::min(slot, total - off);
-    const char* buf = host_exchange(in + off, 0, n);
+    const char* buf = host_exchange(in + off, in_stride, n);
     for (int p = 0; p < npes; ++p)
       std::memcpy(out + static_cast<std::size_t>(p) * total + off,
-                  p == me ? in + off : buf + static_cast<std::size_t>(p) * slot, n);
+                  p == me ? in + static_cast<std::size_t>(me) * in_stride + off : buf + static_cast<std::size_t>(p) * slot,
+                  n);
   }
+}
+
+// all_to_allv, as alltoallv_kernel: the usual exchange (every peer is done
+// with the slots), then each pair streams its message through the
+// receiver's slot in rounds, flag and ack per round, the byte count first.
+// Offsets and lengths in bytes.
+void host_all_to_allv(const char* in, const std::size_t* send_off, const std::size_t* send_len, char* out,
+                      const std::size_t* recv_off, const std::size_t* recv_len) {
+  host_prepare();
+  const int me = nvst::my_pe(), npes = nvst::n_pes();
+  const std::size_t slot = slot_bytes();
+  char* buf = const_cast<char*>(host_exchange(nullptr, 0, 0));
+  const std::uint64_t e = g_host.epoch;
+  auto rounds = [&](std::size_t len) { return len == 0 ? std::size_t{1} : (len + slot - 1) / slot; };
+  auto value = [&](std::size_t k) { return (e << 24) | (k + 1); };
+  if (send_len[me]) std::memmove(out + recv_off[me], in + send_off[me], send_len[me]);
+  std::size_t all = 1;
+  for (int p = 0; p < npes; ++p)
+    if (p != me) all = std::max({all, rounds(send_len[p]), rounds(recv_len[p])});
+  for (std::size_t k = 0; k < all; ++k) {
+    for (int p = 0; p < npes; ++p) {
+      if (p == me || k >= rounds(send_len[p])) continue;
+      if (k > 0) nvst::signal_wait_until(&g_host.vack[p], nvst::Cmp::kGe, value(k - 1));
+      if (k == 0) {
+        g_host.vlen_src[static_cast<std::size_t>(p)] = send_len[p];
+        nvst::putmem_nbi(&g_host.vlen[me], &g_host.vlen_src[static_cast<std::size_t>(p)], 8, p);
+        nvst::fence();  // the count before the flag
+      }
+      const std::size_t base = std::min(send_len[p], k * slot);
+      nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * slot, in + send_off[p] + base,
+                              std::min(send_len[p] - base, slot), &g_host.vdata[me], value(k), nvst::SignalOp::kSet, p);
+    }
+    for (int q = 0; q < npes; ++q) {
+      if (q == me || k >= rounds(recv_len[q])) continue;
+      nvst::signal_wait_until(&g_host.vdata[q], nvst::Cmp::kGe, value(k));
+      NVST_REQUIRE(k > 0 || g_host.vlen[q] == recv_len[q], "nvst::coll::all_to_allv: PE ", q, " sends ",
+                   g_host.vlen[q], " bytes to PE ", me, ", which expects ", recv_len[q],
+                   " (recv_counts must equal the senders' send_counts)");
+      const std::size_t base = std::min(recv_len[q], k * slot);
+      std::memcpy(out + recv_off[q] + base, buf + static_cast<std::size_t>(q) * slot, std::min(recv_len[q] - base, slot));
+      nvst::signal_op(&g_host.vack[me], value(k), nvst::SignalOp::kSet, q);
+    }
+  }
+  nvst::quiet();  // `in` may be reused
 }
 
 }  // namespace
@@ -511,6 +691,7 @@ std::size_t dtype_size(DType t) {
     case DType::kBF16: return 2;
     case DType::kF16: return 2;
     case DType::kI32: return 4;
+    case DType::kI64: return 8;
   }
   NVST_FAIL("nvst::coll: unknown dtype ", static_cast<int>(t));
 }
@@ -520,6 +701,7 @@ const char* dtype_name(DType t) {
     case DType::kBF16: return "bfloat16";
     case DType::kF16: return "float16";
     case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
   }
   return "?";
 }
@@ -528,6 +710,7 @@ const char* redop_name(RedOp op) {
     case RedOp::kSum: return "sum";
     case RedOp::kMax: return "max";
     case RedOp::kMin: return "min";
+    case RedOp::kProd: return "prod";
   }
   return "?";
 }
@@ -551,7 +734,7 @@ void prepare() {
     g_ws.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
     g_ws.red[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
   }
-  g_ws.flags = static_cast<std::uint64_t*>(nvst::calloc(2 * kMaxPes * kMaxBlocks, sizeof(std::uint64_t)));
+  g_ws.flags = static_cast<std::uint64_t*>(nvst::calloc(kPhases * kMaxPes * kMaxBlocks, sizeof(std::uint64_t)));
   NVST_CHECK_CUDA(cudaMalloc(&g_ws.epoch, 2 * sizeof(std::uint64_t)));
   NVST_CHECK_CUDA(cudaMemset(g_ws.epoch, 0, 2 * sizeof(std::uint64_t)));
   NVST_CHECK_CUDA(cudaDeviceSynchronize());
@@ -561,7 +744,7 @@ void prepare() {
 void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
                 Algo algo) {
   const std::size_t es = check_reduction_args("all_reduce", in, out, count, dtype);
-  if (host_heaps()) return host_all_reduce(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
+  if (host_heaps()) return host_push_reduce(static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
   prepare();
   algo = algo_from_env(algo);
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
@@ -589,40 +772,57 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
   }
 }
 
-void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
-  check_team("all_gather");
-  const std::size_t es = dtype_size(dtype);
-  NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_gather: null buffer");
-  if (host_heaps()) return host_all_gather(static_cast<const char*>(in), static_cast<char*>(out), count * es);
+namespace {
+// all_gather (in_stride 0) and all_to_all (in_stride = total): `total`
+// bytes per PE, part p of in at in + p * in_stride.
+void gather(const char* fn, const void* in, std::size_t in_stride, void* out, std::size_t count, DType dtype,
+            cudaStream_t stream) {
+  check_team(fn);
+  const std::size_t total = count * dtype_size(dtype);
+  NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::", fn, ": null buffer");
+  if (host_heaps()) return host_all_to_all(static_cast<const char*>(in), in_stride * total, static_cast<char*>(out), total);
   prepare();
-  const std::size_t total = count * es;
   for (std::size_t off = 0; off < total; off += slot_bytes()) {
     const std::size_t n = std::min(slot_bytes(), total - off);
     Args a = base_args();
-    a.in = static_cast<const char*>(in) + off;
-    a.in_base = a.in;
+    a.in_base = static_cast<const char*>(in) + off;
+    a.in_stride = in_stride * total;
+    a.in = a.in_base + static_cast<std::size_t>(a.me) * a.in_stride;
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.out_stride = total;
     const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
-    allgather_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
+    gather_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
     NVST_CHECK_LAUNCH();
   }
 }
+}  // namespace
 
-void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
-  const std::size_t es = check_reduction_args("reduce_scatter", in, out, count, dtype);
-  if (host_heaps()) return host_reduce_scatter(static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
+void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
+  gather("all_gather", in, 0, out, count, dtype, stream);
+}
+
+void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
+  gather("all_to_all", in, 1, out, count, dtype, stream);
+}
+
+namespace {
+// The oneshot push with per-PE parts: reduce_scatter (part p of in, at
+// p * stride, to PE p; every PE reduces) and reduce (stride 0, dest = the
+// root, which alone reduces).
+void push_reduce(const void* in, std::size_t stride, void* out, std::size_t count, DType dtype, RedOp op, int dest,
+                 cudaStream_t stream) {
+  const std::size_t es = dtype_size(dtype);
   prepare();
-  const std::size_t stride = count * es;
   const std::size_t chunk = slot_bytes() / es;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t n = std::min(chunk, count - off);
     Args a = base_args();
+    a.dest = dest;
     a.in_base = static_cast<const char*>(in) + off * es;
     a.in_stride = stride;
     a.in = a.in_base + static_cast<std::size_t>(a.me) * stride;
-    a.out = static_cast<char*>(out) + off * es;
+    a.out = out ? static_cast<char*>(out) + off * es : nullptr;  // reduce: null off the root
     a.n = n;
     a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
     const std::size_t bytes = n * es;
@@ -630,6 +830,73 @@ void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, R
     launch_reduce_dtype(dtype, op, true, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
   }
+}
+}  // namespace
+
+void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
+  const std::size_t es = check_reduction_args("reduce_scatter", in, out, count, dtype);
+  if (host_heaps())
+    return host_push_reduce(static_cast<const char*>(in), count * es, static_cast<char*>(out), count, dtype, op, -1);
+  push_reduce(in, count * es, out, count, dtype, op, -1, stream);
+}
+
+void reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, int root, cudaStream_t stream) {
+  NVST_REQUIRE(root >= 0 && root < nvst::n_pes(), "nvst::coll::reduce: root ", root, " out of range [0, ",
+               nvst::n_pes(), ")");
+  // Off the root, out is not used: check `in` against itself.
+  check_reduction_args("reduce", in, nvst::my_pe() == root ? out : in, count, dtype);
+  if (host_heaps()) return host_push_reduce(static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, root);
+  push_reduce(in, 0, out, count, dtype, op, root, stream);
+}
+
+void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::span<const std::size_t> send_displs,
+                 void* out, std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
+                 DType dtype, cudaStream_t stream) {
+  check_team("all_to_allv");
+  const int me = nvst::my_pe(), n = nvst::n_pes();
+  const std::size_t un = static_cast<std::size_t>(n);
+  NVST_REQUIRE(send_counts.size() == un && send_displs.size() == un && recv_counts.size() == un &&
+                   recv_displs.size() == un,
+               "nvst::coll::all_to_allv: counts and displacements need ", n, " entries each (got ",
+               send_counts.size(), ", ", send_displs.size(), ", ", recv_counts.size(), ", ", recv_displs.size(), ")");
+  const std::size_t es = dtype_size(dtype);
+  VArgs v{};
+  bool sends = false, receives = false;
+  for (std::size_t p = 0; p < un; ++p) {
+    for (std::size_t x : {send_counts[p], send_displs[p], recv_counts[p], recv_displs[p]})
+      NVST_REQUIRE(x <= (std::size_t{1} << 40) / es, "nvst::coll::all_to_allv: count or displacement ", x,
+                   " too large");
+    v.send_off[p] = send_displs[p] * es;
+    v.send_len[p] = send_counts[p] * es;
+    v.recv_off[p] = recv_displs[p] * es;
+    v.recv_len[p] = recv_counts[p] * es;
+    sends |= send_counts[p] != 0;
+    receives |= recv_counts[p] != 0;
+  }
+  NVST_REQUIRE(send_counts[me] == recv_counts[me], "nvst::coll::all_to_allv: PE ", me, " sends itself ",
+               send_counts[me], " elements but expects ", recv_counts[me]);
+  NVST_REQUIRE((!sends || in != nullptr) && (!receives || out != nullptr), "nvst::coll::all_to_allv: null buffer");
+  if (host_heaps())
+    return host_all_to_allv(static_cast<const char*>(in), v.send_off, v.send_len, static_cast<char*>(out), v.recv_off,
+                            v.recv_len);
+  prepare();
+  v.a = base_args();
+  v.a.in_base = static_cast<const char*>(in);
+  v.a.out = static_cast<char*>(out);
+  std::size_t most = 0;
+  for (std::size_t p = 0; p < un; ++p) most = std::max({most, v.send_len[p], v.recv_len[p]});
+  // The grid must be the same on every PE (block b talks to block b).
+  alltoallv_kernel<<<max_blocks(), threads_for(std::min(most, slot_bytes())), 0, stream>>>(v);
+  NVST_CHECK_LAUNCH();
+}
+
+void all_to_allv(const void* in, const std::size_t* send_counts, const std::size_t* send_displs, void* out,
+                 const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype, cudaStream_t stream) {
+  check_team("all_to_allv");
+  NVST_REQUIRE(send_counts && send_displs && recv_counts && recv_displs,
+               "nvst::coll::all_to_allv: null counts or displacements");
+  const std::size_t n = static_cast<std::size_t>(nvst::n_pes());
+  all_to_allv(in, {send_counts, n}, {send_displs, n}, out, {recv_counts, n}, {recv_displs, n}, dtype, stream);
 }
 
 void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream) {

@@ -75,6 +75,10 @@ std::string describe_device_error(const dev::DeviceError* e) {
       out << "bad input to a library kernel: element " << v->offset << " holds "
           << static_cast<long long>(v->observed) << ", outside [-1, " << v->expected << ")";
       break;
+    case dev::FailKind::kCountMismatch:
+      out << "PE " << v->peer_pe << " sends " << v->observed << " bytes to this PE, which expects "
+          << v->expected << " (all_to_allv: recv_counts must equal the senders' send_counts)";
+      break;
     default:
       out << "unknown device failure kind " << v->kind;
   }

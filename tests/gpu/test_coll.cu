@@ -5,6 +5,10 @@
 // (float adds, rounded to the element type at each step), so results must
 // match bit for bit; that also proves every PE got the same answer.
 // reduce_scatter for every dtype x op and broadcast from two roots too.
+// all_to_all for every dtype (also at pointers that are not 16-byte
+// aligned), all_to_allv on random layouts (zero counts, gaps whose poison
+// must survive, one message of several slots), reduce for every dtype x op
+// from two roots (other PEs' out untouched), and those three in a graph.
 //   nvst_coll_tests --np 2 [--seed S]
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -12,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,13 +47,13 @@ int run_pe() {
   const std::size_t sizes[] = {0, 1, 7, 1000, 4097, 65536 + 3, (1u << 20) + 5, (5u << 20) + 11};
   std::size_t max_n = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
   char *in = nullptr, *out = nullptr;
-  NVST_CHECK_CUDA(cudaMalloc(&in, max_n * 4 + 64));
-  NVST_CHECK_CUDA(cudaMalloc(&out, max_n * 4 * static_cast<std::size_t>(n) + 64));
+  NVST_CHECK_CUDA(cudaMalloc(&in, max_n * 8 + 64));
+  NVST_CHECK_CUDA(cudaMalloc(&out, max_n * 8 * static_cast<std::size_t>(n) + 64));
   cudaStream_t s;
   NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::uint64_t salt = 0;
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
-    for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin})
+  for (DType t : kAllDTypes)
+    for (RedOp op : kAllOps)
       for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
         for (bool in_place : {false, true}) {
           long long bad = 0;
@@ -59,9 +64,7 @@ int run_pe() {
             ++salt;
             std::vector<std::vector<std::uint8_t>> inputs;
             for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
-            std::vector<std::uint8_t> want = inputs[0];
-            for (int p = 1; p < n; ++p)
-              for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][i * es]);
+            std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
             char* dst = in_place ? in : out;
             if (count) NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * es, cudaMemcpyHostToDevice));
             if (!in_place) NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * es + 64));
@@ -99,13 +102,13 @@ int run_pe() {
     check(bad == 0, "all_gather bfloat16 count " + std::to_string(count) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
   }
   // reduce_scatter (every dtype x op) and broadcast (first and last root).
-  for (DType t : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32})
-    for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin}) {
+  for (DType t : kAllDTypes)
+    for (RedOp op : kAllOps) {
       long long bad = 0;
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
                                 std::size_t{65539}, std::size_t{(1u << 20) + 5}}) {
         const std::size_t es = nvst::coll::dtype_size(t);
-        if (count * es * n > max_n * 4) continue;
+        if (count * es * n > max_n * 8) continue;
         ++salt;
         std::vector<std::vector<std::uint8_t>> inputs;
         for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count * n, p, salt, g_seed));
@@ -142,6 +145,138 @@ int run_pe() {
     }
     check(bad == 0, "broadcast int32 from root " + std::to_string(root) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
   }
+  // all_to_all, all_to_allv and reduce on their own buffers (all_to_all's
+  // largest case spans several workspace chunks).
+  const std::size_t big_count = (5u << 20) + 11;
+  const std::size_t big_bytes = big_count * 8 * static_cast<std::size_t>(n) + 64;
+  char *b_in = nullptr, *b_out = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(&b_in, big_bytes));
+  NVST_CHECK_CUDA(cudaMalloc(&b_out, big_bytes));
+  // Uploads `input` to b_in + in_off, fills b_out with 0xA5, runs `op`,
+  // returns the bytes of b_out + out_off that differ from `want` (`want`'s
+  // length, then 64 bytes of poison past it).
+  auto run_case = [&](const std::vector<std::uint8_t>& input, std::size_t in_off, std::size_t out_off,
+                      const std::vector<std::uint8_t>& want, const std::function<void(char*, char*)>& op) {
+    if (!input.empty()) NVST_CHECK_CUDA(cudaMemcpy(b_in + in_off, input.data(), input.size(), cudaMemcpyHostToDevice));
+    NVST_CHECK_CUDA(cudaMemset(b_out, 0xA5, std::min(big_bytes, out_off + want.size() + 64)));
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    op(b_in + in_off, b_out + out_off);
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    std::vector<std::uint8_t> got(want.size() + 64);
+    NVST_CHECK_CUDA(cudaMemcpy(got.data(), b_out + out_off, got.size(), cudaMemcpyDeviceToHost));
+    long long bad = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] != (i < want.size() ? want[i] : 0xA5);
+    return bad;
+  };
+    for (DType t : kAllDTypes)
+    for (bool aligned : {true, false}) {
+      const std::size_t es = nvst::coll::dtype_size(t);
+      long long bad = 0;
+      std::string first;
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{65539},
+                                big_count}) {
+        if (!aligned && count > 70000) continue;
+        ++salt;
+        std::vector<std::vector<std::uint8_t>> inputs;
+        for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count * n, p, salt, g_seed));
+        const std::size_t off_in = aligned ? 0 : es, off_out = aligned ? 0 : 3 * es;
+        const long long b = run_case(inputs[me], off_in, off_out, a2a_expected(me, inputs, count * es),
+                                     [&](char* i, char* o) { nvst::coll::all_to_all(i, o, count, t, s); });
+        if (b && first.empty()) first = " (first at count " + std::to_string(count) + ")";
+        bad += b;
+      }
+      check(bad == 0, std::string("all_to_all ") + nvst::coll::dtype_name(t) + (aligned ? "" : " unaligned") +
+                          (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : ""));
+    }
+  for (DType t : kAllDTypes)
+    for (std::size_t big : {std::size_t{0}, std::size_t{1}, big_count}) {
+      if (t != DType::kF32 && big > 1) continue;
+      const std::size_t es = nvst::coll::dtype_size(t);
+      ++salt;
+      const VLayout l = make_v_layout(n, salt, big == 1 ? 70000 : 40, big > 1 ? big : 0);
+      std::vector<std::vector<std::uint8_t>> inputs;
+      for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, l.in_len[p], p, salt, g_seed));
+      const auto rc = l.recv_counts(me);
+      const long long bad = run_case(inputs[me], 0, 0, v_expected(l, me, inputs, es), [&](char* i, char* o) {
+        nvst::coll::all_to_allv(i, l.counts[me], l.send_displs[me], o, rc, l.recv_displs[me], t, s);
+      });
+      check(bad == 0, std::string("all_to_allv ") + nvst::coll::dtype_name(t) + " layout " + std::to_string(salt) +
+                          (big > 1 ? " with a message of several slots" : "") +
+                          (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+    }
+  for (int root : {0, n - 1})
+    for (DType t : kAllDTypes)
+      for (RedOp op : kAllOps) {
+        const std::size_t es = nvst::coll::dtype_size(t);
+        long long bad = 0;
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
+                                  std::size_t{(1u << 20) + 5}, big_count}) {
+          if (count == big_count && (t != DType::kF32 || op != RedOp::kSum)) continue;
+          ++salt;
+          std::vector<std::vector<std::uint8_t>> inputs;
+          for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
+          std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
+          if (me != root) want.assign(count * es, 0xA5);  // untouched off the root
+          const std::size_t off = count == 7 ? es : 0;   // one case not 16-byte aligned
+          bad += run_case(inputs[me], off, off, want, [&](char* i, char* o) {
+            nvst::coll::reduce(i, me == root ? o : nullptr, count, t, op, root, s);
+          });
+        }
+        check(bad == 0, std::string("reduce ") + nvst::coll::dtype_name(t) + " " + nvst::coll::redop_name(op) +
+                            " root " + std::to_string(root) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+      }
+  // all_to_all, all_to_allv and reduce captured in one graph, replayed with
+  // new inputs (b_in: all_to_all's input, then the others').
+  {
+    const std::size_t count = 3001;
+    const VLayout l = make_v_layout(n, 4242, 3000);
+    const auto rc = l.recv_counts(me);
+    const std::size_t a2a_bytes = count * 4 * n, v_in = a2a_bytes, r_in = v_in + (l.in_len[me] * 4 + 15) / 16 * 16;
+    const std::size_t v_out = a2a_bytes, r_out = v_out + (l.out_len[me] * 4 + 15) / 16 * 16;
+    cudaGraph_t g;
+    cudaGraphExec_t exec;
+    NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    nvst::coll::all_to_all(b_in, b_out, count, DType::kF32, s);
+    nvst::coll::all_to_allv(b_in + v_in, l.counts[me], l.send_displs[me], b_out + v_out, rc, l.recv_displs[me],
+                            DType::kF32, s);
+    nvst::coll::reduce(b_in + r_in, b_out + r_out, count, DType::kI32, RedOp::kSum, n - 1, s);
+    NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
+    NVST_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
+    long long bad = 0;
+    for (int replay = 0; replay < 3; ++replay) {
+      ++salt;
+      std::vector<std::vector<std::uint8_t>> a2a, v, r;
+      for (int p = 0; p < n; ++p) {
+        a2a.push_back(make_input(DType::kF32, count * n, p, salt, g_seed));
+        v.push_back(make_input(DType::kF32, l.in_len[p], p, salt + 1, g_seed));
+        r.push_back(make_input(DType::kI32, count, p, salt + 2, g_seed));
+      }
+      ++salt;
+      std::vector<std::uint8_t> r_want = reduce_expected(DType::kI32, RedOp::kSum, r);
+      if (me != n - 1) r_want.assign(count * 4, 0xA5);
+      auto v_want = v_expected(l, me, v, 4);
+      NVST_CHECK_CUDA(cudaMemcpy(b_in, a2a[me].data(), a2a_bytes, cudaMemcpyHostToDevice));
+      if (!v[me].empty()) NVST_CHECK_CUDA(cudaMemcpy(b_in + v_in, v[me].data(), v[me].size(), cudaMemcpyHostToDevice));
+      NVST_CHECK_CUDA(cudaMemcpy(b_in + r_in, r[me].data(), count * 4, cudaMemcpyHostToDevice));
+      NVST_CHECK_CUDA(cudaMemset(b_out, 0xA5, r_out + count * 4));
+      NVST_CHECK_CUDA(cudaDeviceSynchronize());
+      NVST_CHECK_CUDA(cudaGraphLaunch(exec, s));
+      NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+      std::vector<std::uint8_t> got(r_out + count * 4);
+      NVST_CHECK_CUDA(cudaMemcpy(got.data(), b_out, got.size(), cudaMemcpyDeviceToHost));
+      auto a2a_want = a2a_expected(me, a2a, count * 4);
+      for (std::size_t i = 0; i < a2a_bytes; ++i) bad += got[i] != a2a_want[i];
+      for (std::size_t i = 0; i < v_want.size(); ++i) bad += got[v_out + i] != v_want[i];
+      for (std::size_t i = 0; i < count * 4; ++i) bad += got[r_out + i] != r_want[i];
+      nvst::barrier_all();  // every PE has read its output before the next inputs
+    }
+    NVST_CHECK_CUDA(cudaGraphExecDestroy(exec));
+    NVST_CHECK_CUDA(cudaGraphDestroy(g));
+    check(bad == 0, "all_to_all, all_to_allv and reduce in one CUDA graph, 3 replays with new inputs" +
+                        (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
+  }
+  NVST_CHECK_CUDA(cudaFree(b_in));
+  NVST_CHECK_CUDA(cudaFree(b_out));
   // CUDA graphs: three all_reduces captured once, replayed with new inputs.
   {
     const std::size_t count = 3000;
@@ -157,9 +292,7 @@ int run_pe() {
       ++salt;
       std::vector<std::vector<std::uint8_t>> inputs;
       for (int p = 0; p < n; ++p) inputs.push_back(make_input(DType::kF32, count, p, salt, g_seed));
-      std::vector<std::uint8_t> want = inputs[0];
-      for (int p = 1; p < n; ++p)
-        for (std::size_t i = 0; i < count; ++i) combine(DType::kF32, RedOp::kSum, &want[i * 4], &inputs[p][i * 4]);
+      std::vector<std::uint8_t> want = reduce_expected(DType::kF32, RedOp::kSum, inputs);
       NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * 4, cudaMemcpyHostToDevice));
       NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * 4));
       NVST_CHECK_CUDA(cudaDeviceSynchronize());

@@ -31,8 +31,8 @@ def test_put_signal_ring_is_exact():
 
 def _inputs(rank, n, size, dtype, salt):
     rng = np.random.default_rng(1000 * salt + rank)
-    if dtype == np.int32:
-        return rng.integers(-1000, 1000, size, dtype=np.int32)
+    if dtype in (np.int32, np.int64):
+        return rng.integers(-1000, 1000, size, dtype=dtype)
     return rng.uniform(-4, 4, size).astype(dtype)
 
 
@@ -40,13 +40,13 @@ def _collectives(rank):
     n = nt.n_pes()
     for salt, (dtype, op, size) in enumerate(
         [(np.float32, "sum", 1), (np.float32, "sum", 100_001), (np.int32, "max", 4097), (np.float16, "min", 999),
-         (np.int32, "sum", 0)]):
+         (np.int32, "sum", 0), (np.float32, "prod", 1001), (np.int64, "prod", 777)]):
         ins = [_inputs(p, n, size, dtype, salt) for p in range(n)]
         out = np.full(size, 7, dtype=dtype)
         nt.all_reduce(ins[rank], out, op)
         want = ins[0].copy()
         for p in range(1, n):  # PE order, rounding after every step, as the library does
-            want = {"sum": np.add, "max": np.maximum, "min": np.minimum}[op](want, ins[p]).astype(dtype)
+            want = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[op](want, ins[p]).astype(dtype)
         assert np.array_equal(out, want), (dtype, op, size)
     ins = [_inputs(p, n, 1234, np.float32, 99) for p in range(n)]
     out = np.zeros(1234 * n, dtype=np.float32)
@@ -73,7 +73,7 @@ def _bad_input(rank):
         (lambda: nt.all_reduce(np.zeros((4, 4), np.float32)[:, 0], np.zeros(4, np.float32)), ValueError, "C-contiguous"),
         (lambda: nt.all_reduce(np.zeros(4, np.float64), np.zeros(4, np.float64)), TypeError, "float64"),
         (lambda: nt.all_reduce(a, np.zeros(11, np.float32)), ValueError, "11"),
-        (lambda: nt.all_reduce(a, a.copy(), "prod"), ValueError, "prod"),
+        (lambda: nt.all_reduce(a, a.copy(), "avg"), ValueError, "avg"),
         (lambda: nt.all_gather(a, np.zeros(10, np.float32)), ValueError, "n_pes"),
         (lambda: nt.put(nt_buf, np.zeros(100, np.float32), (rank + 1) % n), ValueError, "exceed"),
         (lambda: nt.put(nt_buf, a, 7), RuntimeError, "PE 7 out of range"),

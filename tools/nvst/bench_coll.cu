@@ -1,9 +1,11 @@
-// `nvst bench coll`: all_reduce, all_gather and reduce_scatter (bf16, sum) over every
-// PE, ours against NCCL called from C++ in the same process, the same sizes,
+// `nvst bench coll`: all_reduce, all_gather, reduce_scatter (bf16, sum) and
+// all_to_all (bf16) over every PE, ours against NCCL called from C++ in the same process, the same sizes,
 // eager launches and under CUDA graphs (-G: operations per graph). Sizes are
 // nccl-tests' (-b/-e/-f: bytes of the output buffer). Inputs are small
 // integers, exact in bf16 whatever the reduction order, so every result is
-// checked exactly (#wrong).
+// checked exactly (#wrong). NCCL's all_to_all is grouped ncclSend/ncclRecv,
+// one pair per peer, as nccl-tests' alltoall (ncclAlltoAll is not in every
+// libnccl this binary may load).
 #include <cuda_bf16.h>
 
 #include <cstdio>
@@ -29,19 +31,23 @@ __global__ void fill_ints(__nv_bfloat16* p, std::size_t n, int pe) {
     p[i] = __float2bfloat16(static_cast<float>((i * 7 + static_cast<std::size_t>(pe)) % 8));
 }
 
-enum class Coll { kAllReduce, kAllGather, kReduceScatter };
+enum class Coll { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
 
 // all_reduce: out[i] = sum over PEs of in[i]; all_gather: out[p*n + i] = PE
-// p's in[i]; reduce_scatter: out[i] = sum over PEs of in[me*n + i].
+// p's in[i]; reduce_scatter: out[i] = sum over PEs of in[me*n + i];
+// all_to_all: out[p*n + i] = PE p's in[me*n + i].
 __global__ void count_wrong(const __nv_bfloat16* out, std::size_t n, int npes, int me, Coll coll,
                             unsigned long long* wrong) {
   unsigned long long bad = 0;
-  const std::size_t total = coll == Coll::kAllGather ? n * static_cast<std::size_t>(npes) : n;
+  const bool gathers = coll == Coll::kAllGather || coll == Coll::kAllToAll;
+  const std::size_t total = gathers ? n * static_cast<std::size_t>(npes) : n;
   const std::size_t base = coll == Coll::kReduceScatter ? n * static_cast<std::size_t>(me) : 0;
   for (std::size_t j = blockIdx.x * blockDim.x + threadIdx.x; j < total; j += gridDim.x * blockDim.x) {
     float want = 0;
     if (coll == Coll::kAllGather) {
       want = static_cast<float>(((j % n) * 7 + j / n) % 8);
+    } else if (coll == Coll::kAllToAll) {
+      want = static_cast<float>(((n * static_cast<std::size_t>(me) + j % n) * 7 + j / n) % 8);
     } else {
       for (int p = 0; p < npes; ++p) want += static_cast<float>(((base + j) * 7 + static_cast<std::size_t>(p)) % 8);
     }
@@ -111,17 +117,18 @@ int bench_coll(const BenchOptions& o) {
   };
 
   // Sizes as nccl-tests: all_reduce the buffer, all_gather the output,
-  // reduce_scatter the input (n x the output).
-  for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter"}) {
+  // reduce_scatter the input (n x the output), all_to_all the send buffer.
+  for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {
     const Coll kind = std::string(coll) == "all_gather"       ? Coll::kAllGather
                       : std::string(coll) == "reduce_scatter" ? Coll::kReduceScatter
+                      : std::string(coll) == "all_to_all"     ? Coll::kAllToAll
                                                               : Coll::kAllReduce;
     for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes = static_cast<std::size_t>(bytes * o.factor)) {
       const std::size_t elems = bytes / 2;
       const std::size_t per_pe = kind == Coll::kAllReduce ? elems : elems / static_cast<std::size_t>(n);
       if (per_pe == 0) continue;
-      const std::size_t in_elems = kind == Coll::kReduceScatter ? per_pe * n : per_pe;
-      const std::size_t out_elems = kind == Coll::kAllGather ? per_pe * n : per_pe;
+      const std::size_t in_elems = kind == Coll::kReduceScatter || kind == Coll::kAllToAll ? per_pe * n : per_pe;
+      const std::size_t out_elems = kind == Coll::kAllGather || kind == Coll::kAllToAll ? per_pe * n : per_pe;
       const std::size_t used = kind == Coll::kAllReduce ? per_pe : per_pe * n;  // bytes the size column counts
       fill_ints<<<132, 256, 0, s>>>(in, in_elems, me);
       NVST_CHECK_LAUNCH();
@@ -138,7 +145,17 @@ int bench_coll(const BenchOptions& o) {
             if (ours) {
               if (kind == Coll::kAllGather) nvst::coll::all_gather(in, out, per_pe, DType::kBF16, s);
               else if (kind == Coll::kReduceScatter) nvst::coll::reduce_scatter(in, out, per_pe, DType::kBF16, RedOp::kSum, s);
+              else if (kind == Coll::kAllToAll) nvst::coll::all_to_all(in, out, per_pe, DType::kBF16, s);
               else nvst::coll::all_reduce(in, out, per_pe, DType::kBF16, RedOp::kSum, s);
+            } else if (kind == Coll::kAllToAll) {
+              ncclResult_t r = ncclGroupStart();
+              for (int p = 0; p < n && r == ncclSuccess; ++p) {
+                r = ncclSend(in + per_pe * p, per_pe, ncclBfloat16, p, comm, s);
+                if (r == ncclSuccess) r = ncclRecv(out + per_pe * p, per_pe, ncclBfloat16, p, comm, s);
+              }
+              const ncclResult_t end = ncclGroupEnd();
+              if (r == ncclSuccess) r = end;
+              NVST_REQUIRE(r == ncclSuccess, "NCCL ", coll, " failed: ", ncclGetErrorString(r));
             } else {
               ncclResult_t r = kind == Coll::kAllGather ? ncclAllGather(in, out, per_pe, ncclBfloat16, comm, s)
                                : kind == Coll::kReduceScatter

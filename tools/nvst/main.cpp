@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
     }
     if (which == "coll" || (which == "all" && gpus >= 2)) {
       NVST_REQUIRE(gpus >= 2, "nvst bench coll needs 2 GPUs; ", gpus, " visible");
-      std::printf("# nvst bench coll: all_reduce and all_gather on %d GPUs, ours and NCCL\n", np ? np : gpus);
+      std::printf("# nvst bench coll: all_reduce, all_gather, reduce_scatter and all_to_all on %d GPUs, ours and NCCL\n", np ? np : gpus);
       std::fflush(stdout);
       g_argv = bench_argv(g_argv, "coll");
       BenchOptions co = opts;

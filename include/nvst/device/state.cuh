@@ -34,6 +34,7 @@ enum class FailKind : int {
   kProxyTimeout = 6,    // the proxy did not take or complete a command in time
   kProxyFailed = 7,     // the proxy stopped on an error (the host log says which)
   kBadArgument = 8,     // a library kernel found a bad value in its input (offset: where)
+  kCountMismatch = 9,   // a collective's peer sent another byte count than this PE expects
 };
 
 // A fatal device-side error, written to pinned host memory before the kernel
