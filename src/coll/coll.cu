@@ -331,11 +331,17 @@ __device__ __forceinline__ std::size_t v_rounds(std::size_t len, std::size_t slo
 // Round k's flag value: above every value of earlier launches.
 __device__ __forceinline__ std::uint64_t v_value(std::uint64_t e, std::size_t k) { return (e << 24) | (k + 1); }
 // Round k of a `len`-byte message: it starts at `base`; this block's part is
-// [lo, hi) from there.
+// [lo, hi) from there. A block owns the same bytes of the slot in every
+// round (the slot's split, clipped to the round): its ack frees exactly what
+// it read. (Splitting each round by its own length let a short last round's
+// block b write bytes that block b' was still copying out: r13, 2x H200.)
 __device__ __forceinline__ void v_range(std::size_t len, std::size_t slot, std::size_t k, std::size_t& base,
                                         std::size_t& lo, std::size_t& hi) {
   base = std::min(len, k * slot);
-  block_range<std::uint8_t>(std::min(len - base, slot), lo, hi);
+  block_range<std::uint8_t>(slot, lo, hi);
+  const std::size_t n = std::min(len - base, slot);
+  lo = std::min(lo, n);
+  hi = std::min(hi, n);
 }
 
 // all_to_allv in one launch. After the usual flag exchange (every peer has

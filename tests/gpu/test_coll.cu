@@ -40,7 +40,10 @@ int run_pe() {
   const int me = nvst::my_pe(), n = nvst::n_pes();
   int passed = 0, failed = 0;
   auto check = [&](bool ok, const std::string& what) {
-    if (me == 0) std::printf("%s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+    // PE 0 reports every case; another PE speaks only when it failed one
+    // (PE 0 may have passed it).
+    if (me == 0 || !ok) std::printf("%s%s %s\n", me == 0 ? "" : ("[PE " + std::to_string(me) + "] ").c_str(),
+                                    ok ? "PASS" : "FAIL", what.c_str());
     (ok ? passed : failed)++;
   };
   nvst::coll::prepare();
