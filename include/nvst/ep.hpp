@@ -34,6 +34,12 @@
 
 namespace nvst::ep {
 
+namespace detail {
+struct NormalArgs;
+struct DispatchRegion;
+struct CombineRegion;
+}  // namespace detail
+
 // Element type of the token rows.
 enum class XType {
   kBF16,  // x: [T, H] bfloat16
@@ -187,6 +193,8 @@ class Buffer {
 
  private:
   struct Impl;
+  detail::NormalArgs normal_args(const DispatchHandle& handle, int hidden, const detail::DispatchRegion& dr,
+                                 const detail::CombineRegion& cr) const;
   std::unique_ptr<Impl> impl_;
   int rank_ = 0, n_pes_ = 0;
 };

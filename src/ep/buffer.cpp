@@ -39,10 +39,18 @@ struct ExchangeHeader {
 
 std::size_t xtype_size(XType t) { return t == XType::kFP8 ? 1 : 2; }
 
+int detail::device_sm_count() {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    NVST_CHECK_CUDA(cudaGetDevice(&dev));
+    NVST_CHECK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  return sms;
+}
+
 void Config::validate() const {
-  int dev = 0, sms = 0;
-  NVST_CHECK_CUDA(cudaGetDevice(&dev));
-  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = detail::device_sm_count();
   NVST_REQUIRE(num_sms >= 1 && num_sms <= sms, "nvst::ep::Config: num_sms ", num_sms,
                " must be in [1, ", sms, "] (the SMs of this GPU: every block must be resident at once)");
   NVST_REQUIRE(threads_per_block >= 64 && threads_per_block <= 1024 && threads_per_block % 32 == 0,
@@ -108,6 +116,34 @@ struct Buffer::Impl {
   int ll_next = 0;       // the set the next dispatch uses
   int ll_last_sent = 0;  // the set of the last dispatch's send half
 };
+
+// The kernels' view of a dispatch with this handle: every PE's offsets as
+// this PE needs them, and this Buffer's regions and counters.
+detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden, const detail::DispatchRegion& dr,
+                                       const detail::CombineRegion& cr) const {
+  const Impl& m = *impl_;
+  detail::NormalArgs a{};
+  a.num_tokens = handle.num_tokens;
+  a.hidden = hidden;
+  a.num_topk = handle.num_topk;
+  a.num_experts = handle.num_experts;
+  a.send_pos = handle.send_pos.get();
+  for (int r = 0; r < n_pes_; ++r) {
+    a.recv_offset[r] = handle.recv_offset(rank_, r);
+    a.send_offset[r] = handle.send_offset(rank_, r);
+    a.recv_begin[r] = handle.recv_offset(r, rank_);
+    a.peer_send_offset[r] = handle.send_offset(r, rank_);
+  }
+  a.recv_begin[n_pes_] = handle.num_recv_tokens;
+  a.dispatch_region = m.dispatch_region;
+  a.dr = dr;
+  a.combine_region = m.combine_region;
+  a.cr = cr;
+  a.ready = m.ready;
+  a.done = m.done;
+  a.counters = m.counters;
+  return a;
+}
 
 Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, int ll_hidden, int ll_num_experts,
                int ll_num_topk)
@@ -315,27 +351,8 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
                    "nvst::ep::dispatch: the handle's rows do not fit this shape's buffer (see nvl_size_hint)");
   }
 
-  detail::NormalArgs a{};
-  a.num_tokens = in.num_tokens;
-  a.hidden = in.hidden;
-  a.num_topk = in.num_topk;
-  a.num_experts = in.num_experts;
+  detail::NormalArgs a = normal_args(handle, in.hidden, dr, cr);
   a.x_type = in.x_type;
-  a.send_pos = handle.send_pos.get();
-  for (int r = 0; r < n_pes_; ++r) {
-    a.recv_offset[r] = handle.recv_offset(rank_, r);
-    a.send_offset[r] = handle.send_offset(rank_, r);
-    a.recv_begin[r] = handle.recv_offset(r, rank_);
-    a.peer_send_offset[r] = handle.send_offset(r, rank_);
-  }
-  a.recv_begin[n_pes_] = handle.num_recv_tokens;
-  a.dispatch_region = m.dispatch_region;
-  a.dr = dr;
-  a.combine_region = m.combine_region;
-  a.cr = cr;
-  a.ready = m.ready;
-  a.done = m.done;
-  a.counters = m.counters;
   detail::launch_normal_dispatch(a, in, config, stream);
 
   DispatchOutput out;
@@ -366,23 +383,7 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
   for (int p = 0; p < n_pes_; ++p)
     NVST_REQUIRE(handle.send_offset(p, n_pes_) <= cr.capacity, "nvst::ep::combine: PE ", p, " gets back ",
                  handle.send_offset(p, n_pes_), " rows; this Buffer holds ", cr.capacity, " of hidden ", in.hidden);
-  detail::NormalArgs a{};
-  a.num_tokens = handle.num_tokens;
-  a.hidden = in.hidden;
-  a.num_topk = handle.num_topk;
-  a.num_experts = handle.num_experts;
-  a.send_pos = handle.send_pos.get();
-  for (int r = 0; r < n_pes_; ++r) {
-    a.send_offset[r] = handle.send_offset(rank_, r);
-    a.recv_begin[r] = handle.recv_offset(r, rank_);
-    a.peer_send_offset[r] = handle.send_offset(r, rank_);
-  }
-  a.recv_begin[n_pes_] = handle.num_recv_tokens;
-  a.combine_region = m.combine_region;
-  a.cr = cr;
-  a.ready = m.ready;
-  a.done = m.done;
-  a.counters = m.counters;
+  const detail::NormalArgs a = normal_args(handle, in.hidden, {}, cr);
   detail::launch_normal_combine(a, in, out, handle.num_recv_tokens, config, stream);
 }
 

@@ -68,6 +68,16 @@ __device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std:
   __syncthreads();
 }
 
+// Which warp of the grid this is, how many there are, and the lane.
+struct WarpGrid {
+  int warp_id, total_warps, lane;
+};
+__device__ __forceinline__ WarpGrid warp_grid() {
+  const int wpb = static_cast<int>(blockDim.x >> 5);
+  return {static_cast<int>(blockIdx.x) * wpb + static_cast<int>(threadIdx.x >> 5), static_cast<int>(gridDim.x) * wpb,
+          static_cast<int>(threadIdx.x & 31)};
+}
+
 // Loads of anything another agent wrote (a peer over NVLink, the copy
 // engine, an earlier kernel) go through L2 only (ld.global.cg), never L1 or
 // the read-only path: an SM's L1 is not coherent with those writers, and a
@@ -77,6 +87,18 @@ __device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std:
 template <typename T>
 __device__ __forceinline__ T load_cg(const T* p) {
   return __ldcg(p);
+}
+
+// The start of every send half: this launch's base count, then the ready
+// handshake. Each block tells every PE "my PE started this launch" and
+// waits until every PE said so: a PE starts a launch only after its earlier
+// work on the stream, so nobody writes into buffers their owner may still
+// be reading.
+__device__ __forceinline__ unsigned long long enter_send_half(const LaunchCounters* c, std::uint64_t* ready) {
+  const unsigned long long base = launch_base(c);
+  signal_all_pes(ready);
+  wait_all_pes(ready, base + 1);
+  return base;
 }
 
 // A warp copies one row of `bytes` (a multiple of 16, 16-byte aligned) from

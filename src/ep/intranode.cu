@@ -41,14 +41,8 @@ __device__ __forceinline__ char* region_on(char* region, int pe) { return pe_ptr
 // Bounded for the widest Config (1024 threads): at most 64 registers.
 __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchInput in) {
   const int npes = dev::state().n_pes;
-  const unsigned long long base = launch_base(a.counters);
-  signal_all_pes(a.ready);
-  wait_all_pes(a.ready, base + 1);
-
-  const int lane = threadIdx.x & 31;
-  const int warps_per_block = blockDim.x >> 5;
-  const int warp_id = blockIdx.x * warps_per_block + (threadIdx.x >> 5);
-  const int total_warps = gridDim.x * warps_per_block;
+  const unsigned long long base = enter_send_half(a.counters, a.ready);
+  const auto [warp_id, total_warps, lane] = warp_grid();
   const int experts_per_pe = a.num_experts / npes;
   const int scales_per_row = a.x_type == XType::kFP8 ? a.hidden / 128 : 0;
   const char* x = static_cast<const char*>(in.x);
@@ -102,14 +96,8 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
 __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, CombineInput in, int num_recv) {
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
-  const unsigned long long base = launch_base(a.counters);
-  signal_all_pes(a.ready);
-  wait_all_pes(a.ready, base + 1);
-
-  const int lane = threadIdx.x & 31;
-  const int warps_per_block = blockDim.x >> 5;
-  const int warp_id = blockIdx.x * warps_per_block + (threadIdx.x >> 5);
-  const int total_warps = gridDim.x * warps_per_block;
+  const unsigned long long base = enter_send_half(a.counters, a.ready);
+  const auto [warp_id, total_warps, lane] = warp_grid();
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
   const char* x = static_cast<const char*>(in.x);
   const int own_lo = a.recv_begin[me], own_hi = a.recv_begin[me + 1];
@@ -137,10 +125,7 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   wait_all_pes(a.done, *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before));
-  const int lane = threadIdx.x & 31;
-  const int warps_per_block = blockDim.x >> 5;
-  const int warp_id = blockIdx.x * warps_per_block + (threadIdx.x >> 5);
-  const int total_warps = gridDim.x * warps_per_block;
+  const auto [warp_id, total_warps, lane] = warp_grid();
   const auto* pushed = reinterpret_cast<const __nv_bfloat16*>(a.combine_region + a.cr.x);
   const auto* own = static_cast<const __nv_bfloat16*>(in.x);
   const auto* bias = static_cast<const __nv_bfloat16*>(in.bias);
@@ -209,12 +194,7 @@ void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const 
 
 void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const CombineOutput& out, int num_recv,
                            const Config& c, cudaStream_t stream) {
-  static const int sms = [] {
-    int dev = 0, n = 0;
-    NVST_CHECK_CUDA(cudaGetDevice(&dev));
-    NVST_CHECK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    return n;
-  }();
+  const int sms = device_sm_count();
   combine_send_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in, num_recv);
   NVST_CHECK_LAUNCH();
   const int blocks = std::max(1, std::min(sms, (a.num_tokens + 15) / 16));

@@ -12,6 +12,9 @@
 namespace nvst::ep::detail {
 
 // Per kind of launch (device memory): see ep_device.cuh for how they are used.
+// SMs of the current GPU (queried once per process).
+int device_sm_count();
+
 struct LaunchCounters {
   unsigned long long blocks_before;  // blocks of all earlier launches of this kind
   unsigned long long blocks_done;    // blocks of the current launch that finished

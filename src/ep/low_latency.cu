@@ -38,15 +38,6 @@ namespace {
 constexpr int kThreads = 512;
 constexpr float kFp8Max = 448.0f;  // largest finite e4m3
 
-struct Task {
-  int warp_id, total_warps, lane;
-};
-__device__ __forceinline__ Task warp_task() {
-  const int wpb = blockDim.x >> 5;
-  return {static_cast<int>(blockIdx.x) * wpb + static_cast<int>(threadIdx.x >> 5),
-          static_cast<int>(gridDim.x) * wpb, static_cast<int>(threadIdx.x & 31)};
-}
-
 // One warp quantises a bf16 row to e4m3: lanes 0-15 and 16-31 each cover
 // 128 channels (16 lanes x 8 values) per step, sharing one scale.
 __device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_scales, const __nv_bfloat16* src,
@@ -83,12 +74,8 @@ __device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_
 __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in) {
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
-  const unsigned long long base = launch_base(a.dispatch_counters);
-  // Nobody writes into a PE's buffers before that PE reached this send half
-  // (so its earlier work on the stream, which may still read them, is done).
-  signal_all_pes(a.dispatch_ready);
-  wait_all_pes(a.dispatch_ready, base + 1);
-  const Task w = warp_task();
+  const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready);
+  const WarpGrid w = warp_grid();
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * (a.use_fp8 ? 1 : 2);
@@ -138,10 +125,8 @@ __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe) {
 
 __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
   const dev::DeviceState& s = dev::state();
-  const unsigned long long base = launch_base(a.combine_counters);
-  signal_all_pes(a.combine_ready);  // as in ll_dispatch_send
-  wait_all_pes(a.combine_ready, base + 1);
-  const Task w = warp_task();
+  const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
+  const WarpGrid w = warp_grid();
   const int experts_per_pe = a.num_experts / s.n_pes;
   const int rows_per_expert = s.n_pes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
@@ -169,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
   const unsigned long long target =
       *reinterpret_cast<const volatile unsigned long long*>(&a.combine_counters->blocks_before);
   wait_all_pes(a.combine_done, target);
-  const Task w = warp_task();
+  const WarpGrid w = warp_grid();
   const auto* rows = reinterpret_cast<const __nv_bfloat16*>(a.combine_x);
   // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
   const int vecs = a.hidden / 8, slices = (vecs + 31) / 32;
@@ -194,17 +179,10 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
   }
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  NVST_CHECK_CUDA(cudaGetDevice(&dev));
-  NVST_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
 }  // namespace
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
-  static const int sms = sm_count();
+  const int sms = device_sm_count();
   if (phase != Phase::kReceive) {
     ll_dispatch_send<<<sms, kThreads, 0, stream>>>(a, in);
     NVST_CHECK_LAUNCH();
@@ -217,7 +195,7 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
 
 void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in, void* combined_x, Phase phase,
                        cudaStream_t stream) {
-  static const int sms = sm_count();
+  const int sms = device_sm_count();
   if (phase != Phase::kReceive) {
     ll_combine_send<<<sms, kThreads, 0, stream>>>(a, in);
     NVST_CHECK_LAUNCH();
