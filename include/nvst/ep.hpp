@@ -21,8 +21,19 @@
 // Tensors are raw device pointers with the shapes stated (row-major,
 // contiguous); the Python package wraps them in torch tensors. All calls are
 // stream-ordered and collective: every PE calls them in the same order with
-// the same Config. Intra-node (NVLink) only for now: a Buffer over PEs of
-// several nodes is refused with a message.
+// the same Config, shape, x_type/use_fp8 and optional arguments (the first
+// dispatch of a handle checks shape and Config across PEs; later calls trust
+// them: the kernels count each other's blocks, so a PE with another num_sms
+// would let the others read too early). Intra-node (NVLink) only for now: a
+// Buffer over PEs of several nodes is refused with a message.
+//
+// Failures: argument errors throw nvst::Error on the PE that made them; if
+// its peers went ahead, their kernels stop after NVST_DEVICE_TIMEOUT_S
+// naming the PE they waited for (nothing hangs, but the job is over). Under
+// CUDA graphs: a captured call keeps raw pointers, so keep the handle (and
+// the Buffer) alive while the graph exists, and a captured low-latency
+// dispatch reuses its buffer set at every replay (its result is valid until
+// the next replay).
 #pragma once
 
 #include <cstddef>
@@ -184,8 +195,11 @@ class Buffer {
   void combine(const CombineInput& in, const DispatchHandle& handle, const CombineOutput& out,
                const Config& config, cudaStream_t stream);
 
+  // kReceive finishes the send of buffer set `buffer_index` (from the kSend
+  // call's output); -1 = the last one sent. With two micro-batches in flight
+  // (send a, send b, receive a) pass it.
   LowLatencyDispatchOutput low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
-                                                Phase phase = Phase::kBoth);
+                                                Phase phase = Phase::kBoth, int buffer_index = -1);
   // combined_x: [T, H] bfloat16 = sum over k of topk_weights[t][k] x the row
   // expert topk_idx[t][k] produced for token t.
   void low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream,

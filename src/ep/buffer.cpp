@@ -157,6 +157,15 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
                nvst::team_n_pes(nvst::Team::kNode),
                "); dispatch/combine across nodes is not implemented yet (NVLink within one node only)");
   NVST_REQUIRE(n_pes_ <= kMaxNormalPes, "nvst::ep::Buffer: at most ", kMaxNormalPes, " PEs");
+  {  // Blocks count each other's blocks: every PE must launch the same grids.
+    const int sms = detail::device_sm_count();
+    const auto all = nvst::bootstrap_allgather(&sms, sizeof(sms));
+    for (int p = 0; p < n_pes_; ++p) {
+      const int other = reinterpret_cast<const int*>(all.data())[p];
+      NVST_REQUIRE(other == sms, "nvst::ep::Buffer: PE ", p, "'s GPU has ", other, " SMs and PE ", rank_, "'s has ",
+                   sms, "; every PE needs the same (MIG slices of different sizes?)");
+    }
+  }
   NVST_REQUIRE(num_max_dispatch_tokens_per_rank >= 0, "nvst::ep::Buffer: negative num_max_dispatch_tokens_per_rank");
   Impl& m = *impl_;
   const std::size_t want = 2 * align16(num_nvl_bytes / 2) +
@@ -388,7 +397,7 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
 }
 
 LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
-                                                      Phase phase) {
+                                                      Phase phase, int buffer_index) {
   Impl& m = *impl_;
   NVST_REQUIRE(m.ll_max_tokens > 0, "nvst::ep::low_latency_dispatch: this Buffer has no low-latency memory "
                                     "(num_max_dispatch_tokens_per_rank = 0)");
@@ -402,7 +411,9 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
     NVST_REQUIRE(in.x && in.topk_idx, "nvst::ep::low_latency_dispatch: x and topk_idx are required");
     require_aligned(in.x, "x");
   }
-  int set = m.ll_last_sent;
+  NVST_REQUIRE(buffer_index >= -1 && buffer_index <= 1, "nvst::ep::low_latency_dispatch: buffer_index ",
+               buffer_index, " must be 0, 1 or -1 (the last sent)");
+  int set = buffer_index >= 0 ? buffer_index : m.ll_last_sent;
   if (phase != Phase::kReceive) {
     set = m.ll_next;
     m.ll_next ^= 1;

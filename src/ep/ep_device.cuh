@@ -78,12 +78,9 @@ __device__ __forceinline__ WarpGrid warp_grid() {
           static_cast<int>(threadIdx.x & 31)};
 }
 
-// Loads of anything another agent wrote (a peer over NVLink, the copy
-// engine, an earlier kernel) go through L2 only (ld.global.cg), never L1 or
-// the read-only path: an SM's L1 is not coherent with those writers, and a
-// low-latency combine read rows from an earlier iteration at the same
-// address (1500 random iterations failed in 3 of 3 runs when a PE had no
-// tokens, so nothing else evicted the stale lines; 0 of N with .cg).
+// Loads of anything another agent wrote (a peer over NVLink, an earlier
+// kernel) go through L2 only (ld.global.cg): an SM's L1 is not coherent with
+// those writers within a kernel, and the data is streamed once anyway.
 template <typename T>
 __device__ __forceinline__ T load_cg(const T* p) {
   return __ldcg(p);
@@ -91,9 +88,12 @@ __device__ __forceinline__ T load_cg(const T* p) {
 
 // The start of every send half: this launch's base count, then the ready
 // handshake. Each block tells every PE "my PE started this launch" and
-// waits until every PE said so: a PE starts a launch only after its earlier
-// work on the stream, so nobody writes into buffers their owner may still
-// be reading.
+// waits until every PE said so. A PE starts a launch only after its earlier
+// work on the stream, so nobody writes into buffers their owner may still be
+// reading: without it, in the low-latency mode a fast PE's dispatch i + 2
+// needs only a slow PE's dispatch i + 1 *send* to have finished, and could
+// overwrite the slow PE's result of dispatch i while that is still in use
+// (the promise is: valid until the dispatch after next).
 __device__ __forceinline__ unsigned long long enter_send_half(const LaunchCounters* c, std::uint64_t* ready) {
   const unsigned long long base = launch_base(c);
   signal_all_pes(ready);

@@ -38,11 +38,17 @@ std::uint64_t g_seed = 1;
 int g_stress = 10000;
 int g_ll_stress = 1000;
 
+// A copy of v on the device, complete on return. cudaMemcpy from pageable
+// memory returns once the bytes are staged, before the DMA has landed, and
+// the kernels run on a non-blocking stream that does not wait for it: a PE
+// whose next upload had nothing to copy once launched its combine on the
+// previous iteration's bytes (bench/results/2026-11-23-h200x2-ll-race).
 template <typename T>
 T* upload(const std::vector<T>& v) {
   T* d = nullptr;
   NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&d), std::max<std::size_t>(1, v.size()) * sizeof(T) + 16));
   if (!v.empty()) NVST_CHECK_CUDA(cudaMemcpy(d, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
   return d;
 }
 template <typename T>
@@ -370,6 +376,53 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   return err;
 }
 
+// Two low-latency micro-batches in flight: send a, send b, receive a,
+// receive b (each receive names its buffer set); both get exactly their
+// own rows (counted per expert and matched by (PE, token, k)).
+Errors ll_two_batches_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
+  const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
+  Errors err;
+  using nvst::ep::Phase;
+  std::vector<PeInput> all[2];
+  std::vector<void*> to_free;
+  nvst::ep::LowLatencyDispatchOutput out[2];
+  for (int b = 0; b < 2; ++b) {
+    for (int p = 0; p < R; ++p)
+      all[b].push_back(make_pe_input(b ? RouteKind::kMasked : RouteKind::kRandom, p, sh.T - 7 * b, sh.H, sh.K, sh.E,
+                                     g_seed + 1000 + b));
+    auto* d_x = upload(all[b][me].x);
+    auto* d_topk = upload(all[b][me].topk);
+    to_free.insert(to_free.end(), {d_x, d_topk});
+    out[b] = buf.low_latency_dispatch({d_x, d_topk, all[b][me].num_tokens, sh.H, sh.K, sh.E, false}, s, Phase::kSend);
+  }
+  for (int b = 0; b < 2; ++b)
+    buf.low_latency_dispatch({nullptr, nullptr, 0, sh.H, sh.K, sh.E, false}, s, Phase::kReceive, out[b].buffer_index);
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+  err.add(out[0].buffer_index == out[1].buffer_index, "two sends used the same buffer set");
+  for (int b = 0; b < 2; ++b) {
+    const std::size_t rows_pe = static_cast<std::size_t>(out[b].max_rows_per_expert);
+    auto count = download(out[b].recv_count, el);
+    auto info = download(out[b].recv_src_info, el * rows_pe * 3);
+    for (int e = 0; e < el; ++e) {
+      std::set<std::tuple<int, int, int>> want;
+      for (int p = 0; p < R; ++p)
+        for (int t = 0; t < all[b][p].num_tokens; ++t)
+          for (int k = 0; k < sh.K; ++k)
+            if (all[b][p].topk[static_cast<std::size_t>(t) * sh.K + k] == me * el + e) want.insert({p, t, k});
+      err.add(count[e] != static_cast<int>(want.size()), "batch " + std::to_string(b) + " expert " +
+                                                            std::to_string(e) + ": count " + std::to_string(count[e]));
+      for (int i = 0; i < std::min<int>(count[e], static_cast<int>(rows_pe)); ++i) {
+        const std::size_t row = static_cast<std::size_t>(e) * rows_pe + i;
+        err.add(!want.count({info[row * 3], info[row * 3 + 1], info[row * 3 + 2]}),
+                "batch " + std::to_string(b) + ": a row of the other batch");
+      }
+    }
+  }
+  nvst::barrier_all();
+  for (void* p : to_free) NVST_CHECK_CUDA(cudaFree(p));
+  return err;
+}
+
 // Low latency under a CUDA graph: dispatch, an expert (y = 2x), combine;
 // replayed with new x each time.
 Errors ll_graph_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
@@ -484,6 +537,7 @@ int run_pe() {
                std::string("low latency ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) +
                    (split ? ", send/receive split" : ""));
   report(ll_graph_case(buf, ll, s), "low latency under a CUDA graph, 4 replays with new inputs");
+  report(ll_two_batches_case(buf, ll, s), "low latency, two micro-batches in flight (send a, send b, receive a, b)");
 
   // Bad input: refused on every PE with a message, nothing hangs.
   {
