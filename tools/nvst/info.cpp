@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "build_info.hpp"
 #include "commands.hpp"
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
@@ -89,7 +90,7 @@ int info() {
   cudaRuntimeGetVersion(&rt);
   if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
   ncclGetVersion(&nccl);
-  std::printf("nvst %s (commit %s)\n", "0.1.0", NVST_GIT_COMMIT);
+  std::printf("nvst %s (commit %s)\n", "0.1.0", kGitCommit);
   std::printf("CUDA runtime %d.%d, driver %s, NCCL %d.%d.%d\n", rt / 1000, (rt % 1000) / 10,
               drv ? (std::to_string(drv / 1000) + "." + std::to_string((drv % 1000) / 10)).c_str()
                   : "none",

@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include "build_info.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -127,7 +129,7 @@ void Report::write_json(const std::string& path) const {
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
   j["date"] = date;
-  j["commit"] = NVST_GIT_COMMIT;
+  j["commit"] = kGitCommit;
   int rt = 0, drv = 0, nccl = 0;
   cudaRuntimeGetVersion(&rt);
   if (cudaDriverGetVersion(&drv) != cudaSuccess) drv = 0;
