@@ -76,6 +76,14 @@ inline PeInput make_pe_input(RouteKind kind, int pe, int num_tokens, int hidden,
   return in;
 }
 
+// Every PE's input (each PE rebuilds all of them to compute the reference).
+inline std::vector<PeInput> make_all_inputs(RouteKind kind, int n_pes, int num_tokens, int hidden, int num_topk,
+                                            int num_experts, std::uint64_t seed) {
+  std::vector<PeInput> all;
+  for (int p = 0; p < n_pes; ++p) all.push_back(make_pe_input(kind, p, num_tokens, hidden, num_topk, num_experts, seed));
+  return all;
+}
+
 // Whether PE r owns one of token t's experts.
 inline bool goes_to(const PeInput& in, int t, int num_topk, int r, int experts_per_pe) {
   for (int k = 0; k < num_topk; ++k) {

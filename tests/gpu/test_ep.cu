@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ep_reference.hpp"
+#include "error_of.hpp"
 #include "nvst/ep.hpp"
 #include "nvst/launch.hpp"
 #include "nvst/nvst.hpp"
@@ -87,8 +88,7 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
                    const nvst::ep::Config& cfg, cudaStream_t s, bool check_layout, bool corrupt = false) {
   const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
   Errors err;
-  std::vector<PeInput> all;
-  for (int p = 0; p < R; ++p) all.push_back(make_pe_input(kind, p, sh.T, sh.H, sh.K, sh.E, seed));
+  std::vector<PeInput> all = make_all_inputs(kind, R, sh.T, sh.H, sh.K, sh.E, seed);
   const PeInput& mine = all[me];
   const int T = mine.num_tokens;
   const std::size_t TH = static_cast<std::size_t>(T) * sh.H;
@@ -269,8 +269,7 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
                cudaStream_t s) {
   const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
   Errors err;
-  std::vector<PeInput> all;
-  for (int p = 0; p < R; ++p) all.push_back(make_pe_input(kind, p, sh.T, sh.H, sh.K, sh.E, seed));
+  const std::vector<PeInput> all = make_all_inputs(kind, R, sh.T, sh.H, sh.K, sh.E, seed);
   const PeInput& mine = all[me];
   const int T = mine.num_tokens;
   auto* d_x = upload(mine.x);
@@ -387,9 +386,8 @@ Errors ll_two_batches_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
   std::vector<void*> to_free;
   nvst::ep::LowLatencyDispatchOutput out[2];
   for (int b = 0; b < 2; ++b) {
-    for (int p = 0; p < R; ++p)
-      all[b].push_back(make_pe_input(b ? RouteKind::kMasked : RouteKind::kRandom, p, sh.T - 7 * b, sh.H, sh.K, sh.E,
-                                     g_seed + 1000 + b));
+    all[b] = make_all_inputs(b ? RouteKind::kMasked : RouteKind::kRandom, R, sh.T - 7 * b, sh.H, sh.K, sh.E,
+                             g_seed + 1000 + b);
     auto* d_x = upload(all[b][me].x);
     auto* d_topk = upload(all[b][me].topk);
     to_free.insert(to_free.end(), {d_x, d_topk});
@@ -472,17 +470,6 @@ Errors ll_graph_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
                   static_cast<void*>(d_out)})
     NVST_CHECK_CUDA(cudaFree(p));
   return err;
-}
-
-// The message of the nvst::Error that f throws, or "" if none.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const nvst::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 int run_pe() {

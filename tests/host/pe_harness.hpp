@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "error_of.hpp"
 #include "nvst/error.hpp"
 #include "runtime/bootstrap.hpp"
 
@@ -94,17 +95,6 @@ inline std::vector<PeResult> run_pes(int n, const std::function<int(int)>& fn, c
       return 1;                                                                 \
     }                                                                           \
   } while (0)
-
-// Runs `f` and returns the nvst::Error message it threw, or "" if none.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const nvst::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 inline bool contains(const std::string& s, const std::string& sub) {
   return s.find(sub) != std::string::npos;
