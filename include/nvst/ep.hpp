@@ -59,7 +59,10 @@ enum class XType {
 std::size_t xtype_size(XType t);
 
 // How many blocks (SMs) a normal-mode kernel uses and how wide they are.
-// Every PE must pass the same Config to the same call.
+// Every PE must pass the same Config to the same call. All num_sms blocks of
+// a dispatch must be resident at once (they wait for each other across
+// PEs): fine on a GPU of its own, but two PEs sharing one GPU through MPS
+// must leave each other room (num_sms x 2 <= SMs).
 struct Config {
   int num_sms = 24;             // blocks of dispatch / combine (DeepEP's default: 24)
   int threads_per_block = 512;  // a multiple of 32, at most 1024
