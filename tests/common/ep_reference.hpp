@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -110,6 +111,22 @@ inline std::vector<RecvRow> expected_rows(const std::vector<PeInput>& all, int r
 // value times (r + 1) / 2, rounded to bf16 (exact arithmetic on the host).
 inline std::uint16_t expert_transform(std::uint16_t x, int r) {
   return bf16_bits(bf16_value(x) * static_cast<float>(r + 1) * 0.5f);
+}
+
+// The low-latency combine of token t, channel v on its own PE, as bf16 bits:
+// sum over k (in order, -1 slots skipped) of w[t][k] * y, one fused
+// multiply-add each, where y = expert_out(x bits, global expert) is what the
+// expert made of the token's value.
+template <typename ExpertOut>
+std::uint16_t ll_combine_expected(const PeInput& in, int t, int v, int hidden, int num_topk, ExpertOut expert_out) {
+  float acc = 0;
+  for (int k = 0; k < num_topk; ++k) {
+    const std::size_t tk = static_cast<std::size_t>(t) * num_topk + k;
+    if (in.topk[tk] < 0) continue;
+    const float y = bf16_value(expert_out(in.x[static_cast<std::size_t>(t) * hidden + v], in.topk[tk]));
+    acc = std::fmaf(in.weights[tk], y, acc);
+  }
+  return bf16_bits(acc);
 }
 
 }  // namespace nvst::test

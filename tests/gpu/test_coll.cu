@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "coll_reference.cuh"
+#include "gpu_job.hpp"
 #include "nvst/coll.hpp"
 #include "nvst/launch.hpp"
 #include "nvst/nvst.hpp"
@@ -337,18 +338,5 @@ int main(int argc, char** argv) {
     else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
     else { std::fprintf(stderr, "usage: %s --np N [--seed S]\n", argv[0]); return 2; }
   }
-  try {
-    if (nvst::is_pe_process()) return run_pe();
-    int gpus = 0;
-    if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-    const char* share = std::getenv("NVST_TEST_SHARE_GPUS");
-    if (gpus < np && !(share && std::string(share) == "1" && gpus >= 1)) {
-      std::printf("SKIP: needs %d GPUs, found %d (NVST_TEST_SHARE_GPUS=1 shares them)\n", np, gpus);
-      return 77;
-    }
-    return nvst::spawn_and_wait({np, std::vector<std::string>(argv, argv + argc), {}, 15});
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "nvst_coll_tests: %s\n", e.what());
-    return 1;
-  }
+  return run_gpu_test(argc, argv, "nvst_coll_tests", np, run_pe);
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nvst/device.cuh"
+#include "gpu_job.hpp"
 #include "nvst/launch.hpp"
 #include "nvst/nvst.hpp"
 
@@ -676,16 +677,7 @@ int main(int argc, char** argv) {
   try {
     if (const char* sc = std::getenv("NVST_TEST_SCENARIO"); sc && nvst::is_pe_process()) return error_scenario(sc);
     if (nvst::is_pe_process()) return api_mode();
-    int gpus = 0;
-    if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-    // NVST_TEST_SHARE_GPUS=1 lets several PEs time-share one GPU (correctness
-    // runs on a one-GPU machine; timings there mean nothing).
-    const char* share = std::getenv("NVST_TEST_SHARE_GPUS");
-    const bool shared = share && std::string(share) == "1";
-    if (gpus < np && !(shared && gpus >= 1)) {
-      std::printf("SKIP: needs %d GPUs, found %d (NVST_TEST_SHARE_GPUS=1 shares them)\n", np, gpus);
-      return 77;
-    }
+    if (int skip = nvst::test::skip_unless_gpus(np)) return skip;
     std::vector<std::string> args(argv, argv + argc);
     if (mode == "api") return nvst::spawn_and_wait({np, args, {}, 15});
     int failed = 0, passed = 0;

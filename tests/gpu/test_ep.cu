@@ -26,6 +26,7 @@
 
 #include "ep_reference.hpp"
 #include "error_of.hpp"
+#include "gpu_job.hpp"
 #include "nvst/ep.hpp"
 #include "nvst/launch.hpp"
 #include "nvst/nvst.hpp"
@@ -338,21 +339,16 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
     if (split) buf.low_latency_combine(cin, d_out, s, Phase::kReceive);
     NVST_CHECK_CUDA(cudaStreamSynchronize(s));
     auto got = download(d_out, static_cast<std::size_t>(T) * sh.H);
+    auto expert_out = [](std::uint16_t x, std::int64_t e) { return expert_transform(x, static_cast<int>(e % 7)); };
     for (int t = 0; t < T; ++t)
       for (int v = 0; v < sh.H; ++v) {
-        float acc = 0;
-        for (int k = 0; k < sh.K; ++k) {
-          const std::int64_t e = mine.topk[static_cast<std::size_t>(t) * sh.K + k];
-          if (e < 0) continue;
-          const float yv = bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], static_cast<int>(e % 7)));
-          acc = std::fmaf(mine.weights[static_cast<std::size_t>(t) * sh.K + k], yv, acc);
-        }
-        const bool wrong = got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc);
+        const std::uint16_t want = ll_combine_expected(mine, t, v, sh.H, sh.K, expert_out);
+        const bool wrong = got[static_cast<std::size_t>(t) * sh.H + v] != want;
         if (wrong && err.bad == 0) {  // say which contributions could be missing
           std::string why = "ll combine token " + std::to_string(t) + " channel " + std::to_string(v) + " (buffer " +
                             std::to_string(out.buffer_index) + "): got " +
                             std::to_string(bf16_value(got[static_cast<std::size_t>(t) * sh.H + v])) + ", want " +
-                            std::to_string(acc) + "; terms";
+                            std::to_string(bf16_value(want)) + "; terms";
           for (int k = 0; k < sh.K; ++k) {
             const std::int64_t e = mine.topk[static_cast<std::size_t>(t) * sh.K + k];
             if (e < 0) continue;
@@ -451,17 +447,11 @@ Errors ll_graph_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
     NVST_CHECK_CUDA(cudaGraphLaunch(exec, s));
     NVST_CHECK_CUDA(cudaStreamSynchronize(s));
     auto got = download(d_out, static_cast<std::size_t>(T) * sh.H);
+    auto doubled = [](std::uint16_t x, std::int64_t) { return bf16_bits(2.f * bf16_value(x)); };
     for (int t = 0; t < T; ++t)
-      for (int v = 0; v < sh.H; ++v) {
-        float acc = 0;
-        for (int k = 0; k < sh.K; ++k) {
-          const std::size_t tk = static_cast<std::size_t>(t) * sh.K + k;
-          if (mine.topk[tk] < 0) continue;
-          const float yv = bf16_value(bf16_bits(2.f * bf16_value(mine.x[static_cast<std::size_t>(t) * sh.H + v])));
-          acc = std::fmaf(mine.weights[tk], yv, acc);
-        }
-        err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc), "graph replay " + std::to_string(replay));
-      }
+      for (int v = 0; v < sh.H; ++v)
+        err.add(got[static_cast<std::size_t>(t) * sh.H + v] != ll_combine_expected(mine, t, v, sh.H, sh.K, doubled),
+                "graph replay " + std::to_string(replay));
     nvst::barrier_all();
   }
   NVST_CHECK_CUDA(cudaGraphExecDestroy(exec));
@@ -618,22 +608,9 @@ int main(int argc, char** argv) {
     else if (a == "--ll-stress" && i + 1 < argc) g_ll_stress = std::atoi(argv[++i]);
     else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--stress N] [--ll-stress N]\n", argv[0]); return 2; }
   }
-  try {
-    if (nvst::is_pe_process()) {
-      const int rc = run_pe();
-      nvst::finalize();
-      return rc;
-    }
-    int gpus = 0;
-    if (cudaGetDeviceCount(&gpus) != cudaSuccess) gpus = 0;
-    const char* share = std::getenv("NVST_TEST_SHARE_GPUS");
-    if (gpus < np && !(share && std::string(share) == "1" && gpus >= 1)) {
-      std::printf("SKIP: needs %d GPUs, found %d (NVST_TEST_SHARE_GPUS=1 shares them)\n", np, gpus);
-      return 77;
-    }
-    return nvst::spawn_and_wait({np, std::vector<std::string>(argv, argv + argc), {}, 15});
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "nvst_ep_tests: %s\n", e.what());
-    return 1;
-  }
+  return run_gpu_test(argc, argv, "nvst_ep_tests", np, [] {
+    const int rc = run_pe();
+    nvst::finalize();
+    return rc;
+  });
 }
