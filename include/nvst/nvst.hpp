@@ -41,6 +41,9 @@ struct InitOptions {
 // listens on loopback. Pass it to every PE as NVST_UNIQUE_ID (with NVST_RANK
 // and NVST_WORLD_SIZE); the Python package's init_with_unique_id does that.
 std::string new_loopback_unique_id();
+// The same for a job across hosts: rank 0 runs on this host and listens on
+// every interface; `host` is this host's address as the other PEs reach it.
+std::string new_unique_id(const std::string& host);
 
 // Joins the job described by the environment: NVST_* (set by `nvst` and the
 // test harness when they spawn PEs), torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
@@ -131,6 +134,20 @@ void quiet();
 // Waits (host heap) until `*sig_addr cmp value` holds on this PE; returns the
 // value seen. Times out after NVST_TIMEOUT_S with a message.
 std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value);
+// Stream-ordered signalling (nvshmemx_*_on_stream), for host code that
+// drives GPU work without writing a kernel (the Python package's send/recv).
+// putmem_signal_on_stream: dest and sig_addr symmetric; the signal becomes
+// visible at `pe` after the data. Node peers: a copy-engine copy, then a
+// one-thread signal kernel; other nodes: a one-block kernel through the
+// proxy. signal_wait_until_on_stream: later work on `stream` starts once
+// this PE's word satisfies `cmp value` (a one-thread kernel; it ends the job
+// with a message after NVST_DEVICE_TIMEOUT_S). GPU heaps only.
+void putmem_signal_on_stream(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
+                             std::uint64_t signal, SignalOp op, int pe, cudaStream_t stream);
+void signal_op_on_stream(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe,
+                         cudaStream_t stream);
+void signal_wait_until_on_stream(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value, cudaStream_t stream);
+
 // How this PE reaches `pe`: "self", "nvlink" (load/store), or
 // "fabric:<provider>" (the proxy), or "none".
 std::string transport_to(int pe);

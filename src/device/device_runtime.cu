@@ -105,6 +105,39 @@ void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t st
   NVST_CHECK_LAUNCH();
 }
 
+namespace {
+__global__ void signal_op_kernel(std::uint64_t* sig, std::uint64_t value, int op, int pe) {
+  // Stream order put any earlier copy (copy engine) before this kernel; the
+  // signal is a release after this thread's stores.
+  dev::signal_op(sig, value, static_cast<dev::SignalOp>(op), pe);
+}
+__global__ void putmem_signal_block_kernel(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
+                                           std::uint64_t value, int op, int pe) {
+  // Blocking form: over NVLink the data and then the signal are stored; through
+  // the proxy it returns when the command has completed.
+  dev::putmem_signal_block(dest, src, bytes, sig, value, static_cast<dev::SignalOp>(op), pe);
+}
+__global__ void signal_wait_until_kernel(std::uint64_t* sig, int cmp, std::uint64_t value) {
+  dev::signal_wait_until(sig, static_cast<dev::Cmp>(cmp), value);  // times out with a message
+}
+}  // namespace
+
+void launch_signal_op(std::uint64_t* sig, std::uint64_t value, int op, int pe, cudaStream_t stream) {
+  signal_op_kernel<<<1, 1, 0, stream>>>(sig, value, op, pe);
+  NVST_CHECK_LAUNCH();
+}
+
+void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
+                                std::uint64_t value, int op, int pe, cudaStream_t stream) {
+  putmem_signal_block_kernel<<<1, 512, 0, stream>>>(dest, src, bytes, sig, value, op, pe);
+  NVST_CHECK_LAUNCH();
+}
+
+void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, cudaStream_t stream) {
+  signal_wait_until_kernel<<<1, 1, 0, stream>>>(sig, cmp, value);
+  NVST_CHECK_LAUNCH();
+}
+
 void launch_barrier_all(cudaStream_t stream) {
   barrier_all_kernel<<<1, 32, 0, stream>>>();
   NVST_CHECK_LAUNCH();

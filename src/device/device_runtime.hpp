@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -19,6 +20,13 @@ void launch_barrier_all(cudaStream_t stream);
 // *word += value on the GPU, ordered in `stream` (the proxy applies a
 // signal ADD that arrived through its inbox).
 void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream);
+// One-thread / one-block kernels behind the stream-ordered signal API
+// (nvst::signal_op_on_stream, putmem_signal_on_stream,
+// signal_wait_until_on_stream). op and cmp are dev::SignalOp / dev::Cmp.
+void launch_signal_op(std::uint64_t* sig, std::uint64_t value, int op, int pe, cudaStream_t stream);
+void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
+                                std::uint64_t value, int op, int pe, cudaStream_t stream);
+void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, cudaStream_t stream);
 // Loads the proxy's kernels now (see device_runtime.cu for why).
 void preload_proxy_kernels();
 

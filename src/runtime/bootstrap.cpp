@@ -106,6 +106,17 @@ UniqueId UniqueId::create_loopback() {
   return id;
 }
 
+UniqueId UniqueId::create_for_host(const std::string& host) {
+  NVST_REQUIRE(!host.empty() && host.find(':') == std::string::npos,
+               "nvst::new_unique_id: host '", host, "' must be a host name or IPv4 address");
+  if (host == "127.0.0.1" || host == "localhost") return create_loopback();
+  UniqueId id;
+  id.host = host;
+  net::listen_tcp(false, 0, &id.port);  // a port free on every interface (closed again)
+  id.cookie = random_cookie();
+  return id;
+}
+
 std::string UniqueId::to_string() const {
   return "nvst1:" + host + ":" + std::to_string(port) + ":" + hex(cookie.data(), cookie.size());
 }

@@ -30,6 +30,9 @@ struct UniqueId {
 
   // A new ID for a job whose rank 0 runs on this host's loopback interface.
   static UniqueId create_loopback();
+  // A new ID whose rank 0 runs on this host and is reached at `host` (a
+  // port free on every interface; "127.0.0.1"/"localhost" = loopback).
+  static UniqueId create_for_host(const std::string& host);
   // Text form, safe for an environment variable: "nvst1:HOST:PORT:COOKIEHEX".
   std::string to_string() const;
   static UniqueId parse(const std::string& text);

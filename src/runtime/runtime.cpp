@@ -612,6 +612,7 @@ std::string transport_to(int pe) {
 }
 
 std::string new_loopback_unique_id() { return UniqueId::create_loopback().to_string(); }
+std::string new_unique_id(const std::string& host) { return UniqueId::create_for_host(host).to_string(); }
 
 std::uint64_t detail::init_generation() { return g_init_generation; }
 
