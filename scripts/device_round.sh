@@ -7,6 +7,8 @@
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
 #   coll    collectives: tests and `nvst bench coll`
 #   ep      expert-parallel Buffer: tests, sanitizers, `nvst bench ep`
+#   torch   2+ GPUs: the Python package rebuilt for this machine's Python,
+#           then the PyTorch job under torchrun (BIN_DIR/.. is the build)
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
@@ -78,6 +80,15 @@ case "$MODE" in
     step racecheck_ep 300 $SAN --tool racecheck "$BIN/nvst_ep_tests" --np 2 --stress 5
     step bench_ep 300 "$BIN/nvst" bench ep --json "$OUT/ep.json"
     ;;
+  torch)  # the PyTorch half of the Python package (issue 6)
+    step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
+    export PYTHONPATH="$BIN/../python"
+    step torch_2pe 600 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
+    [ "$GPUS" -ge 4 ] && step torch_4pe 600 python3 -m torch.distributed.run --standalone --nproc_per_node=4 tests/python/torch_job.py
+    step torch_example 120 python3 -m torch.distributed.run --standalone --nproc_per_node=2 examples/torch_quickstart.py
+    step torch_bench 400 python3 -m torch.distributed.run --standalone --nproc_per_node=2 -m nvshmem_tutorial.bench --json "$OUT/torch_bench.json"
+    [ -n "${NVST_ROUND_PYTEST:-}" ] && step pytest_python 1200 python3 -m pytest -q -p no:cacheprovider tests/python
+    ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
@@ -96,6 +107,9 @@ done
 [ -f "$OUT/bench_p2p_internode.log" ] && { echo "--- p2p internode"; grep -v '^# progress' "$OUT/bench_p2p_internode.log" | tail -20; }
 [ -f "$OUT/bench_coll.log" ] && { echo "--- coll"; grep -v '^# progress' "$OUT/bench_coll.log" | tail -45; }
 [ -f "$OUT/bench_ep.log" ] && { echo "--- ep"; grep -v '^# progress' "$OUT/bench_ep.log" | tail -60; }
+for f in "$OUT"/torch_[0-9]*.log; do [ -f "$f" ] && { echo "--- $f"; grep -E 'FAIL|DONE|Error|error' "$f" | head -40; }; done
+[ -f "$OUT/torch_example.log" ] && { echo "--- torch example"; tail -4 "$OUT/torch_example.log"; }
+[ -f "$OUT/torch_bench.log" ] && { echo "--- torch bench"; grep -v '^\[' "$OUT/torch_bench.log" | tail -30; }
 [ -f "$OUT/bench_fifo.log" ] && { echo "--- fifo"; grep '^# fifo' "$OUT/bench_fifo.log"; }
 # The device tool returns at most 8 files: ship the logs as one archive.
 (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)

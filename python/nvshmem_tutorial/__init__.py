@@ -1,9 +1,18 @@
 """NVSHMEM-Tutorial for Python.
 
-This build is torch-free: the runtime's host API and the collectives on
-numpy arrays, with host-memory PEs (NVST_HEAP=host) talking through the
-proxy and the fabric transport. `launch(n, fn)` runs `fn(rank)` in n fresh
-processes joined into one job, which is how the tests and examples start.
+The compiled module is torch-free, so the package imports (and its numpy
+half runs) without PyTorch:
+ - the runtime's host API and the collectives on numpy arrays, with
+   host-memory PEs (NVST_HEAP=host) talking through the proxy and the
+   fabric transport; `launch(n, fn)` runs `fn(rank)` in n fresh processes
+   joined into one job, which is how the CPU tests and examples start.
+With PyTorch installed, on GPUs (launched with torchrun):
+ - init_from_torch, nvshmem_alloc_tensor / nvshmem_free_tensor,
+   peer_tensor, nvshmem_put_tensor / nvshmem_get_tensor (and _async),
+   nvshmem_barrier (tensors.py);
+ - NvshmemBuffer, the seed tutorial's class (buffer.py);
+ - nvshmem_tutorial.distributed: collectives named as in torch.distributed;
+ - nvshmem_tutorial.ep: DeepEP's Buffer API.
 """
 from ._nvst import (  # noqa: F401
     NvstError,
@@ -31,3 +40,22 @@ from ._nvst import (  # noqa: F401
     transport_to,
 )
 from .launch import launch  # noqa: F401
+
+try:  # the PyTorch half; absent without torch
+    import torch as _torch  # noqa: F401
+except ImportError:  # pragma: no cover - depends on the machine
+    _torch = None
+if _torch is not None:
+    from .buffer import NvshmemBuffer  # noqa: F401
+    from .tensors import (  # noqa: F401
+        init_from_torch,
+        nvshmem_alloc_tensor,
+        nvshmem_barrier,
+        nvshmem_barrier_async,
+        nvshmem_free_tensor,
+        nvshmem_get_tensor,
+        nvshmem_get_tensor_async,
+        nvshmem_put_tensor,
+        nvshmem_put_tensor_async,
+        peer_tensor,
+    )

@@ -11,10 +11,13 @@
 #include <cstring>
 #include <string>
 
+#include "bindings_common.hpp"
 #include "nvst/coll.hpp"
 #include "nvst/nvst.hpp"
 
 namespace py = pybind11;
+using nvst_py::cmp_of;
+using nvst_py::op_of;
 
 namespace {
 
@@ -41,24 +44,6 @@ nvst::coll::DType dtype_of(const py::array& a, const char* fn, const char* name)
   if (a.dtype().is(py::dtype("float16"))) return nvst::coll::DType::kF16;
   throw py::type_error(std::string("nvshmem_tutorial.") + fn + ": " + name + " has dtype " +
                        std::string(py::str(a.dtype())) + "; supported: float32, float16, int32, int64");
-}
-
-nvst::coll::RedOp op_of(const std::string& op) {
-  if (op == "sum") return nvst::coll::RedOp::kSum;
-  if (op == "max") return nvst::coll::RedOp::kMax;
-  if (op == "min") return nvst::coll::RedOp::kMin;
-  if (op == "prod") return nvst::coll::RedOp::kProd;
-  throw py::value_error("nvshmem_tutorial: op '" + op + "' is not one of sum, max, min, prod");
-}
-
-nvst::Cmp cmp_of(const std::string& c) {
-  if (c == "eq") return nvst::Cmp::kEq;
-  if (c == "ne") return nvst::Cmp::kNe;
-  if (c == "gt") return nvst::Cmp::kGt;
-  if (c == "ge") return nvst::Cmp::kGe;
-  if (c == "lt") return nvst::Cmp::kLt;
-  if (c == "le") return nvst::Cmp::kLe;
-  throw py::value_error("nvshmem_tutorial: comparison '" + c + "' is not one of eq, ne, gt, ge, lt, le");
 }
 
 // Raw puts move bytes: any dtype, but contiguous.
@@ -92,11 +77,19 @@ void check_range(const Symmetric& s, std::size_t offset, std::size_t bytes, cons
 }  // namespace
 
 PYBIND11_MODULE(_nvst, m) {
-  m.doc() = "NVSHMEM-Tutorial runtime (torch-free part)";
+  m.doc() = "NVSHMEM-Tutorial runtime: host API, numpy collectives (host heaps), device addresses (GPU heaps)";
   py::register_exception<nvst::Error>(m, "NvstError", PyExc_RuntimeError);
+  nvst_py::bind_device(m);
+  nvst_py::bind_ep(m);
 
-  m.def("get_unique_id", &nvst::new_loopback_unique_id,
-        "A unique ID for a job whose PEs all run on this host (pass it to every PE).");
+  m.def(
+      "get_unique_id",
+      [](const std::string& host) {
+        return host.empty() ? nvst::new_loopback_unique_id() : nvst::new_unique_id(host);
+      },
+      py::arg("host") = "",
+      "A unique ID for a new job whose rank 0 is this process (pass it to every PE). host: this host's "
+      "address as the other PEs reach it; empty = every PE runs on this host (loopback).");
   m.def(
       "init_with_unique_id",
       [](const std::string& uid, int rank, int nranks) {

@@ -1,0 +1,171 @@
+"""The seed tutorial's two tables, measured from PyTorch:
+
+    torchrun --nproc_per_node=2 -m nvshmem_tutorial.bench [--json FILE] [-n ITERS] [-w WARMUP]
+
+P2P (rank 0 -> rank 1, one direction): NCCL send/recv (torch.distributed),
+CUDA IPC (torch's own IPC handle of rank 1's tensor, opened on rank 0,
+copied into with copy_), NVSHMEM (only where nvshmem4py is installed), and
+ours (nvshmem_put_tensor_async into a symmetric tensor). All-gather: NCCL's
+all_gather_into_tensor against ours (nvshmem_tutorial.distributed). Every
+row is checked: the receiver compares the bytes with what was sent (#wrong).
+Times are CUDA events around ITERS back-to-back operations after WARMUP, the
+median of 5 such runs; GB/s = bytes / time (all-gather: busbw as nccl-tests).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.multiprocessing.reductions import reduce_tensor
+
+import nvshmem_tutorial as nt
+import nvshmem_tutorial.distributed as nd
+
+P2P_SIZES = [16 << 10, 256 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
+AG_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20,
+            64 << 20]
+
+
+def say(line):
+    if dist.get_rank() == 0:
+        print(line)
+
+
+def size_name(b):
+    return f"{b >> 30} GB" if b >= 1 << 30 else f"{b >> 20} MB" if b >= 1 << 20 else f"{b >> 10} KB"
+
+
+def timed(fn, iters, warmup):
+    """Median over 5 runs of the per-operation time in microseconds."""
+    for _ in range(warmup):
+        fn()
+    runs = []
+    for _ in range(5):
+        dist.barrier()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        runs.append(start.elapsed_time(end) * 1000.0 / iters)
+    dist.barrier()
+    return statistics.median(runs)
+
+
+def count_wrong(got, want):
+    """Bytes that differ, agreed by every rank (max)."""
+    n = torch.tensor([int((got.view(torch.uint8) != want.view(torch.uint8)).sum().item())], device=got.device)
+    dist.all_reduce(n, op=dist.ReduceOp.MAX)
+    return int(n.item())
+
+
+def ipc_view_of(tensor, owner_rank):
+    """Rank 0's view of owner_rank's tensor through torch's CUDA IPC handle."""
+    handle = [reduce_tensor(tensor) if dist.get_rank() == owner_rank else None]
+    dist.broadcast_object_list(handle, src=owner_rank, group=GLOO)
+    if dist.get_rank() == owner_rank:
+        return None
+    rebuild, args = handle[0]
+    args = list(args)
+    args[6] = torch.cuda.current_device()  # open it on this process's GPU
+    return rebuild(*args)
+
+
+def p2p_table(iters, warmup, rows):
+    rank, dev = dist.get_rank(), torch.cuda.current_device()
+    say("# P2P, rank 0 -> rank 1 (one direction), GB/s; #wrong counts bytes")
+    say(f"{'size':>8} {'NCCL':>9} {'CUDA IPC':>9} {'NVSHMEM':>9} {'ours':>9} {'ours/NCCL':>9} {'ours/IPC':>9} "
+          f"{'#wrong':>7}")
+    for nbytes in P2P_SIZES:
+        n = nbytes // 2
+        g = torch.Generator(device="cpu").manual_seed(nbytes)
+        # Random bf16 bit patterns (NCCL moves no int16); compared as bytes.
+        src = torch.randint(-30000, 30000, (n,), generator=g, dtype=torch.int16).view(torch.bfloat16).to(dev)
+        dst = torch.full((n,), -1, dtype=torch.bfloat16, device=dev)
+        sym = nt.nvshmem_alloc_tensor((n,), torch.bfloat16)
+        t = {}
+        # NCCL: rank 0 sends, rank 1 receives.
+        t["nccl"] = timed(lambda: dist.send(src, 1) if rank == 0 else dist.recv(dst, 0) if rank == 1 else None,
+                          iters, warmup)
+        wrong = count_wrong(dst, src) if rank == 1 else count_wrong(src, src)
+        # CUDA IPC: rank 0 copies into rank 1's tensor, opened through torch's IPC handle.
+        dst.fill_(-1)
+        torch.cuda.synchronize()
+        peer = ipc_view_of(dst, 1)
+        t["ipc"] = timed(lambda: peer.copy_(src) if rank == 0 else None, iters, warmup)
+        wrong = max(wrong, count_wrong(dst, src) if rank == 1 else count_wrong(src, src))
+        peer = None  # closes the IPC mapping
+        # Ours: a put into rank 1's symmetric tensor.
+        t["ours"] = timed(lambda: nt.nvshmem_put_tensor_async(sym, src, 1) if rank == 0 else None, iters, warmup)
+        wrong = max(wrong, count_wrong(sym, src) if rank == 1 else count_wrong(src, src))
+        nt.nvshmem_free_tensor(sym)
+        gbps = {k: nbytes / v / 1e3 for k, v in t.items()}
+        say(f"{size_name(nbytes):>8} {gbps['nccl']:9.2f} {gbps['ipc']:9.2f} {'n/a':>9} {gbps['ours']:9.2f} "
+              f"{gbps['ours'] / gbps['nccl']:8.2f}x {gbps['ours'] / gbps['ipc']:8.2f}x {wrong:7d}")
+        rows.append({"table": "p2p", "bytes": nbytes, "us": t, "gbps": gbps, "wrong": wrong})
+    say("# NVSHMEM: n/a (nvshmem4py is not installed here; `nvst bench p2p` has NVSHMEM's column)")
+
+
+def allgather_table(iters, warmup, rows):
+    world, dev = dist.get_world_size(), torch.cuda.current_device()
+    say(f"# all-gather over {world} ranks; size = bytes per rank; busbw GB/s as nccl-tests")
+    say(f"{'size':>8} {'NCCL us':>9} {'NCCL bw':>9} {'ours us':>9} {'ours bw':>9} {'speed-up':>9} {'#wrong':>7}")
+    for nbytes in AG_SIZES:
+        n = nbytes // 4
+        g = torch.Generator(device="cpu").manual_seed(nbytes + dist.get_rank())
+        x = torch.rand((n,), generator=g).to(dev)
+        ref = torch.empty((world * n,), device=dev)
+        out = torch.full((world * n,), -1.0, device=dev)
+        t_nccl = timed(lambda: dist.all_gather_into_tensor(ref, x), iters, warmup)
+        t_ours = timed(lambda: nd.all_gather_into_tensor(out, x), iters, warmup)
+        wrong = count_wrong(out, ref)
+        bus = lambda us: world * nbytes / us / 1e3 * (world - 1) / world  # noqa: E731
+        say(f"{size_name(nbytes):>8} {t_nccl:9.1f} {bus(t_nccl):9.2f} {t_ours:9.1f} {bus(t_ours):9.2f} "
+              f"{t_nccl / t_ours:8.2f}x {wrong:7d}")
+        rows.append({"table": "allgather", "bytes": nbytes, "us": {"nccl": t_nccl, "ours": t_ours},
+                     "busbw": {"nccl": bus(t_nccl), "ours": bus(t_ours)}, "wrong": wrong})
+
+
+def main():
+    global GLOO
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", help="write the rows here (rank 0)")
+    ap.add_argument("-n", "--iters", type=int, default=20)
+    ap.add_argument("-w", "--warmup", type=int, default=5)
+    a = ap.parse_args()
+    if a.iters < 1 or a.warmup < 0:
+        sys.exit("nvshmem_tutorial.bench: -n must be >= 1 and -w >= 0")
+    if "RANK" not in os.environ:
+        sys.exit("nvshmem_tutorial.bench: launch with torchrun --nproc_per_node=2 -m nvshmem_tutorial.bench")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    if dist.get_world_size() < 2:
+        sys.exit("nvshmem_tutorial.bench: needs at least 2 ranks")
+    GLOO = dist.new_group(backend="gloo")
+    nt.init_from_torch()
+    nd.set_argument_checks(False)  # the loop times the collective itself
+    rows = []
+    t0 = time.time()
+    p2p_table(a.iters, a.warmup, rows)
+    allgather_table(a.iters, a.warmup, rows)
+    if dist.get_rank() == 0:
+        print(f"# done in {time.time() - t0:.0f} s; {torch.cuda.get_device_name()}, torch {torch.__version__}",
+              flush=True)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump({"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
+                           "world": dist.get_world_size(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+    nt.finalize()
+    dist.destroy_process_group()
+
+
+GLOO = None
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""The seed tutorial's NvshmemBuffer on this library: barrier, send/recv
+and all-gather of torch tensors between the ranks of a torch.distributed
+group, launched with torchrun.
+
+send/recv go through a symmetric staging area: each rank has one slot per
+peer of num_nvl_bytes / num_ranks bytes (at least 1 MiB), a data signal and
+a credit signal per peer. A message larger than a slot moves in slot-sized
+pieces; the sender waits (on its stream, not the host) for the receiver's
+credit before reusing the slot, so nothing is overwritten before it is read.
+A peer on another node is reached through the proxy transport, which the
+seed's version could not do. Every wait has the device timeout
+(NVST_DEVICE_TIMEOUT_S): a send with no matching recv ends the job with a
+message rather than hanging.
+"""
+import torch
+import torch.distributed as dist
+
+from . import _nvst
+from . import distributed as nd
+from .tensors import check_tensor, init_from_torch, nvshmem_alloc_tensor, nvshmem_barrier, nvshmem_free_tensor
+
+_MIN_SLOT = 1 << 20
+
+
+class NvshmemBuffer:
+    def __init__(self, group, rank, num_ranks, num_nvl_bytes, num_rdma_bytes, low_latency_mode=False,
+                 backend="nvst"):
+        if backend != "nvst":
+            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer: backend {backend!r} is not available in this build "
+                             "(only 'nvst'; the NVSHMEM backend is not built into the Python package yet)")
+        init_from_torch(group)
+        self.group = group
+        self.group_size = dist.get_world_size(group)
+        if rank != dist.get_rank(group) or num_ranks != self.group_size:
+            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer: rank {rank} / num_ranks {num_ranks} disagree with the "
+                             f"group (rank {dist.get_rank(group)} of {self.group_size})")
+        if num_nvl_bytes < 0 or num_rdma_bytes < 0:
+            raise ValueError("nvshmem_tutorial.NvshmemBuffer: num_nvl_bytes and num_rdma_bytes must be >= 0")
+        self.rank = rank
+        self.num_ranks = num_ranks
+        self.num_nvl_bytes = num_nvl_bytes
+        self.num_rdma_bytes = num_rdma_bytes
+        self.low_latency_mode = low_latency_mode
+        slot = max(_MIN_SLOT, max(num_nvl_bytes, num_rdma_bytes) // max(num_ranks, 1)) // 16 * 16
+        self.slot_bytes = slot
+        self._slots = nvshmem_alloc_tensor((num_ranks, slot), torch.uint8)  # [src] at the receiver
+        self._stage = nvshmem_alloc_tensor((slot,), torch.uint8)  # source of puts through the proxy
+        self._data_sig = nvshmem_alloc_tensor((num_ranks,), torch.int64)  # [src]: pieces that arrived
+        self._credit_sig = nvshmem_alloc_tensor((num_ranks,), torch.int64)  # [dst]: pieces dst consumed
+        self._sent = [0] * num_ranks
+        self._received = [0] * num_ranks
+        nvshmem_barrier()
+
+    def destroy(self):
+        """Collective: frees the staging area."""
+        for t in (self._slots, self._stage, self._data_sig, self._credit_sig):
+            nvshmem_free_tensor(t)
+        self._slots = self._stage = self._data_sig = self._credit_sig = None
+
+    def get_local_device_id(self):
+        return _nvst.device()
+
+    def get_num_device_sms(self):
+        return torch.cuda.get_device_properties(_nvst.device()).multi_processor_count
+
+    def barrier(self):
+        nvshmem_barrier()
+
+    # ---- point to point ---------------------------------------------------------
+    def _peer(self, peer, fn):
+        if not 0 <= peer < self.num_ranks or peer == self.rank:
+            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.{fn}: peer {peer} must be another rank in "
+                             f"[0, {self.num_ranks})")
+
+    def _sig(self, words, index):
+        return words.data_ptr() + 8 * index
+
+    def send(self, tensor, dst_rank):
+        """Sends `tensor` to dst_rank's matching recv; ordered on the current
+        stream (returns before the data has arrived)."""
+        check_tensor(tensor, "NvshmemBuffer.send", "tensor")
+        self._peer(dst_rank, "send")
+        stream = torch.cuda.current_stream().cuda_stream
+        data = tensor.view(-1).view(torch.uint8)
+        via_proxy = _nvst.transport_to(dst_rank).startswith("fabric")
+        for start in range(0, data.numel(), self.slot_bytes):
+            piece = data[start:start + self.slot_bytes]
+            # The slot at dst_rank is free once it has consumed every earlier piece.
+            _nvst.signal_wait_until_on_stream(self._sig(self._credit_sig, dst_rank), "ge", self._sent[dst_rank],
+                                              stream)
+            src = piece
+            if via_proxy:  # the proxy reads from the symmetric heap
+                self._stage[: piece.numel()].copy_(piece)
+                src = self._stage
+            _nvst.putmem_signal_on_stream(self._slots[self.rank].data_ptr(), src.data_ptr(), piece.numel(),
+                                          self._sig(self._data_sig, self.rank), 1, True, dst_rank, stream)
+            self._sent[dst_rank] += 1
+
+    def recv(self, tensor, src_rank):
+        """Receives src_rank's matching send into `tensor` (same byte size);
+        ordered on the current stream."""
+        check_tensor(tensor, "NvshmemBuffer.recv", "tensor")
+        self._peer(src_rank, "recv")
+        stream = torch.cuda.current_stream().cuda_stream
+        data = tensor.view(-1).view(torch.uint8)
+        for start in range(0, data.numel(), self.slot_bytes):
+            piece = data[start:start + self.slot_bytes]
+            self._received[src_rank] += 1
+            _nvst.signal_wait_until_on_stream(self._sig(self._data_sig, src_rank), "ge", self._received[src_rank],
+                                              stream)
+            piece.copy_(self._slots[src_rank, : piece.numel()])
+            _nvst.signal_op_on_stream(self._sig(self._credit_sig, self.rank), 1, True, src_rank, stream)
+
+    def intranode_send(self, tensor, dst_rank):
+        self.send(tensor, dst_rank)
+
+    def intranode_recv(self, tensor, src_rank):
+        self.recv(tensor, src_rank)
+
+    def internode_send(self, tensor, dst_rank):
+        self.send(tensor, dst_rank)
+
+    def internode_recv(self, tensor, src_rank):
+        self.recv(tensor, src_rank)
+
+    # ---- all-gather -----------------------------------------------------------------
+    def all_gather_into_tensor(self, output, input, async_op=False):
+        return nd.all_gather_into_tensor(output, input, async_op=async_op)
+
+    def all_gather(self, tensor_list, tensor, async_op=False):
+        """torch.distributed.all_gather's form: tensor_list[r] <- rank r's tensor."""
+        if len(tensor_list) != self.num_ranks:
+            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.all_gather: tensor_list has {len(tensor_list)} "
+                             f"tensors; the group has {self.num_ranks} ranks")
+        check_tensor(tensor, "NvshmemBuffer.all_gather", "tensor")
+        for r, t in enumerate(tensor_list):
+            if t.shape != tensor.shape or t.dtype != tensor.dtype:
+                raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.all_gather: tensor_list[{r}] is "
+                                 f"{tuple(t.shape)} {t.dtype}; expected {tuple(tensor.shape)} {tensor.dtype}")
+        out = torch.empty((self.num_ranks,) + tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
+        work = nd.all_gather_into_tensor(out, tensor, async_op=async_op)
+        for r, t in enumerate(tensor_list):
+            t.copy_(out[r])
+        return work
+
+    def intranode_all_gather(self, tensor_list, tensor, async_op=False):
+        return self.all_gather(tensor_list, tensor, async_op)
+
+    def internode_all_gather(self, tensor_list, tensor, async_op=False):
+        """The collectives run inside one node; across nodes this raises."""
+        if any(_nvst.transport_to(p).startswith("fabric") for p in range(self.num_ranks)):
+            raise NotImplementedError("nvshmem_tutorial.NvshmemBuffer.internode_all_gather: the library's "
+                                      "collectives do not span nodes yet (send/recv do)")
+        return self.all_gather(tensor_list, tensor, async_op)

@@ -1,0 +1,199 @@
+"""Collectives on torch tensors with torch.distributed's names and argument
+order, so that `import nvshmem_tutorial.distributed as dist` drops in for
+these five calls:
+
+    all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False)
+    all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False)
+    reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False)
+    all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False)
+    broadcast(tensor, src, group=None, async_op=False)
+
+They run the library's NVLink collectives (nvst::coll) on the current
+stream, over every PE of the job (the group must be the one the job was
+joined from). Any CUDA tensors work (they are staged through the library's
+symmetric workspace); dtypes float32, bfloat16, float16, int32, int64.
+
+Before each call the PEs compare what they were asked to do (operation,
+element count, dtype, root) over the bootstrap, so that different sizes on
+different ranks raise ValueError on every rank instead of corrupting memory
+or hanging. That is one host round trip (tens of microseconds);
+set_argument_checks(False) turns it off once a program is known to be right.
+"""
+import struct
+
+import torch
+import torch.distributed as tdist
+
+from . import _nvst
+from .tensors import DTYPE_NAMES, check_tensor, nvst_group, require_initialized
+
+
+class ReduceOp:
+    SUM = "sum"
+    MAX = "max"
+    MIN = "min"
+    PRODUCT = "prod"
+
+
+_TORCH_OPS = [
+    (tdist.ReduceOp.SUM, "sum"),
+    (tdist.ReduceOp.MAX, "max"),
+    (tdist.ReduceOp.MIN, "min"),
+    (tdist.ReduceOp.PRODUCT, "prod"),
+]
+_OP_CODES = {"sum": 0, "max": 1, "min": 2, "prod": 3}
+_DTYPE_CODES = {name: i for i, name in enumerate(DTYPE_NAMES.values())}
+_checks = {"on": True}
+
+
+def set_argument_checks(on):
+    """Whether each collective first compares its arguments across PEs."""
+    _checks["on"] = bool(on)
+
+
+class Work:
+    """What async_op=True returns: the collective is already ordered on the
+    current stream; wait() makes the then-current stream wait for it."""
+
+    def __init__(self):
+        self._event = torch.cuda.Event()
+        self._event.record()
+
+    def wait(self, timeout=None):
+        torch.cuda.current_stream().wait_event(self._event)
+        return True
+
+    def is_completed(self):
+        return self._event.query()
+
+
+def _op_name(op, fn):
+    if isinstance(op, str) and op in _OP_CODES:
+        return op
+    for torch_op, name in _TORCH_OPS:
+        try:
+            if op == torch_op:
+                return name
+        except TypeError:
+            pass
+    raise ValueError(f"nvshmem_tutorial.distributed.{fn}: op {op!r} is not SUM, MAX, MIN or PRODUCT")
+
+
+def _prologue(fn, group, tensors):
+    require_initialized(fn)
+    if group is not None and group is not nvst_group() and group is not tdist.group.WORLD:
+        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: only the group the job was joined from "
+                         "(init_from_torch's) is supported")
+    for name, t in tensors:
+        check_tensor(t, fn, name, DTYPE_NAMES)
+    dtypes = {t.dtype for _, t in tensors}
+    if len(dtypes) != 1:
+        raise TypeError(f"nvshmem_tutorial.distributed.{fn}: tensors have different dtypes "
+                        + ", ".join(f"{n}={t.dtype}" for n, t in tensors))
+    return DTYPE_NAMES[tensors[0][1].dtype]
+
+
+def _agree(fn, code, count, dtype, extra=0):
+    """Every PE must call the same collective with the same arguments."""
+    if not _checks["on"]:
+        return
+    mine = (_OP_CODES.get(code, 9) if isinstance(code, str) else code, count, _DTYPE_CODES[dtype], extra)
+    everyone = [struct.unpack("<4q", b) for b in _nvst.bootstrap_allgather(struct.pack("<4q", *mine))]
+    bad = [pe for pe, theirs in enumerate(everyone) if theirs != mine]
+    if bad:
+        desc = "; ".join(f"PE {pe}: count {c}, dtype {list(_DTYPE_CODES)[d]}, extra {x}"
+                         for pe, (_, c, d, x) in enumerate(everyone))
+        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: the PEs disagree on the arguments ({desc})")
+
+
+def _done(async_op):
+    return Work() if async_op else None
+
+
+def _stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    dt = _prologue("all_reduce", group, [("tensor", tensor)])
+    name = _op_name(op, "all_reduce")
+    _agree("all_reduce", 10 + _OP_CODES[name], tensor.numel(), dt)
+    p = tensor.data_ptr()
+    _nvst.coll.all_reduce(p, p, tensor.numel(), dt, name, _stream())
+    return _done(async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    fn = "all_gather_into_tensor"
+    dt = _prologue(fn, group, [("output_tensor", output_tensor), ("input_tensor", input_tensor)])
+    n = _nvst.n_pes()
+    if output_tensor.numel() != n * input_tensor.numel():
+        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: output_tensor has {output_tensor.numel()} elements; "
+                         f"it needs world size {n} x {input_tensor.numel()}")
+    _agree(fn, 20, input_tensor.numel(), dt)
+    _nvst.coll.all_gather(input_tensor.data_ptr(), output_tensor.data_ptr(), input_tensor.numel(), dt, _stream())
+    return _done(async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    fn = "reduce_scatter_tensor"
+    dt = _prologue(fn, group, [("output", output), ("input", input)])
+    name = _op_name(op, fn)
+    n = _nvst.n_pes()
+    if input.numel() != n * output.numel():
+        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input has {input.numel()} elements; "
+                         f"it needs world size {n} x {output.numel()}")
+    _agree(fn, 30 + _OP_CODES[name], output.numel(), dt)
+    _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, name, _stream())
+    return _done(async_op)
+
+
+def broadcast(tensor, src, group=None, async_op=False):
+    dt = _prologue("broadcast", group, [("tensor", tensor)])
+    n = _nvst.n_pes()
+    if not 0 <= src < n:
+        raise ValueError(f"nvshmem_tutorial.distributed.broadcast: src {src} out of range [0, {n})")
+    _agree("broadcast", 40, tensor.numel(), dt, src)
+    p = tensor.data_ptr()
+    _nvst.coll.broadcast(p, p, tensor.numel(), dt, src, _stream())
+    return _done(async_op)
+
+
+def _splits(sizes, total_rows, n, fn, name):
+    if sizes is None:
+        if total_rows % n != 0:
+            raise ValueError(f"nvshmem_tutorial.distributed.{fn}: {name} is None, so dim 0 ({total_rows}) must "
+                             f"divide by the world size {n}")
+        return [total_rows // n] * n
+    sizes = [int(s) for s in sizes]
+    if len(sizes) != n or any(s < 0 for s in sizes) or sum(sizes) != total_rows:
+        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: {name} {sizes} must be {n} non-negative sizes "
+                         f"summing to dim 0 ({total_rows})")
+    return sizes
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
+                      async_op=False):
+    """Splits are in rows of dim 0, as in torch.distributed. A receiver's
+    output_split_sizes must equal what each sender sends it (checked on the
+    GPU: a mismatch stops with a message naming the peer)."""
+    fn = "all_to_all_single"
+    dt = _prologue(fn, group, [("output", output), ("input", input)])
+    n = _nvst.n_pes()
+    if input.dim() == 0 or output.dim() == 0:
+        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input and output need at least one dimension")
+    row_in = input.numel() // max(input.shape[0], 1)
+    row_out = output.numel() // max(output.shape[0], 1)
+    if input.shape[0] and output.shape[0] and row_in != row_out:
+        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input rows have {row_in} elements, output rows {row_out}")
+    row = row_in if input.shape[0] else row_out
+    send = _splits(input_split_sizes, input.shape[0], n, fn, "input_split_sizes")
+    recv = _splits(output_split_sizes, output.shape[0], n, fn, "output_split_sizes")
+    _agree(fn, 50, row, dt)
+    if input_split_sizes is None and output_split_sizes is None:
+        _nvst.coll.all_to_all(input.data_ptr(), output.data_ptr(), send[0] * row, dt, _stream())
+        return _done(async_op)
+    displ = lambda sizes: [sum(sizes[:i]) * row for i in range(n)]  # noqa: E731
+    _nvst.coll.all_to_allv(input.data_ptr(), [s * row for s in send], displ(send), output.data_ptr(),
+                           [r * row for r in recv], displ(recv), dt, _stream())
+    return _done(async_op)

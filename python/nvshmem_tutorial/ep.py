@@ -1,0 +1,421 @@
+"""nvshmem_tutorial.ep: DeepEP's Buffer API (v1.2) on the library's
+expert-parallel kernels (nvst::ep, chapter 9 of the book).
+
+    import nvshmem_tutorial.ep as deep_ep      # instead of `import deep_ep`
+    buffer = deep_ep.Buffer(group, num_nvl_bytes, num_rdma_bytes)
+
+Method names, arguments and return values follow DeepEP:
+get_dispatch_layout, dispatch, combine, low_latency_dispatch,
+low_latency_combine, EventOverlap, Config, the size hints. Differences,
+all checked with a clear error rather than silently ignored:
+ - intra-node only (every rank of the group on one host, over NVLink);
+ - the dispatch computes its layout itself: the layout tensors a caller
+   passes (num_tokens_per_rank, ...) are checked for shape, not read;
+ - Config's chunk sizes are accepted and unused (our kernels do not chunk);
+ - the low-latency buffers are sized at the first low_latency_dispatch
+   (call it once before capturing a CUDA graph); num_rdma_bytes must cover
+   get_low_latency_rdma_size_hint for that shape;
+ - handles are objects, not tuples; pass them back as DeepEP's are.
+Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
+outputs are views of the buffer, valid until the dispatch after next, as in
+DeepEP.
+"""
+import torch
+import torch.distributed as dist
+
+from . import _nvst
+from .tensors import check_tensor, init_from_torch, tensor_at
+
+_FP8 = getattr(torch, "float8_e4m3fn", None)
+
+
+class Config:
+    """DeepEP's Config(num_sms, nvl send/recv chunk, rdma send/recv chunk).
+    num_sms is the number of blocks of the normal-mode kernels; the chunk
+    sizes are kept for compatibility and not used."""
+
+    def __init__(self, num_sms=24, num_max_nvl_chunked_send_tokens=6, num_max_nvl_chunked_recv_tokens=256,
+                 num_max_rdma_chunked_send_tokens=6, num_max_rdma_chunked_recv_tokens=256, threads_per_block=512):
+        if not isinstance(num_sms, int) or num_sms < 1:
+            raise ValueError(f"nvshmem_tutorial.ep.Config: num_sms must be a positive int, got {num_sms!r}")
+        if threads_per_block % 32 or not 64 <= threads_per_block <= 1024:
+            raise ValueError(f"nvshmem_tutorial.ep.Config: threads_per_block {threads_per_block} must be a "
+                             "multiple of 32 in [64, 1024]")
+        self.num_sms = num_sms
+        self.threads_per_block = threads_per_block
+        self.num_max_nvl_chunked_send_tokens = num_max_nvl_chunked_send_tokens
+        self.num_max_nvl_chunked_recv_tokens = num_max_nvl_chunked_recv_tokens
+        self.num_max_rdma_chunked_send_tokens = num_max_rdma_chunked_send_tokens
+        self.num_max_rdma_chunked_recv_tokens = num_max_rdma_chunked_recv_tokens
+
+    def get_nvl_buffer_size_hint(self, hidden_bytes, num_ranks):
+        """Bytes of num_nvl_bytes for dispatching 4096 tokens per rank of
+        `hidden_bytes` each to num_ranks ranks with top-8 routing (every
+        token to every rank, the worst case)."""
+        hidden = hidden_bytes // 2
+        return _nvst.ep.nvl_size_hint(4096 * num_ranks, hidden, 8, False)
+
+    def get_rdma_buffer_size_hint(self, hidden_bytes, num_ranks):
+        return 0  # intra-node only
+
+
+class EventOverlap:
+    """DeepEP's EventOverlap: a CUDA event (or None when the call already
+    made the current stream wait), plus tensors to keep alive until then."""
+
+    def __init__(self, event=None, extra_tensors=None):
+        self.event = event
+        self.extra_tensors = extra_tensors
+
+    def current_stream_wait(self):
+        if self.event is not None:
+            torch.cuda.current_stream().wait_event(self.event)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.current_stream_wait()
+
+
+class DispatchHandle:
+    """What dispatch returns for the combine and for cached dispatches."""
+
+    def __init__(self, cpp, topk_idx, topk_weights, num_experts, recv_src_idx):
+        self.cpp = cpp
+        self.topk_idx = topk_idx
+        self.topk_weights = topk_weights
+        self.num_experts = num_experts
+        self.recv_src_idx = recv_src_idx
+
+    @property
+    def num_recv_tokens(self):
+        return self.cpp.num_recv_tokens
+
+
+class LowLatencyHandle:
+    """What low_latency_dispatch returns for low_latency_combine."""
+
+    def __init__(self, recv_src_info, buffer_index, num_max_dispatch_tokens_per_rank, hidden, num_experts):
+        self.recv_src_info = recv_src_info
+        self.buffer_index = buffer_index
+        self.num_max_dispatch_tokens_per_rank = num_max_dispatch_tokens_per_rank
+        self.hidden = hidden
+        self.num_experts = num_experts
+
+
+def _fail(fn, msg, exc=ValueError):
+    raise exc(f"nvshmem_tutorial.ep.Buffer.{fn}: {msg}")
+
+
+class Buffer:
+    num_sms = 24
+
+    def __init__(self, group, num_nvl_bytes=0, num_rdma_bytes=0, low_latency_mode=False, num_qps_per_rank=24,
+                 allow_nvlink_for_low_latency_mode=True, allow_mnnvl=False, explicitly_destroy=False):
+        init_from_torch(group)
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.group_size = dist.get_world_size(group)
+        if self.group_size != _nvst.n_pes():
+            _fail("__init__", f"the group has {self.group_size} ranks but the job has {_nvst.n_pes()} PEs; "
+                  "only the group the job was joined from is supported")
+        if num_nvl_bytes < 0 or num_rdma_bytes < 0:
+            _fail("__init__", "num_nvl_bytes and num_rdma_bytes must be >= 0")
+        self.num_nvl_bytes = num_nvl_bytes
+        self.num_rdma_bytes = num_rdma_bytes
+        self.low_latency_mode = low_latency_mode
+        self.explicitly_destroy = explicitly_destroy
+        self._normal = _nvst.ep.Buffer(num_nvl_bytes) if num_nvl_bytes > 0 else None
+        self._ll = None  # created by the first low_latency_dispatch
+        self._ll_shape = None
+        self._comm = torch.cuda.Stream()
+
+    # ---- DeepEP's static helpers ------------------------------------------------
+    @staticmethod
+    def set_num_sms(new_num_sms):
+        if new_num_sms < 1:
+            raise ValueError("nvshmem_tutorial.ep.Buffer.set_num_sms: must be >= 1")
+        Buffer.num_sms = new_num_sms
+
+    @staticmethod
+    def get_dispatch_config(num_ranks):
+        return Config(Buffer.num_sms)
+
+    @staticmethod
+    def get_combine_config(num_ranks):
+        return Config(Buffer.num_sms)
+
+    @staticmethod
+    def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks, num_experts, num_topk=8):
+        """Bytes of num_rdma_bytes for low-latency mode (DeepEP's signature,
+        plus num_topk, which our per-(token, expert) slots depend on)."""
+        return _nvst.ep.low_latency_size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks, num_experts,
+                                              num_topk)
+
+    def get_local_buffer_tensor(self, *args, **kwargs):
+        _fail("get_local_buffer_tensor", "not provided: the buffer's layout is private to the kernels",
+              NotImplementedError)
+
+    def destroy(self):
+        """Collective: frees the buffers now (DeepEP's explicitly_destroy)."""
+        self._normal = None
+        self._ll = None
+
+    # ---- streams and events ------------------------------------------------------
+    def _begin(self, previous_event):
+        compute = torch.cuda.current_stream()
+        if previous_event is not None and previous_event.event is not None:
+            self._comm.wait_event(previous_event.event)
+        else:
+            self._comm.wait_stream(compute)
+        return compute
+
+    def _finish(self, compute, async_finish, tensors):
+        event = torch.cuda.Event()
+        event.record(self._comm)
+        live = [t for t in tensors if isinstance(t, torch.Tensor)]
+        for t in live:
+            t.record_stream(self._comm)  # allocator: in use on comm until the event
+        if async_finish:
+            return EventOverlap(event, live)
+        compute.wait_event(event)
+        return EventOverlap(None)
+
+    # ---- layout --------------------------------------------------------------------
+    def get_dispatch_layout(self, topk_idx, num_experts, previous_event=None, async_finish=False,
+                            allocate_on_comm_stream=False):
+        fn = "get_dispatch_layout"
+        check_tensor(topk_idx, f"ep.Buffer.{fn}", "topk_idx", [torch.int64])
+        if topk_idx.dim() != 2:
+            _fail(fn, f"topk_idx must be [num_tokens, num_topk], got shape {tuple(topk_idx.shape)}")
+        n = self.group_size
+        if num_experts < n or num_experts % n:
+            _fail(fn, f"num_experts {num_experts} must be a positive multiple of the {n} ranks")
+        compute = self._begin(previous_event)
+        dev = topk_idx.device
+        with torch.cuda.stream(self._comm if allocate_on_comm_stream else compute):
+            per_rank = torch.empty(n, dtype=torch.int32, device=dev)
+            per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
+            in_rank = torch.empty((topk_idx.shape[0], n), dtype=torch.bool, device=dev)
+        _nvst.ep.get_dispatch_layout(topk_idx.data_ptr(), topk_idx.shape[0], topk_idx.shape[1], num_experts,
+                                     per_rank.data_ptr(), per_expert.data_ptr(), in_rank.data_ptr(),
+                                     self._comm.cuda_stream)
+        event = self._finish(compute, async_finish, [topk_idx, per_rank, per_expert, in_rank])
+        return per_rank, None, per_expert, in_rank, event
+
+    # ---- normal mode -----------------------------------------------------------
+    def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,
+                 is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None, topk_weights=None,
+                 expert_alignment=1, num_worst_tokens=0, config=None, previous_event=None, async_finish=False,
+                 allocate_on_comm_stream=False):
+        """x: bf16 [T, H], or (fp8 e4m3 [T, H], float32 scales [T, H / 128]).
+        Returns (recv_x, recv_topk_idx, recv_topk_weights,
+        num_recv_tokens_per_expert_list, handle, event); with a handle
+        (cached) only recv_x and the event are returned, as in DeepEP."""
+        fn = "dispatch"
+        if self._normal is None:
+            _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
+        if num_worst_tokens:
+            _fail(fn, "num_worst_tokens is not supported (the receive count is exact)", NotImplementedError)
+        x, x_scales = x if isinstance(x, tuple) else (x, None)
+        fp8 = x_scales is not None
+        where = f"ep.Buffer.{fn}"
+        check_tensor(x, where, "x", [_FP8] if fp8 else [torch.bfloat16])
+        if x.dim() != 2:
+            _fail(fn, f"x must be [num_tokens, hidden], got shape {tuple(x.shape)}")
+        T, H = x.shape
+        if fp8:
+            check_tensor(x_scales, where, "x_scales", [torch.float32])
+            if tuple(x_scales.shape) != (T, H // 128):
+                _fail(fn, f"x_scales must be [{T}, {H // 128}], got {tuple(x_scales.shape)}")
+        cached = handle is not None
+        if cached:
+            if not isinstance(handle, DispatchHandle):
+                _fail(fn, "handle must be what an earlier dispatch returned", TypeError)
+            topk_idx, topk_weights, num_experts = handle.topk_idx, handle.topk_weights, handle.num_experts
+            cpp = handle.cpp
+        else:
+            if topk_idx is None:
+                _fail(fn, "topk_idx is required without a handle")
+            check_tensor(topk_idx, where, "topk_idx", [torch.int64])
+            if topk_idx.dim() != 2 or topk_idx.shape[0] != T:
+                _fail(fn, f"topk_idx must be [{T}, num_topk], got {tuple(topk_idx.shape)}")
+            if num_tokens_per_expert is None:
+                _fail(fn, "num_tokens_per_expert (from get_dispatch_layout) is required without a handle")
+            num_experts = num_tokens_per_expert.numel()
+            for name, t, shape in (("num_tokens_per_rank", num_tokens_per_rank, (self.group_size,)),
+                                   ("is_token_in_rank", is_token_in_rank, (T, self.group_size))):
+                if t is not None and tuple(t.shape) != shape:
+                    _fail(fn, f"{name} must have shape {shape}, got {tuple(t.shape)}")
+            cpp = _nvst.ep.DispatchHandle()
+        K = topk_idx.shape[1]
+        if topk_weights is not None:
+            check_tensor(topk_weights, where, "topk_weights", [torch.float32])
+            if tuple(topk_weights.shape) != (T, K):
+                _fail(fn, f"topk_weights must be [{T}, {K}], got {tuple(topk_weights.shape)}")
+        config = config or self.get_dispatch_config(self.group_size)
+        compute = self._begin(previous_event)
+        out = self._normal.dispatch(x.data_ptr(), x_scales.data_ptr() if fp8 else 0, topk_idx.data_ptr(),
+                                    topk_weights.data_ptr() if topk_weights is not None else 0, T, H, K,
+                                    num_experts, fp8, expert_alignment, cpp, config.num_sms,
+                                    config.threads_per_block, self._comm.cuda_stream)
+        R = out["num_recv_tokens"]
+        with torch.cuda.stream(self._comm):  # copied out of the buffer, ordered after the dispatch
+            recv_x = tensor_at(out["recv_x"], (R, H), x.dtype, self).clone()
+            recv_scales = tensor_at(out["recv_x_scales"], (R, H // 128), torch.float32, self).clone() if fp8 else None
+            recv_idx = tensor_at(out["recv_topk_idx"], (R, K), torch.int64, self).clone()
+            recv_w = tensor_at(out["recv_topk_weights"], (R, K), torch.float32, self).clone()
+            recv_src = tensor_at(out["recv_src_idx"], (R,), torch.int32, self).clone()
+        for t in (recv_x, recv_scales, recv_idx, recv_w, recv_src):
+            if t is not None:
+                t.record_stream(compute)
+        event = self._finish(compute, async_finish, [x, x_scales, topk_idx, topk_weights])
+        recv = (recv_x, recv_scales) if fp8 else recv_x
+        if cached:
+            return recv, None, None, None, None, event
+        new_handle = DispatchHandle(cpp, topk_idx, topk_weights, num_experts, recv_src)
+        return (recv, recv_idx, recv_w if topk_weights is not None else None,
+                list(cpp.num_recv_tokens_per_expert), new_handle, event)
+
+    def combine(self, x, handle, topk_weights=None, bias=None, config=None, previous_event=None,
+                async_finish=False, allocate_on_comm_stream=False):
+        """x: bf16 [num_recv_tokens, H], one row per received token. Returns
+        (combined_x [T, H] bf16, combined_topk_weights or None, event)."""
+        fn = "combine"
+        where = f"ep.Buffer.{fn}"
+        if self._normal is None:
+            _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
+        if not isinstance(handle, DispatchHandle):
+            _fail(fn, "handle must be what dispatch returned", TypeError)
+        check_tensor(x, where, "x", [torch.bfloat16])
+        R = handle.num_recv_tokens
+        if x.dim() != 2 or x.shape[0] != R:
+            _fail(fn, f"x must be [{R}, hidden] (one row per received token), got {tuple(x.shape)}")
+        H = x.shape[1]
+        T, K = handle.cpp.num_tokens, handle.cpp.num_topk
+        if topk_weights is not None:
+            check_tensor(topk_weights, where, "topk_weights", [torch.float32])
+            if tuple(topk_weights.shape) != (R, K):
+                _fail(fn, f"topk_weights must be [{R}, {K}], got {tuple(topk_weights.shape)}")
+        if isinstance(bias, tuple):
+            if len(bias) == 2 and bias[1] is not None:
+                _fail(fn, "only one bias tensor is supported", NotImplementedError)
+            bias = bias[0]
+        if bias is not None:
+            check_tensor(bias, where, "bias", [torch.bfloat16])
+            if tuple(bias.shape) != (T, H):
+                _fail(fn, f"bias must be [{T}, {H}], got {tuple(bias.shape)}")
+        config = config or self.get_combine_config(self.group_size)
+        compute = self._begin(previous_event)
+        with torch.cuda.stream(self._comm if allocate_on_comm_stream else compute):
+            combined = torch.empty((T, H), dtype=torch.bfloat16, device=x.device)
+            combined_w = torch.empty((T, K), dtype=torch.float32, device=x.device) if topk_weights is not None else None
+        self._normal.combine(x.data_ptr(), topk_weights.data_ptr() if topk_weights is not None else 0,
+                             bias.data_ptr() if bias is not None else 0, H, handle.cpp, combined.data_ptr(),
+                             combined_w.data_ptr() if combined_w is not None else 0, config.num_sms,
+                             config.threads_per_block, self._comm.cuda_stream)
+        event = self._finish(compute, async_finish, [x, topk_weights, bias, combined, combined_w])
+        return combined, combined_w, event
+
+    # ---- low-latency mode --------------------------------------------------------
+    def _low_latency_buffer(self, fn, M, H, E, K):
+        shape = (M, H, E, K)
+        if self._ll is None:
+            need = self.get_low_latency_rdma_size_hint(M, H, self.group_size, E, K)
+            if need > self.num_rdma_bytes:
+                _fail(fn, f"num_rdma_bytes {self.num_rdma_bytes} is below get_low_latency_rdma_size_hint("
+                      f"{M}, {H}, {self.group_size}, {E}, {K}) = {need}")
+            self._ll = _nvst.ep.Buffer(0, M, H, E, K)  # collective: every rank is in this call
+            self._ll_shape = shape
+        elif shape != self._ll_shape:
+            _fail(fn, f"shape (tokens per rank, hidden, experts, top-k) {shape} differs from the first call's "
+                  f"{self._ll_shape}")
+        return self._ll
+
+    def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
+                             cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
+                             use_fp8=True, round_scale=False, use_ue8m0=False, async_finish=False,
+                             return_recv_hook=False):
+        """Returns (recv_x, recv_count, handle, event, hook). recv_x is bf16
+        [E_local, ranks x M, H], or (fp8, float32 scales [.., H / 128]); views
+        of the buffer. With return_recv_hook the data is only sent: call
+        hook() to receive (on the then-current stream)."""
+        fn = "low_latency_dispatch"
+        where = f"ep.Buffer.{fn}"
+        if round_scale or use_ue8m0:
+            _fail(fn, "round_scale / use_ue8m0 are not supported (scales are plain float32)", NotImplementedError)
+        if cumulative_local_expert_recv_stats is not None or dispatch_wait_recv_cost_stats is not None:
+            _fail(fn, "the receive statistics are not supported", NotImplementedError)
+        check_tensor(x, where, "x", [torch.bfloat16])
+        check_tensor(topk_idx, where, "topk_idx", [torch.int64])
+        if x.dim() != 2 or topk_idx.dim() != 2 or topk_idx.shape[0] != x.shape[0]:
+            _fail(fn, f"x must be [T, H] and topk_idx [T, K]; got {tuple(x.shape)} and {tuple(topk_idx.shape)}")
+        T, H = x.shape
+        K = topk_idx.shape[1]
+        M = num_max_dispatch_tokens_per_rank
+        if T > M:
+            _fail(fn, f"{T} tokens exceed num_max_dispatch_tokens_per_rank {M}")
+        ll = self._low_latency_buffer(fn, M, H, num_experts, K)
+        stream = self._comm if async_finish else torch.cuda.current_stream()
+        compute = self._begin(None) if async_finish else None
+        phase = "send" if return_recv_hook else "both"
+        out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
+                                      stream.cuda_stream, phase)
+        E_local = num_experts // self.group_size
+        rows = out["max_rows_per_expert"]
+        recv_x = tensor_at(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, self)
+        if use_fp8:
+            recv_x = (recv_x, tensor_at(out["recv_x_scales"], (E_local, rows, H // 128), torch.float32, self))
+        recv_count = tensor_at(out["recv_count"], (E_local,), torch.int32, self)
+        src_info = tensor_at(out["recv_src_info"], (E_local, rows, 3), torch.int32, self)
+        handle = LowLatencyHandle(src_info, out["buffer_index"], M, H, num_experts)
+        event = self._finish(compute, True, [x, topk_idx]) if async_finish else EventOverlap(None)
+        index = out["buffer_index"]
+
+        def receive():
+            ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
+                                    torch.cuda.current_stream().cuda_stream, "receive", index)
+        return recv_x, recv_count, handle, event, receive if return_recv_hook else None
+
+    def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
+                            async_finish=False, return_recv_hook=False, out=None):
+        """x: bf16 [E_local, ranks x M, H], packed as dispatched. Returns
+        (combined_x bf16 [T, H], event, hook)."""
+        fn = "low_latency_combine"
+        where = f"ep.Buffer.{fn}"
+        if use_logfmt or zero_copy:
+            _fail(fn, "use_logfmt / zero_copy are not supported", NotImplementedError)
+        if not isinstance(handle, LowLatencyHandle):
+            _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
+        if self._ll is None:
+            _fail(fn, "call low_latency_dispatch first")
+        M, H, E, K = self._ll_shape
+        check_tensor(x, where, "x", [torch.bfloat16])
+        check_tensor(topk_idx, where, "topk_idx", [torch.int64])
+        check_tensor(topk_weights, where, "topk_weights", [torch.float32])
+        T = topk_idx.shape[0]
+        rows = self.group_size * M
+        if tuple(x.shape) != (E // self.group_size, rows, H):
+            _fail(fn, f"x must be [{E // self.group_size}, {rows}, {H}], got {tuple(x.shape)}")
+        if topk_idx.dim() != 2 or topk_idx.shape[1] != K or tuple(topk_weights.shape) != tuple(topk_idx.shape):
+            _fail(fn, f"topk_idx and topk_weights must both be [T, {K}]; got {tuple(topk_idx.shape)} and "
+                  f"{tuple(topk_weights.shape)}")
+        if out is None:
+            out = torch.empty((T, H), dtype=torch.bfloat16, device=x.device)
+        else:
+            check_tensor(out, where, "out", [torch.bfloat16])
+            if tuple(out.shape) != (T, H):
+                _fail(fn, f"out must be [{T}, {H}], got {tuple(out.shape)}")
+        stream = self._comm if async_finish else torch.cuda.current_stream()
+        compute = self._begin(None) if async_finish else None
+        phase = "send" if return_recv_hook else "both"
+        args = (x.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
+                out.data_ptr())
+        self._ll.low_latency_combine(*args, stream.cuda_stream, phase)
+        event = self._finish(compute, True, [x, topk_idx, topk_weights, out]) if async_finish else EventOverlap(None)
+        ll = self._ll
+
+        def receive():
+            ll.low_latency_combine(*args, torch.cuda.current_stream().cuda_stream, "receive")
+        return out, event, receive if return_recv_hook else None

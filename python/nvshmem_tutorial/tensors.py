@@ -1,0 +1,214 @@
+"""PyTorch on the runtime: joining from torch.distributed, symmetric tensors,
+one-sided tensor copies.
+
+The compiled module (_nvst) knows nothing of torch: it takes device
+addresses and CUDA streams as ints. This file checks the tensors (CUDA, on
+this PE's GPU, contiguous, supported dtype, sizes) and raises an exception
+that says what was wrong before anything reaches the GPU. Copies are
+ordered on torch's current stream; the blocking forms then wait for it.
+"""
+import math
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+import torch.utils.dlpack
+
+from . import _nvst
+
+# The dtypes the collectives reduce; raw copies take any dtype.
+DTYPE_NAMES = {
+    torch.float32: "float32",
+    torch.bfloat16: "bfloat16",
+    torch.float16: "float16",
+    torch.int32: "int32",
+    torch.int64: "int64",
+}
+
+_state = {"group": None}
+_allocations = {}  # base address -> _Allocation (alive until free_tensor)
+
+
+class _Allocation:
+    """Owns one symmetric allocation; tensors over it keep it referenced."""
+
+    def __init__(self, addr, nbytes):
+        self.addr = addr
+        self.nbytes = nbytes
+
+
+def _stream():
+    return torch.cuda.current_stream().cuda_stream
+
+
+def check_tensor(t, fn, name, dtypes=None):
+    """Raises TypeError/ValueError naming `fn` and `name` unless t is a
+    contiguous CUDA tensor on this PE's GPU (of one of `dtypes`)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"nvshmem_tutorial.{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_cuda:
+        raise ValueError(f"nvshmem_tutorial.{fn}: {name} is on {t.device}; it must be a CUDA tensor")
+    if t.device.index != _nvst.device():
+        raise ValueError(f"nvshmem_tutorial.{fn}: {name} is on {t.device}, but this PE's GPU is cuda:{_nvst.device()}")
+    if not t.is_contiguous():
+        raise ValueError(f"nvshmem_tutorial.{fn}: {name} is not contiguous (call .contiguous() first)")
+    if dtypes is not None and t.dtype not in dtypes:
+        good = ", ".join(str(d).replace("torch.", "") for d in dtypes)
+        raise TypeError(f"nvshmem_tutorial.{fn}: {name} has dtype {t.dtype}; supported: {good}")
+
+
+def _nbytes(t):
+    return t.numel() * t.element_size()
+
+
+def require_initialized(fn):
+    if not _nvst.initialized():
+        raise RuntimeError(f"nvshmem_tutorial.{fn}: call nvshmem_tutorial.init_from_torch() "
+                           "(or init_with_unique_id) first")
+    if _nvst.device() < 0:
+        raise RuntimeError(f"nvshmem_tutorial.{fn}: this PE has a host heap (NVST_HEAP=host); tensors need a GPU")
+
+
+def _gloo_group(group):
+    """A group whose collectives run on the CPU: the unique ID never goes
+    through NCCL (which may not be up yet, and would need the GPU)."""
+    group = dist.group.WORLD if group is None else group
+    if str(dist.get_backend(group)) == "gloo":
+        return group
+    return dist.new_group(ranks=dist.get_process_group_ranks(group), backend="gloo")
+
+
+def init_from_torch(group=None):
+    """Joins the ranks of a torch.distributed group (default: the world) into
+    one nvst job on the GPU each rank has selected (torch.cuda.set_device).
+    Rank 0 of the group creates the unique ID; it travels through a gloo
+    group. Collective over the group; a second call is a no-op."""
+    if _nvst.initialized():
+        return
+    if not dist.is_initialized():
+        raise RuntimeError("nvshmem_tutorial.init_from_torch: torch.distributed is not initialised "
+                           "(call torch.distributed.init_process_group first)")
+    if not torch.cuda.is_available():
+        raise RuntimeError("nvshmem_tutorial.init_from_torch: no CUDA device is visible")
+    gloo = _gloo_group(group)
+    rank, world = dist.get_rank(gloo), dist.get_world_size(gloo)
+    hosts = [None] * world
+    dist.all_gather_object(hosts, socket.gethostname(), group=gloo)
+    one_host = len(set(hosts)) == 1
+    ids = [None]
+    if rank == 0:
+        host = "" if one_host else os.environ.get("NVST_BOOTSTRAP_ADDR") or socket.gethostbyname(socket.gethostname())
+        ids[0] = _nvst.get_unique_id(host)
+    dist.broadcast_object_list(ids, src=dist.get_process_group_ranks(gloo)[0], group=gloo)
+    mine = hosts[rank]
+    os.environ["NVST_LOCAL_RANK"] = str(sum(1 for h in hosts[:rank] if h == mine))
+    os.environ["NVST_LOCAL_WORLD_SIZE"] = str(hosts.count(mine))
+    os.environ["NVST_DEVICE"] = str(torch.cuda.current_device())
+    _nvst.init_with_unique_id(ids[0], rank, world)
+    _state["group"] = group
+
+
+def nvst_group():
+    """The torch.distributed group the job was joined from (None = world)."""
+    return _state["group"]
+
+
+def tensor_at(addr, shape, dtype, owner):
+    """A tensor over `addr` (this GPU's memory or a mapped peer's), no copy."""
+    shape = tuple(int(s) for s in shape)
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    if nbytes == 0:
+        return torch.empty(shape, dtype=dtype, device=f"cuda:{_nvst.device()}")
+    raw = torch.utils.dlpack.from_dlpack(_nvst.dlpack_bytes(addr, nbytes, owner))
+    return raw.view(dtype).view(shape)
+
+
+def nvshmem_alloc_tensor(shape, dtype=torch.float32):
+    """Collective: a zeroed tensor in the symmetric heap (the same shape and
+    dtype on every PE, checked). Free it with nvshmem_free_tensor."""
+    require_initialized("nvshmem_alloc_tensor")
+    if isinstance(shape, int):
+        shape = (shape,)
+    if any(int(s) < 0 for s in shape):
+        raise ValueError(f"nvshmem_tutorial.nvshmem_alloc_tensor: negative dimension in {tuple(shape)}")
+    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    addr = _nvst.malloc(nbytes)  # every PE's size is checked; a mismatch raises everywhere
+    if addr == 0:
+        return torch.empty(tuple(shape), dtype=dtype, device=f"cuda:{_nvst.device()}")
+    owner = _Allocation(addr, nbytes)
+    _allocations[addr] = owner
+    return tensor_at(addr, shape, dtype, owner)
+
+
+def nvshmem_free_tensor(tensor):
+    """Collective: frees what nvshmem_alloc_tensor returned. Views of it
+    (and of peers' copies) must not be used afterwards."""
+    require_initialized("nvshmem_free_tensor")
+    if tensor.numel() == 0:
+        _nvst.free_addr(0)
+        return
+    owner = _allocations.pop(tensor.data_ptr(), None)
+    if owner is None:
+        raise ValueError("nvshmem_tutorial.nvshmem_free_tensor: the tensor is not the start of a symmetric "
+                         "allocation (pass what nvshmem_alloc_tensor returned)")
+    _nvst.free_addr(owner.addr)
+
+
+def peer_tensor(tensor, pe):
+    """nvshmem_ptr for tensors: PE `pe`'s copy of a symmetric tensor, read
+    and written by load/store over NVLink. Raises for a PE not reachable so
+    (another node)."""
+    require_initialized("peer_tensor")
+    check_tensor(tensor, "peer_tensor", "tensor")
+    if not _nvst.is_symmetric(tensor.data_ptr(), max(_nbytes(tensor), 1)):
+        raise ValueError("nvshmem_tutorial.peer_tensor: the tensor is not in the symmetric heap")
+    addr = _nvst.peer_addr(tensor.data_ptr(), pe)
+    if addr == 0:
+        raise ValueError(f"nvshmem_tutorial.peer_tensor: PE {pe} is not reachable by load/store from PE "
+                         f"{_nvst.my_pe()} ({_nvst.transport_to(pe)})")
+    return tensor_at(addr, tensor.shape, tensor.dtype, tensor)
+
+
+def _copy(fn, copy_on_stream, dst, src, pe, blocking):
+    """One-sided copy of a whole tensor, ordered on the current stream;
+    blocking: then waits for that stream."""
+    require_initialized(fn)
+    check_tensor(dst, fn, "dst")
+    check_tensor(src, fn, "src")
+    if _nbytes(dst) != _nbytes(src):
+        raise ValueError(f"nvshmem_tutorial.{fn}: dst has {_nbytes(dst)} bytes, src {_nbytes(src)}")
+    copy_on_stream(dst.data_ptr(), src.data_ptr(), _nbytes(src), pe, _stream())
+    if blocking:
+        torch.cuda.current_stream().synchronize()
+
+
+def nvshmem_put_tensor_async(dst, src, pe):
+    """dst (symmetric) on PE `pe` <- src (any CUDA tensor here)."""
+    _copy("nvshmem_put_tensor_async", _nvst.putmem_on_stream, dst, src, pe, False)
+
+
+def nvshmem_put_tensor(dst, src, pe):
+    """Blocking: returns once the data is in PE `pe`'s dst."""
+    _copy("nvshmem_put_tensor", _nvst.putmem_on_stream, dst, src, pe, True)
+
+
+def nvshmem_get_tensor_async(dst, src, pe):
+    """dst (any CUDA tensor here) <- src (symmetric) on PE `pe`."""
+    _copy("nvshmem_get_tensor_async", _nvst.getmem_on_stream, dst, src, pe, False)
+
+
+def nvshmem_get_tensor(dst, src, pe):
+    _copy("nvshmem_get_tensor", _nvst.getmem_on_stream, dst, src, pe, True)
+
+
+def nvshmem_barrier():
+    """Blocking barrier over every PE (waits for this GPU's work first)."""
+    require_initialized("nvshmem_barrier")
+    _nvst.barrier_all()
+
+
+def nvshmem_barrier_async():
+    """The barrier ordered on the current stream (no host wait)."""
+    require_initialized("nvshmem_barrier_async")
+    _nvst.barrier_all_on_stream(_stream())

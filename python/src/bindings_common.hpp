@@ -1,0 +1,37 @@
+// Helpers shared by the binding files of nvshmem_tutorial._nvst: names
+// from Python mapped to the library's enums (a bad name raises ValueError
+// that lists the good ones), and the per-file bind_* entry points.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "nvst/coll.hpp"
+#include "nvst/nvst.hpp"
+
+namespace nvst_py {
+
+inline nvst::coll::RedOp op_of(const std::string& op) {
+  if (op == "sum") return nvst::coll::RedOp::kSum;
+  if (op == "max") return nvst::coll::RedOp::kMax;
+  if (op == "min") return nvst::coll::RedOp::kMin;
+  if (op == "prod") return nvst::coll::RedOp::kProd;
+  throw pybind11::value_error("nvshmem_tutorial: op '" + op + "' is not one of sum, max, min, prod");
+}
+
+inline nvst::Cmp cmp_of(const std::string& c) {
+  if (c == "eq") return nvst::Cmp::kEq;
+  if (c == "ne") return nvst::Cmp::kNe;
+  if (c == "gt") return nvst::Cmp::kGt;
+  if (c == "ge") return nvst::Cmp::kGe;
+  if (c == "lt") return nvst::Cmp::kLt;
+  if (c == "le") return nvst::Cmp::kLe;
+  throw pybind11::value_error("nvshmem_tutorial: comparison '" + c + "' is not one of eq, ne, gt, ge, lt, le");
+}
+
+// Each adds its functions to the module (bindings_device.cpp, bindings_ep.cpp).
+void bind_device(pybind11::module_& m);
+void bind_ep(pybind11::module_& m);
+
+}  // namespace nvst_py

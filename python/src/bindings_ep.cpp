@@ -1,0 +1,193 @@
+// nvst::ep::Buffer for Python, on device addresses (ints), torch-free. The
+// DeepEP-shaped API with torch tensors, events and hooks is
+// nvshmem_tutorial/ep.py; this file only moves arguments across.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bindings_common.hpp"
+#include "nvst/ep.hpp"
+
+namespace py = pybind11;
+namespace ep = nvst::ep;
+
+namespace nvst_py {
+
+namespace {
+
+template <typename T>
+T* as(std::uintptr_t p) {
+  return reinterpret_cast<T*>(p);
+}
+cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+// The shape fields every input struct has.
+template <typename In>
+void set_shape(In& in, int num_tokens, int hidden, int num_topk, int num_experts) {
+  in.num_tokens = num_tokens;
+  in.hidden = hidden;
+  in.num_topk = num_topk;
+  in.num_experts = num_experts;
+}
+
+ep::Config config_of(int num_sms, int threads) {
+  ep::Config c;
+  c.num_sms = num_sms;
+  c.threads_per_block = threads;
+  return c;
+}
+
+ep::Phase phase_of(const std::string& p) {
+  if (p == "both") return ep::Phase::kBoth;
+  if (p == "send") return ep::Phase::kSend;
+  if (p == "receive") return ep::Phase::kReceive;
+  throw py::value_error("nvshmem_tutorial.ep: phase '" + p + "' is not one of both, send, receive");
+}
+
+}  // namespace
+
+void bind_ep(py::module_& m) {
+  py::module_ e = m.def_submodule("ep", "nvst::ep on device addresses (nvshmem_tutorial.ep wraps it for torch).");
+
+  py::class_<ep::DispatchHandle>(e, "DispatchHandle", "The routing of one normal dispatch (reused by later calls).")
+      .def(py::init<>())
+      .def_readonly("num_tokens", &ep::DispatchHandle::num_tokens)
+      .def_readonly("num_topk", &ep::DispatchHandle::num_topk)
+      .def_readonly("num_experts", &ep::DispatchHandle::num_experts)
+      .def_readonly("num_recv_tokens", &ep::DispatchHandle::num_recv_tokens)
+      .def_readonly("num_recv_tokens_per_expert", &ep::DispatchHandle::num_recv_tokens_per_expert)
+      .def("valid", &ep::DispatchHandle::valid);
+
+  e.def(
+      "get_dispatch_layout",
+      [](std::uintptr_t topk_idx, int num_tokens, int num_topk, int num_experts, std::uintptr_t per_rank,
+         std::uintptr_t per_expert, std::uintptr_t in_rank, std::uintptr_t stream) {
+        ep::LayoutOutput out;
+        out.num_tokens_per_rank = as<int>(per_rank);
+        out.num_tokens_per_expert = as<int>(per_expert);
+        out.is_token_in_rank = as<bool>(in_rank);
+        py::gil_scoped_release nogil;
+        ep::get_dispatch_layout(as<const std::int64_t>(topk_idx), num_tokens, num_topk, num_experts, out,
+                                as_stream(stream));
+      },
+      py::arg("topk_idx"), py::arg("num_tokens"), py::arg("num_topk"), py::arg("num_experts"),
+      py::arg("num_tokens_per_rank"), py::arg("num_tokens_per_expert"), py::arg("is_token_in_rank"),
+      py::arg("stream"));
+  e.def("nvl_size_hint", [](int num_recv_tokens, int hidden, int num_topk, bool fp8) {
+    return ep::Buffer::nvl_size_hint(num_recv_tokens, hidden, num_topk, fp8 ? ep::XType::kFP8 : ep::XType::kBF16);
+  }, py::arg("num_recv_tokens"), py::arg("hidden"), py::arg("num_topk"), py::arg("fp8"));
+  e.def("low_latency_size_hint", &ep::Buffer::low_latency_size_hint, py::arg("num_max_dispatch_tokens_per_rank"),
+        py::arg("hidden"), py::arg("num_ranks"), py::arg("num_experts"), py::arg("num_topk"));
+
+  py::class_<ep::Buffer>(e, "Buffer")
+      .def(py::init([](std::size_t num_nvl_bytes, int max_tokens, int hidden, int num_experts, int num_topk) {
+             py::gil_scoped_release nogil;  // collective: waits for every PE
+             return std::make_unique<ep::Buffer>(num_nvl_bytes, max_tokens, hidden, num_experts, num_topk);
+           }),
+           py::arg("num_nvl_bytes"), py::arg("num_max_dispatch_tokens_per_rank") = 0, py::arg("ll_hidden") = 0,
+           py::arg("ll_num_experts") = 0, py::arg("ll_num_topk") = 0)
+      .def_property_readonly("rank", &ep::Buffer::rank)
+      .def_property_readonly("num_ranks", &ep::Buffer::num_ranks)
+      // Returns (outputs as a dict of addresses, handle). The handle is filled
+      // in place when it was not valid (the first dispatch of a routing).
+      .def(
+          "dispatch",
+          [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t x_scales, std::uintptr_t topk_idx,
+             std::uintptr_t topk_weights, int num_tokens, int hidden, int num_topk, int num_experts, bool fp8,
+             int expert_alignment, ep::DispatchHandle& handle, int num_sms, int threads, std::uintptr_t stream) {
+            ep::DispatchInput in;
+            in.x = as<const void>(x);
+            in.x_scales = as<const float>(x_scales);
+            in.topk_idx = as<const std::int64_t>(topk_idx);
+            in.topk_weights = as<const float>(topk_weights);
+            set_shape(in, num_tokens, hidden, num_topk, num_experts);
+            in.x_type = fp8 ? ep::XType::kFP8 : ep::XType::kBF16;
+            in.expert_alignment = expert_alignment;
+            ep::DispatchOutput o;
+            {
+              py::gil_scoped_release nogil;
+              o = b.dispatch(in, handle, config_of(num_sms, threads), as_stream(stream));
+            }
+            py::dict d;
+            d["recv_x"] = addr(o.recv_x);
+            d["recv_x_scales"] = addr(o.recv_x_scales);
+            d["recv_topk_idx"] = addr(o.recv_topk_idx);
+            d["recv_topk_weights"] = addr(o.recv_topk_weights);
+            d["recv_src_idx"] = addr(o.recv_src_idx);
+            d["num_recv_tokens"] = o.num_recv_tokens;
+            return d;
+          },
+          py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"), py::arg("num_tokens"),
+          py::arg("hidden"), py::arg("num_topk"), py::arg("num_experts"), py::arg("fp8"),
+          py::arg("expert_alignment"), py::arg("handle"), py::arg("num_sms"), py::arg("threads"), py::arg("stream"))
+      .def(
+          "combine",
+          [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_weights, std::uintptr_t bias, int hidden,
+             const ep::DispatchHandle& handle, std::uintptr_t combined_x, std::uintptr_t combined_topk_weights,
+             int num_sms, int threads, std::uintptr_t stream) {
+            ep::CombineInput in;
+            in.x = as<const void>(x);
+            in.topk_weights = as<const float>(topk_weights);
+            in.bias = as<const void>(bias);
+            in.hidden = hidden;
+            ep::CombineOutput out;
+            out.combined_x = as<void>(combined_x);
+            out.combined_topk_weights = as<float>(combined_topk_weights);
+            py::gil_scoped_release nogil;
+            b.combine(in, handle, out, config_of(num_sms, threads), as_stream(stream));
+          },
+          py::arg("x"), py::arg("topk_weights"), py::arg("bias"), py::arg("hidden"), py::arg("handle"),
+          py::arg("combined_x"), py::arg("combined_topk_weights"), py::arg("num_sms"), py::arg("threads"),
+          py::arg("stream"))
+      .def(
+          "low_latency_dispatch",
+          [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, int num_tokens, int hidden, int num_topk,
+             int num_experts, bool use_fp8, std::uintptr_t stream, const std::string& phase, int buffer_index) {
+            ep::LowLatencyDispatchInput in;
+            in.x = as<const void>(x);
+            in.topk_idx = as<const std::int64_t>(topk_idx);
+            set_shape(in, num_tokens, hidden, num_topk, num_experts);
+            in.use_fp8 = use_fp8;
+            const ep::Phase p = phase_of(phase);
+            ep::LowLatencyDispatchOutput o;
+            {
+              py::gil_scoped_release nogil;
+              o = b.low_latency_dispatch(in, as_stream(stream), p, buffer_index);
+            }
+            py::dict d;
+            d["recv_x"] = addr(o.recv_x);
+            d["recv_x_scales"] = addr(o.recv_x_scales);
+            d["recv_count"] = addr(o.recv_count);
+            d["recv_src_info"] = addr(o.recv_src_info);
+            d["max_rows_per_expert"] = o.max_rows_per_expert;
+            d["buffer_index"] = o.buffer_index;
+            return d;
+          },
+          py::arg("x"), py::arg("topk_idx"), py::arg("num_tokens"), py::arg("hidden"), py::arg("num_topk"),
+          py::arg("num_experts"), py::arg("use_fp8"), py::arg("stream"), py::arg("phase") = "both",
+          py::arg("buffer_index") = -1)
+      .def(
+          "low_latency_combine",
+          [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, std::uintptr_t topk_weights, int num_tokens,
+             int hidden, int num_topk, int num_experts, int buffer_index, std::uintptr_t combined_x,
+             std::uintptr_t stream, const std::string& phase) {
+            ep::LowLatencyCombineInput in;
+            in.x = as<const void>(x);
+            in.topk_idx = as<const std::int64_t>(topk_idx);
+            in.topk_weights = as<const float>(topk_weights);
+            set_shape(in, num_tokens, hidden, num_topk, num_experts);
+            in.buffer_index = buffer_index;
+            const ep::Phase p = phase_of(phase);
+            py::gil_scoped_release nogil;
+            b.low_latency_combine(in, as<void>(combined_x), as_stream(stream), p);
+          },
+          py::arg("x"), py::arg("topk_idx"), py::arg("topk_weights"), py::arg("num_tokens"), py::arg("hidden"),
+          py::arg("num_topk"), py::arg("num_experts"), py::arg("buffer_index"), py::arg("combined_x"),
+          py::arg("stream"), py::arg("phase") = "both");
+}
+
+}  // namespace nvst_py

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Rebuilds nvshmem_tutorial._nvst for another Python (the GPU machines run
+# Python 3.12; this machine builds for its own 3.11) from a finished build:
+# libnvst.a and the module's device-link object do not depend on Python, so
+# only the three binding files are compiled again, then linked. Needs g++,
+# pybind11 and nvcc's cudart on that machine; takes ~30 s on 16 cores.
+#   bash scripts/build_python_module.sh [BUILD_DIR] [PYTHON]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD="${1:-build}"
+PY="${2:-python3}"
+CUDA="${CUDA_HOME:-/usr/local/cuda}"
+OUT="$BUILD/python/nvshmem_tutorial"
+SUFFIX="$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
+DLINK="$BUILD/CMakeFiles/nvst_python.dir/cmake_device_link.o"
+for f in "$BUILD/src/libnvst.a" "$DLINK"; do
+  [[ -f "$f" ]] || { echo "build_python_module: $f is missing (run scripts/build.sh first)" >&2; exit 1; }
+done
+lib() {  # a shared library by its full name (runtime packages have no unversioned .so)
+  local name="$1" f
+  for f in /usr/lib/x86_64-linux-gnu/lib"$name".so /lib/x86_64-linux-gnu/lib"$name".so.*; do
+    [[ -e "$f" ]] && { echo "$f"; return; }
+  done
+  echo "build_python_module: lib$name not found" >&2; exit 1
+}
+FABRIC="$(lib fabric)"; HWLOC="$(lib hwloc)"
+TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
+INC=(-Iinclude -isystem "$CUDA/include" $("$PY" -m pybind11 --includes))
+pids=()
+for src in bindings bindings_device bindings_ep; do
+  g++ -O3 -DNDEBUG -std=gnu++20 -fPIC -fvisibility=hidden "${INC[@]}" -c "python/src/$src.cpp" -o "$TMP/$src.o" &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done  # set -e: a failed compile stops here
+# The empty device_link.cu object only served CMake's device-link step; the
+# device-link object itself is reused as is.
+g++ -shared -o "$OUT/_nvst$SUFFIX" "$TMP"/bindings*.o "$DLINK" "$BUILD/src/libnvst.a" \
+  "$CUDA/lib64/libcudart_static.a" -L"$CUDA/lib64" -lcudadevrt -lrt -lpthread -ldl "$FABRIC" "$HWLOC"
+echo "built $OUT/_nvst$SUFFIX for $("$PY" --version)"

@@ -1,0 +1,30 @@
+"""The PyTorch half on GPUs: starts tests/python/torch_job.py under torchrun
+on 2 and on 4 GPUs and requires every rank to pass every check. Skips
+without PyTorch or with too few GPUs (CI has neither)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_job.py")
+
+
+def visible_gpus():
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_torch_job(nproc):
+    if visible_gpus() < nproc:
+        pytest.skip(f"needs {nproc} GPUs, {visible_gpus()} visible")
+    # NVLink multicast stays off (shared GPU hosts; see README).
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
+               NVST_DEVICE_TIMEOUT_S=os.environ.get("NVST_DEVICE_TIMEOUT_S", "60"))
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", JOB]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    print(r.stdout[-30000:])
+    print(r.stderr[-8000:], file=sys.stderr)
+    assert r.returncode == 0, f"torchrun exited with {r.returncode}"
+    assert r.stdout.count("DONE 0 failure(s)") == nproc, "not every rank passed every check"

@@ -1,0 +1,362 @@
+"""The PyTorch half of the package on GPUs, one process per GPU, launched by
+torchrun (tests/python/test_torch_gpu.py starts it):
+
+    torchrun --nproc_per_node=2 tests/python/torch_job.py
+
+Every check compares with torch.distributed (NCCL) or with a reference in
+plain PyTorch on random data, after poisoning the outputs. Each rank prints
+"PASS name" or "FAIL name: why"; the exit status is the number of failures.
+A failing check does not stop the others (they are all collective, so a rank
+never skips one).
+"""
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+import nvshmem_tutorial as nt
+import nvshmem_tutorial.distributed as nd
+import nvshmem_tutorial.ep as deep_ep
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+LOCAL = int(os.environ.get("LOCAL_RANK", "0"))
+torch.cuda.set_device(LOCAL)
+DEV = torch.device("cuda", LOCAL)
+dist.init_process_group("nccl", device_id=DEV)
+nt.init_from_torch()
+
+failures = []
+
+
+def check(name):
+    def run(fn):
+        try:
+            fn()
+            print(f"[rank {RANK}] PASS {name}", flush=True)
+        except Exception as e:  # noqa: BLE001 - reported, counted
+            failures.append(name)
+            print(f"[rank {RANK}] FAIL {name}: {e}\n{traceback.format_exc()}", flush=True)
+        torch.cuda.synchronize()
+        dist.barrier()
+        return fn
+    return run
+
+
+def rand(shape, dtype, seed):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    if dtype.is_floating_point:
+        return (torch.rand(shape, generator=g) * 4 - 2 + 0.01).to(dtype).to(DEV)
+    return torch.randint(-1000, 1000, shape, generator=g, dtype=dtype).to(DEV)
+
+
+def same(a, b, what):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        raise AssertionError(f"{what}: {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype}")
+    wrong = (a.view(torch.uint8) != b.view(torch.uint8)).sum().item() if a.numel() else 0
+    if wrong:
+        raise AssertionError(f"{what}: {wrong} bytes differ")
+
+
+def raises(exc, fn, what):
+    try:
+        fn()
+    except exc:
+        return
+    raise AssertionError(f"{what}: no {exc.__name__} raised")
+
+
+@check("init: ranks agree with torch.distributed")
+def _():
+    assert nt.my_pe() == RANK and nt.n_pes() == WORLD, (nt.my_pe(), nt.n_pes())
+    assert nt.heap_kind() in ("cumem", "cudaipc"), nt.heap_kind()
+
+
+@check("symmetric tensors: peer views read and write the peer's copy")
+def _():
+    t = nt.nvshmem_alloc_tensor((1000, 3), torch.float32)
+    assert t.device == DEV and (t == 0).all()
+    t.copy_(rand((1000, 3), torch.float32, 100 + RANK))
+    nt.nvshmem_barrier()
+    peer = (RANK + 1) % WORLD
+    view = nt.peer_tensor(t, peer)
+    assert view.device == DEV, view.device
+    same(view.clone(), rand((1000, 3), torch.float32, 100 + peer), "peer view")
+    nt.nvshmem_barrier()
+    view[7, 1] = float(RANK) + 0.5  # the left neighbour's copy
+    torch.cuda.synchronize()
+    nt.nvshmem_barrier()
+    left = (RANK - 1) % WORLD
+    assert t[7, 1].item() == float(left) + 0.5, t[7, 1].item()
+    nt.nvshmem_free_tensor(t)
+
+
+@check("put/get tensors, blocking and async, every dtype")
+def _():
+    peer = (RANK + 1) % WORLD
+    left = (RANK - 1) % WORLD
+    for i, dtype in enumerate([torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.uint8]):
+        n = 4097 + i
+        dst = nt.nvshmem_alloc_tensor((n,), dtype)
+        src = rand((n,), dtype if dtype != torch.uint8 else torch.int32, 7 * i + RANK).to(dtype)
+        nt.nvshmem_put_tensor(dst, src, peer)
+        nt.nvshmem_barrier()
+        expect = rand((n,), dtype if dtype != torch.uint8 else torch.int32, 7 * i + left).to(dtype)
+        same(dst, expect, f"put {dtype}")
+        got = torch.full((n,), 3, dtype=dtype, device=DEV)
+        nt.nvshmem_get_tensor_async(got, dst, peer)  # peer's dst holds my src
+        torch.cuda.current_stream().synchronize()
+        same(got, src, f"get {dtype}")
+        nt.nvshmem_barrier()
+        nt.nvshmem_free_tensor(dst)
+
+
+@check("collectives equal torch.distributed (NCCL)")
+def _():
+    for dtype in [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64]:
+        for n in [0, 1, 1023, WORLD * 4099, 1 << 20]:
+            seed = n * 31 + RANK
+            x = rand((n,), dtype, seed)
+            ops = [("sum", dist.ReduceOp.SUM), ("max", dist.ReduceOp.MAX), ("min", dist.ReduceOp.MIN)]
+            for name, op in ops:
+                ours, ref = x.clone(), x.clone()
+                nd.all_reduce(ours, op=op)
+                dist.all_reduce(ref, op=op)
+                if name == "sum" and dtype.is_floating_point and WORLD > 2:
+                    torch.testing.assert_close(ours, ref, rtol=1e-2, atol=1e-2)  # summation order differs
+                else:
+                    same(ours, ref, f"all_reduce {name} {dtype} n={n}")
+            out = torch.full((WORLD * n,), 7, dtype=dtype, device=DEV)
+            ref = torch.empty_like(out)
+            nd.all_gather_into_tensor(out, x)
+            dist.all_gather_into_tensor(ref, x)
+            same(out, ref, f"all_gather_into_tensor {dtype} n={n}")
+            m = n // WORLD
+            big = x[: m * WORLD]
+            out = torch.full((m,), 7, dtype=dtype, device=DEV)
+            ref = torch.empty_like(out)
+            nd.reduce_scatter_tensor(out, big)
+            dist.reduce_scatter_tensor(ref, big)
+            if dtype.is_floating_point and WORLD > 2:
+                torch.testing.assert_close(out, ref, rtol=1e-2, atol=1e-2)
+            else:
+                same(out, ref, f"reduce_scatter_tensor {dtype} n={n}")
+            b, ref = x.clone(), x.clone()
+            nd.broadcast(b, src=WORLD - 1)
+            dist.broadcast(ref, src=WORLD - 1)
+            same(b, ref, f"broadcast {dtype} n={n}")
+            rows = (n // WORLD) * WORLD
+            a2a_in = x[:rows].view(WORLD, -1) if rows else x[:0].view(WORLD, 0)
+            out, ref = torch.full_like(a2a_in, 7), torch.empty_like(a2a_in)
+            nd.all_to_all_single(out, a2a_in)
+            dist.all_to_all_single(ref, a2a_in)
+            same(out, ref, f"all_to_all_single {dtype} n={n}")
+    # Uneven splits (rows of 5 elements): rank r sends (r + p + 1) rows to p.
+    send = [RANK + p + 1 for p in range(WORLD)]
+    recv = [p + RANK + 1 for p in range(WORLD)]
+    x = rand((sum(send), 5), torch.bfloat16, 900 + RANK)
+    out = torch.full((sum(recv), 5), 7, dtype=torch.bfloat16, device=DEV)
+    ref = torch.empty_like(out)
+    nd.all_to_all_single(out, x, recv, send)
+    dist.all_to_all_single(ref, x, recv, send)
+    same(out, ref, "all_to_all_single uneven")
+    y = rand((4096,), torch.float32, 1234 + RANK)
+    ref = y.clone()
+    work = nd.all_reduce(y, async_op=True)
+    work.wait()
+    dist.all_reduce(ref)
+    same(y, ref, "all_reduce async_op")
+
+
+@check("bad input raises on the caller, sizes that differ raise on every rank")
+def _():
+    raises(ValueError, lambda: nd.all_reduce(torch.ones(4)), "CPU tensor")
+    raises(ValueError, lambda: nd.all_reduce(torch.ones(4, 4, device=DEV).t()), "non-contiguous")
+    raises(TypeError, lambda: nd.all_reduce(torch.ones(4, dtype=torch.float64, device=DEV)), "float64")
+    raises(ValueError, lambda: nd.all_gather_into_tensor(torch.ones(3, device=DEV), torch.ones(4, device=DEV)),
+           "all_gather output size")
+    raises(ValueError, lambda: nd.all_reduce(torch.ones(4, device=DEV), op="xor"), "bad op")
+    raises(ValueError, lambda: nt.nvshmem_put_tensor(torch.ones(4, device=DEV), torch.ones(5, device=DEV), 0),
+           "put size")
+    raises(ValueError, lambda: nd.all_reduce(torch.ones(100 + RANK, device=DEV)), "count differs across ranks")
+    raises(ValueError, lambda: nt.peer_tensor(torch.ones(4, device=DEV), 0), "peer of a non-symmetric tensor")
+
+
+@check("NvshmemBuffer: send/recv ring (multi-slot), all_gather")
+def _():
+    buf = nt.NvshmemBuffer(None, RANK, WORLD, num_nvl_bytes=WORLD << 20, num_rdma_bytes=0)
+    dst, src = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+    for n in [1, 1000, (5 << 20) // 2 + 3]:  # the last is 2.5 slots
+        x = rand((n,), torch.float16, n + RANK)
+        got = torch.full((n,), 9, dtype=torch.float16, device=DEV)
+        if RANK % 2 == 0:
+            buf.send(x, dst)
+            buf.recv(got, src)
+        else:
+            buf.recv(got, src)
+            buf.send(x, dst)
+        torch.cuda.synchronize()
+        same(got, rand((n,), torch.float16, n + src), f"send/recv {n}")
+    x = rand((333,), torch.int32, 5 + RANK)
+    lst = [torch.zeros(333, dtype=torch.int32, device=DEV) for _ in range(WORLD)]
+    ref = [torch.zeros_like(t) for t in lst]
+    buf.all_gather(lst, x)
+    dist.all_gather(ref, x)
+    for a, b in zip(lst, ref):
+        same(a, b, "NvshmemBuffer.all_gather")
+    buf.barrier()
+    buf.destroy()
+
+
+# ---- ep.Buffer against a plain-PyTorch reference ---------------------------------
+
+def routing(T, K, E, seed, masked=False):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    scores = torch.rand((T, E), generator=g)
+    idx = scores.topk(K, dim=1).indices.to(torch.int64)
+    if masked:
+        idx[torch.rand((T, K), generator=g) < 0.25] = -1
+    w = torch.rand((T, K), generator=g).to(torch.float32)
+    return idx.to(DEV), w.to(DEV)
+
+
+def gather_all(t):
+    out = [torch.empty_like(t) for _ in range(WORLD)]
+    dist.all_gather(out, t)
+    return out
+
+
+def gather_all_padded(t, M):
+    pad = torch.zeros((M,) + tuple(t.shape[1:]), dtype=t.dtype, device=DEV)
+    pad[: t.shape[0]] = t
+    return gather_all(pad)
+
+
+@check("ep.Buffer normal mode equals a PyTorch reference (bf16, fp8, cached, combine)")
+def _():
+    T, H, K, E = 513, 256, 4, 8 * WORLD
+    El = E // WORLD
+    buf = deep_ep.Buffer(None, num_nvl_bytes=256 << 20)
+    for masked in (False, True):
+        x = rand((T, H), torch.bfloat16, 40 + RANK)
+        idx, w = routing(T, K, E, 50 + RANK + 7 * masked, masked)
+        per_rank, _, per_expert, in_rank, _ = buf.get_dispatch_layout(idx, E)
+        all_idx = gather_all(idx)
+        all_x, all_w = gather_all(x), gather_all(w)
+        # Reference layout.
+        owner = torch.where(idx >= 0, idx // El, torch.full_like(idx, -1))
+        ref_in_rank = torch.stack([(owner == r).any(1) for r in range(WORLD)], 1)
+        same(in_rank, ref_in_rank, "is_token_in_rank")
+        same(per_rank, ref_in_rank.sum(0).to(torch.int32), "num_tokens_per_rank")
+        ref_pe = torch.stack([(idx == e).sum() for e in range(E)]).to(torch.int32)
+        same(per_expert, ref_pe, "num_tokens_per_expert")
+        recv_x, recv_idx, recv_w, counts, handle, _ = buf.dispatch(
+            x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+            topk_idx=idx, topk_weights=w)
+        # Expected rows: source rank by source rank, in token order.
+        rows = [(s, t) for s in range(WORLD) for t in range(T)
+                if ((all_idx[s][t] >= 0) & (all_idx[s][t] // El == RANK)).any()]
+        assert recv_x.shape == (len(rows), H), (recv_x.shape, len(rows))
+        if rows:
+            tok = torch.tensor([t for _, t in rows], device=DEV)
+            same(recv_x, torch.stack([all_x[s][t] for s, t in rows]), "recv_x")
+            same(handle.recv_src_idx, tok.to(torch.int32), "recv_src_idx")
+            ref_idx = torch.stack([all_idx[s][t] for s, t in rows])
+            mine = (ref_idx >= 0) & (ref_idx // El == RANK)
+            same(recv_idx, torch.where(mine, ref_idx - RANK * El, torch.full_like(ref_idx, -1)), "recv_topk_idx")
+            ref_w = torch.stack([all_w[s][t] for s, t in rows])
+            same(recv_w, torch.where(mine, ref_w, torch.zeros_like(ref_w)), "recv_topk_weights")
+        ref_counts = [int(((recv_idx == e).sum()).item()) for e in range(El)]
+        assert counts == ref_counts, (counts, ref_counts)
+        # Cached: the same routing again, new data.
+        x2 = rand((T, H), torch.bfloat16, 60 + RANK)
+        recv_x2, *_rest, event = buf.dispatch(x2, handle=handle, async_finish=True)
+        event.current_stream_wait()
+        all_x2 = gather_all(x2)
+        if rows:
+            same(recv_x2, torch.stack([all_x2[s][t] for s, t in rows]), "cached recv_x")
+        # Combine: the "expert" scales each row by (rank + 1) / 2 (exact in bf16).
+        y = (recv_x * ((RANK + 1) * 0.5)).to(torch.bfloat16)
+        combined, combined_w, _ = buf.combine(y, handle, topk_weights=recv_w)
+        ref = torch.zeros((T, H), dtype=torch.float32, device=DEV)
+        for r in range(WORLD):
+            goes = (owner == r).any(1)
+            ref[goes] += (x[goes] * ((r + 1) * 0.5)).to(torch.bfloat16).float()
+        same(combined, ref.to(torch.bfloat16), "combined_x")
+        same(combined_w, torch.where(idx >= 0, w, torch.zeros_like(w)), "combined_topk_weights")
+        # fp8 dispatch: e4m3 rows with one scale per 128 channels travel unchanged.
+        amax = x.float().abs().view(T, H // 128, 128).amax(-1).clamp(min=1e-4)
+        scales = (amax / 448.0).contiguous()
+        x8 = (x.float().view(T, H // 128, 128) / scales[..., None]).view(T, H).to(torch.float8_e4m3fn)
+        (r8, rs), *_ = buf.dispatch((x8, scales), num_tokens_per_expert=per_expert, topk_idx=idx, topk_weights=w)
+        all_x8, all_s = gather_all(x8.view(torch.uint8)), gather_all(scales)
+        if rows:
+            same(r8.view(torch.uint8), torch.stack([all_x8[s][t] for s, t in rows]), "fp8 recv_x")
+            same(rs, torch.stack([all_s[s][t] for s, t in rows]), "fp8 recv scales")
+    raises(TypeError, lambda: buf.dispatch(x.float(), topk_idx=idx, num_tokens_per_expert=per_expert),
+           "float32 x refused")
+    buf.destroy()
+
+
+@check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, combine)")
+def _():
+    M, H, K, E = 64, 512, 4, 4 * WORLD
+    El = E // WORLD
+    size = deep_ep.Buffer.get_low_latency_rdma_size_hint(M, H, WORLD, E, K)
+    buf = deep_ep.Buffer(None, num_rdma_bytes=size, low_latency_mode=True)
+    for use_fp8, hook_mode in ((False, False), (True, False), (False, True)):
+        T = M - RANK  # ranks send different counts
+        x = rand((T, H), torch.bfloat16, 70 + RANK)
+        idx, w = routing(T, K, E, 80 + RANK, masked=True)
+        all_x, all_idx = gather_all_padded(x, M), gather_all_padded(idx, M)
+        recv_x, recv_count, handle, _, hook = buf.low_latency_dispatch(
+            x, idx, M, E, use_fp8=use_fp8, return_recv_hook=hook_mode)
+        if hook_mode:
+            hook()
+        torch.cuda.synchronize()
+        if use_fp8:
+            q, s = recv_x
+            deq = (q.float().view(El, WORLD * M, H // 128, 128) * s[..., None]).view(El, WORLD * M, H)
+        info = handle.recv_src_info
+        for e in range(El):
+            n = int(recv_count[e].item())
+            want = sorted((s, t) for s in range(WORLD) for t in range(M - s)
+                          if (all_idx[s][t] == RANK * El + e).any())
+            got = sorted((int(info[e, i, 0]), int(info[e, i, 1])) for i in range(n))
+            assert got == want, f"expert {e}: rows from {got[:5]}..., expected {want[:5]}... ({n} vs {len(want)})"
+            for i in range(n):
+                s, t = int(info[e, i, 0]), int(info[e, i, 1])
+                if use_fp8:
+                    torch.testing.assert_close(deq[e, i], all_x[s][t].float(), rtol=0.07, atol=1e-3)
+                else:
+                    same(recv_x[e, i], all_x[s][t], f"LL row e={e} i={i}")
+        # Combine: the expert output is the bf16 row times (global expert % 3 + 1).
+        xin = recv_x if not use_fp8 else deq.to(torch.bfloat16)
+        factor = torch.tensor([(RANK * El + e) % 3 + 1 for e in range(El)], device=DEV, dtype=torch.float32)
+        y = (xin.float() * factor[:, None, None]).to(torch.bfloat16)
+        combined, _, chook = buf.low_latency_combine(y, idx, w, handle, return_recv_hook=hook_mode)
+        if hook_mode:
+            chook()
+        torch.cuda.synchronize()
+        ref = torch.zeros((T, H), dtype=torch.float32, device=DEV)
+        base = x.float() if not use_fp8 else None
+        for k in range(K):
+            e = idx[:, k]
+            ok = e >= 0
+            f = (e % 3 + 1).float()
+            if use_fp8:
+                continue
+            yk = (base * f[:, None]).to(torch.bfloat16).float()
+            ref += torch.where(ok[:, None], w[:, k:k + 1] * yk, torch.zeros_like(yk))
+        if not use_fp8:
+            torch.testing.assert_close(combined.float(), ref, rtol=1e-2, atol=1e-2)
+    buf.destroy()
+
+
+dist.barrier()
+print(f"[rank {RANK}] DONE {len(failures)} failure(s)", flush=True)
+nt.finalize()
+dist.destroy_process_group()
+sys.exit(len(failures))
