@@ -53,6 +53,9 @@ NvshmemBaseline load_nvshmem_baseline() {
   sym(b.put, "nvstb_put");
   sym(b.pingpong, "nvstb_pingpong");
   sym(b.barrier_all, "nvstb_barrier_all");
+  sym(b.coll_supported, "nvstb_coll_supported");
+  sym(b.coll_max_bytes, "nvstb_coll_max_bytes");
+  sym(b.collective, "nvstb_collective");
   sym(b.finalize, "nvstb_finalize");
   sym(b.version, "nvstb_version");
   return b;

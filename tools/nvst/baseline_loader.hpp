@@ -16,6 +16,9 @@ struct NvshmemBaseline {
   decltype(&nvstb_put) put = nullptr;
   decltype(&nvstb_pingpong) pingpong = nullptr;
   decltype(&nvstb_barrier_all) barrier_all = nullptr;
+  decltype(&nvstb_coll_supported) coll_supported = nullptr;
+  decltype(&nvstb_coll_max_bytes) coll_max_bytes = nullptr;
+  decltype(&nvstb_collective) collective = nullptr;
   decltype(&nvstb_finalize) finalize = nullptr;
   decltype(&nvstb_version) version = nullptr;
   std::string why_not;  // empty when loaded

@@ -29,7 +29,8 @@ int bench_p2p(const BenchOptions& options);
 // raw libfabric and NCCL's network transport as baselines. bench_p2p calls
 // it when PE 1 is on another node (after nvst::init).
 int bench_p2p_internode(const BenchOptions& options);
-// all_reduce / all_gather, ours and NCCL, eager and CUDA graphs.
+// all_reduce, all_gather, reduce_scatter and all_to_all: ours, NCCL and (where
+// its plugin loads) NVSHMEM, eager and under CUDA graphs.
 int bench_coll(const BenchOptions& options);
 // Expert-parallel dispatch/combine (nvst::ep::Buffer) at DeepEP's shapes,
 // against NCCL all-to-all-v of the same routing.

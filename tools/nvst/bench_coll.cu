@@ -6,17 +6,30 @@
 // checked exactly (#wrong). NCCL's all_to_all is grouped ncclSend/ncclRecv,
 // one pair per peer, as nccl-tests' alltoall (ncclAlltoAll is not in every
 // libnccl this binary may load).
+//
+// Where the NVSHMEM plugin loads (nvshmem_baseline/baseline_abi.h), NVSHMEM's
+// own stream collectives are a third implementation: the same input, copied
+// into buffers of its symmetric heap, the same timing and the same check,
+// in columns of their own. Where it does not, one line says why and the
+// output is what it was without it.
 #include <cuda_bf16.h>
 
+#include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include "baseline_loader.hpp"
 #include "bench.hpp"
 #include "nvst/coll.hpp"
 #include "nvst/nvst.hpp"
@@ -32,6 +45,26 @@ __global__ void fill_ints(__nv_bfloat16* p, std::size_t n, int pe) {
 }
 
 enum class Coll { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
+
+const char* name_of(Coll kind) {
+  switch (kind) {
+    case Coll::kAllGather: return "all_gather";
+    case Coll::kReduceScatter: return "reduce_scatter";
+    case Coll::kAllToAll: return "all_to_all";
+    default: return "all_reduce";
+  }
+}
+
+enum class Impl { kOurs, kNccl, kNvshmem };
+
+// The impl column of the report.
+const char* name_of(Impl impl) {
+  switch (impl) {
+    case Impl::kNccl: return "nccl";
+    case Impl::kNvshmem: return "nvshmem";
+    default: return "nvst";
+  }
+}
 
 // all_reduce: out[i] = sum over PEs of in[i]; all_gather: out[p*n + i] = PE
 // p's in[i]; reduce_scatter: out[i] = sum over PEs of in[me*n + i];
@@ -56,6 +89,191 @@ __global__ void count_wrong(const __nv_bfloat16* out, std::size_t n, int npes, i
   if (bad) atomicAdd(wrong, bad);
 }
 
+// True when `ok` holds on every PE. For decisions every PE must take alike:
+// a collective that one PE skips hangs the others.
+bool on_every_pe(bool ok) {
+  const unsigned char mine = ok ? 1 : 0;
+  const auto all = nvst::bootstrap_allgather(&mine, sizeof mine);
+  return std::all_of(all.begin(), all.end(), [](std::byte b) { return b != std::byte{0}; });
+}
+
+long long sum_over_pes(unsigned long long mine) {
+  const auto all = nvst::bootstrap_allgather(&mine, sizeof mine);
+  long long total = 0;
+  for (std::size_t off = 0; off + sizeof mine <= all.size(); off += sizeof mine) {
+    unsigned long long x;
+    std::memcpy(&x, all.data() + off, sizeof x);
+    total += static_cast<long long>(x);
+  }
+  return total;
+}
+
+// Captures `count` calls of `op` on `s` into an executable graph. nullptr,
+// with the reason in `why`, when an operation throws or the capture or its
+// instantiation fails; the stream leaves capture mode either way.
+cudaGraphExec_t capture_graph(cudaStream_t s, int count, const std::function<void()>& op, std::string& why) {
+  NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  try {
+    for (int i = 0; i < count; ++i) op();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  cudaGraph_t g = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(s, &g);
+  if (ended != cudaSuccess && why.empty()) why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+  cudaGraphExec_t exec = nullptr;
+  if (why.empty()) {
+    const cudaError_t made = cudaGraphInstantiate(&exec, g, 0);
+    if (made != cudaSuccess) {
+      why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+      exec = nullptr;
+    }
+  }
+  if (g) NVST_CHECK_CUDA(cudaGraphDestroy(g));
+  // A failed capture leaves its (non-sticky) error pending; `why` has it.
+  if (!why.empty()) (void)cudaGetLastError();
+  return exec;
+}
+
+void run_ours(Coll kind, const __nv_bfloat16* in, __nv_bfloat16* out, std::size_t count, cudaStream_t s) {
+  using nvst::coll::DType;
+  using nvst::coll::RedOp;
+  if (kind == Coll::kAllGather) nvst::coll::all_gather(in, out, count, DType::kBF16, s);
+  else if (kind == Coll::kReduceScatter) nvst::coll::reduce_scatter(in, out, count, DType::kBF16, RedOp::kSum, s);
+  else if (kind == Coll::kAllToAll) nvst::coll::all_to_all(in, out, count, DType::kBF16, s);
+  else nvst::coll::all_reduce(in, out, count, DType::kBF16, RedOp::kSum, s);
+}
+
+void run_nccl(Coll kind, const __nv_bfloat16* in, __nv_bfloat16* out, std::size_t count, int n, ncclComm_t comm,
+              cudaStream_t s) {
+  ncclResult_t r = ncclSuccess;
+  if (kind == Coll::kAllToAll) {
+    r = ncclGroupStart();
+    for (int p = 0; p < n && r == ncclSuccess; ++p) {
+      r = ncclSend(in + count * p, count, ncclBfloat16, p, comm, s);
+      if (r == ncclSuccess) r = ncclRecv(out + count * p, count, ncclBfloat16, p, comm, s);
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (r == ncclSuccess) r = end;
+  } else {
+    r = kind == Coll::kAllGather       ? ncclAllGather(in, out, count, ncclBfloat16, comm, s)
+        : kind == Coll::kReduceScatter ? ncclReduceScatter(in, out, count, ncclBfloat16, ncclSum, comm, s)
+                                       : ncclAllReduce(in, out, count, ncclBfloat16, ncclSum, comm, s);
+  }
+  NVST_REQUIRE(r == ncclSuccess, "NCCL ", name_of(kind), " failed: ", ncclGetErrorString(r));
+}
+
+// NVSHMEM's collectives through the plugin. lib.why_not empty: measured.
+struct NvshmemColl {
+  NvshmemBaseline lib;
+  bool started = false;                 // NVSHMEM runs on every PE: finalize at the end
+  __nv_bfloat16* in = nullptr;          // in its symmetric heap, max_bytes each
+  __nv_bfloat16* out = nullptr;
+  std::size_t rs_max_bytes = SIZE_MAX;  // the largest reduce_scatter source it takes
+  std::set<Coll> refused;               // a call was refused: no rows
+  std::set<Coll> eager_only;            // graph capture failed: no graph rows
+  bool on() const { return lib.loaded(); }
+};
+
+int abi_coll(Coll kind) {
+  switch (kind) {
+    case Coll::kAllGather: return NVSTB_ALL_GATHER;
+    case Coll::kReduceScatter: return NVSTB_REDUCE_SCATTER;
+    case Coll::kAllToAll: return NVSTB_ALL_TO_ALL;
+    default: return NVSTB_ALL_REDUCE;
+  }
+}
+
+void run_nvshmem(const NvshmemColl& nv, Coll kind, std::size_t count, cudaStream_t s) {
+  char err[512] = {};
+  const int rc = nv.lib.collective(abi_coll(kind), NVSTB_BF16, NVSTB_SUM, nv.out, nv.in, count, s, err, sizeof err);
+  NVST_REQUIRE(rc == 0, "NVSHMEM ", name_of(kind), " failed: ", err);
+}
+
+void bootstrap_bcast(void* data, std::size_t bytes, int root) { nvst::bootstrap_broadcast(data, bytes, root); }
+
+// NVSHMEM keeps a reduce scratch for each of NVSHMEM_MAX_TEAMS (32 by
+// default) possible teams in its heap.
+constexpr std::size_t kNvshmemMaxTeams = 32;
+
+// Without NVLS, NVSHMEM's reduce_scatter takes sources up to half its reduce
+// scratch, 512 KiB by default: enough for the largest source here, within
+// 16 MiB (x 32 teams = 512 MiB of its heap).
+std::size_t nvshmem_scratch_bytes(std::size_t max_bytes) {
+  return std::bit_ceil(std::clamp(2 * max_bytes, std::size_t{512} << 10, std::size_t{16} << 20));
+}
+
+// NVSHMEM reads these at init. The caller's own values win: with a larger
+// NVSHMEM_REDUCE_SCRATCH_SIZE, set NVSHMEM_SYMMETRIC_SIZE to match.
+void set_nvshmem_env(std::size_t max_bytes) {
+  const std::size_t scratch = nvshmem_scratch_bytes(max_bytes);
+  ::setenv("NVSHMEM_REDUCE_SCRATCH_SIZE", std::to_string(scratch).c_str(), 0);
+  // in and out, the teams' scratches, and room for NVSHMEM's own state.
+  const std::size_t heap = 2 * max_bytes + kNvshmemMaxTeams * scratch + (std::size_t{128} << 20);
+  ::setenv("NVSHMEM_SYMMETRIC_SIZE", std::to_string(heap).c_str(), 0);
+}
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+// Loads the plugin, starts NVSHMEM (once in this process) and allocates
+// its in and out buffers, on every PE or on none: at the first step that
+// fails somewhere, lib.why_not says why on every PE.
+NvshmemColl open_nvshmem(std::size_t max_bytes, int me, int n) {
+  NvshmemColl nv;
+  nv.lib = load_nvshmem_baseline();
+  if (!on_every_pe(nv.lib.loaded())) {
+    if (nv.lib.loaded()) nv.lib.why_not = "the NVSHMEM plugin did not load on every PE";
+    return nv;
+  }
+  set_nvshmem_env(max_bytes);
+  char err[512] = {};
+  const bool started_here = nv.lib.init(me, n, bootstrap_bcast, err, sizeof err) == 0;
+  // Finalizing is collective: only where NVSHMEM started everywhere.
+  nv.started = on_every_pe(started_here);
+  if (!nv.started) {
+    nv.lib.why_not = started_here ? "NVSHMEM did not start on every PE" : err;
+    return nv;
+  }
+  nv.in = static_cast<__nv_bfloat16*>(nv.lib.malloc(max_bytes));
+  nv.out = static_cast<__nv_bfloat16*>(nv.lib.malloc(max_bytes));
+  if (!on_every_pe(nv.in && nv.out)) {
+    nv.lib.why_not = "nvshmem_malloc of 2 x " + std::to_string(max_bytes) +
+                     " bytes failed on a PE (NVSHMEM_SYMMETRIC_SIZE=" + env_or("NVSHMEM_SYMMETRIC_SIZE", "unset") + ")";
+    return nv;
+  }
+  // After the first allocation: NVSHMEM may set up its device state (and
+  // learn whether PEs share GPUs) only at its first call after init.
+  if (nv.lib.coll_supported(err, sizeof err) != 0) nv.lib.why_not = err;
+  if (!on_every_pe(nv.lib.loaded())) {
+    if (nv.lib.loaded()) nv.lib.why_not = "NVSHMEM's collectives cannot run on every PE";
+    return nv;
+  }
+  if (nv.lib.coll_max_bytes(NVSTB_REDUCE_SCATTER, &nv.rs_max_bytes, err, sizeof err) != 0) nv.lib.why_not = err;
+  return nv;
+}
+
+void close_nvshmem(NvshmemColl& nv) {
+  if (!nv.started) return;
+  if (nv.on()) {  // the buffers exist on every PE (nvshmem_free is collective)
+    nv.lib.free(nv.out);
+    nv.lib.free(nv.in);
+  }
+  nv.lib.finalize();  // releases the heap, buffers left by a failed open included
+}
+
+// What the JSON and the table say of the NVSHMEM column's set-up.
+std::string nvshmem_setup_note(const NvshmemColl& nv) {
+  return "nvshmem " + std::string(nv.lib.version()) +
+         ": nvshmemx_bfloat16_{sum_reduce,fcollect,sum_reducescatter,alltoall}_on_stream on NVSHMEM_TEAM_WORLD, "
+         "buffers in its symmetric heap; NVSHMEM_DISABLE_NVLS=" + env_or("NVSHMEM_DISABLE_NVLS", "unset") +
+         ", NVSHMEM_DISABLE_NCCL=" + env_or("NVSHMEM_DISABLE_NCCL", "unset") +
+         " (1: its own kernels, not NCCL's), NVSHMEM_REDUCE_SCRATCH_SIZE=" +
+         env_or("NVSHMEM_REDUCE_SCRATCH_SIZE", "unset");
+}
+
 }  // namespace
 
 int bench_coll(const BenchOptions& o) {
@@ -70,6 +288,8 @@ int bench_coll(const BenchOptions& o) {
   nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
   ncclComm_t comm{};
   NVST_REQUIRE(ncclCommInitRank(&comm, n, nid, me) == ncclSuccess, "ncclCommInitRank failed");
+  NvshmemColl nv = open_nvshmem(o.max_bytes, me, n);
+  if (!nv.on() && me == 0) std::printf("# NVSHMEM column: n/a (%s)\n", nv.lib.why_not.c_str());
   cudaStream_t s;
   cudaEvent_t t0, t1;
   NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -82,19 +302,45 @@ int bench_coll(const BenchOptions& o) {
   NVST_CHECK_CUDA(cudaMalloc(&wrong, sizeof(*wrong)));
   Report report;
   report.label = o.label;
+  if (nv.on()) {
+    report.nvshmem_version = nv.lib.version();
+    report.notes.push_back(nvshmem_setup_note(nv));
+  }
   const int per_graph = o.graph_iters > 0 ? o.graph_iters : 20;
 
-  auto time_it = [&](const std::function<void()>& op, bool graph) {
-    for (int i = 0; i < o.warmup; ++i) op();
+  // Median time per operation, in us. With `may_fail` (NVSHMEM), a refused
+  // warm-up call or a failed capture returns nothing on every PE, `why`
+  // saying why; without, they are errors.
+  auto time_it = [&](const std::function<void()>& op, bool graph, bool may_fail,
+                     std::string& why) -> std::optional<double> {
+    if (may_fail) {
+      // The plugin checks its arguments before NVSHMEM runs anything: a
+      // refusal comes from the first call on every PE alike. That first call
+      // is eager (-w 0 too), so NVSHMEM's set-up never runs inside a capture.
+      bool ok = true;
+      try {
+        for (int i = 0; i < std::max(1, o.warmup); ++i) op();
+      } catch (const std::exception& e) {
+        why = e.what();
+        ok = false;
+      }
+      if (!on_every_pe(ok)) {
+        if (why.empty()) why = "it failed on another PE";
+        return std::nullopt;
+      }
+    } else {
+      for (int i = 0; i < o.warmup; ++i) op();
+    }
     NVST_CHECK_CUDA(cudaStreamSynchronize(s));
     cudaGraphExec_t exec = nullptr;
     if (graph) {
-      cudaGraph_t g;
-      NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      for (int i = 0; i < per_graph; ++i) op();
-      NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
-      NVST_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
-      NVST_CHECK_CUDA(cudaGraphDestroy(g));
+      exec = capture_graph(s, per_graph, op, why);
+      if (!may_fail) NVST_REQUIRE(exec, "CUDA graph capture failed: ", why);
+      if (!on_every_pe(exec != nullptr)) {
+        if (exec) NVST_CHECK_CUDA(cudaGraphExecDestroy(exec));
+        if (why.empty()) why = "it failed on another PE";
+        return std::nullopt;
+      }
       NVST_CHECK_CUDA(cudaGraphLaunch(exec, s));  // warm the graph
       NVST_CHECK_CUDA(cudaStreamSynchronize(s));
     }
@@ -116,13 +362,24 @@ int bench_coll(const BenchOptions& o) {
     return t;
   };
 
+  // Elements of `got` that differ from the expected result, over all PEs.
+  auto wrong_elements = [&](const __nv_bfloat16* got, std::size_t per_pe, Coll kind) {
+    NVST_CHECK_CUDA(cudaMemsetAsync(wrong, 0, sizeof(*wrong), s));
+    count_wrong<<<132, 256, 0, s>>>(got, per_pe, n, me, kind, wrong);
+    NVST_CHECK_LAUNCH();
+    unsigned long long w = 0;
+    NVST_CHECK_CUDA(cudaMemcpyAsync(&w, wrong, sizeof(w), cudaMemcpyDeviceToHost, s));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    return sum_over_pes(w);
+  };
+
+  std::vector<Impl> impls = {Impl::kOurs, Impl::kNccl};
+  if (nv.on()) impls.push_back(Impl::kNvshmem);
+  bool rs_limit_noted = false;
   // Sizes as nccl-tests: all_reduce the buffer, all_gather the output,
   // reduce_scatter the input (n x the output), all_to_all the send buffer.
-  for (const char* coll : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}) {
-    const Coll kind = std::string(coll) == "all_gather"       ? Coll::kAllGather
-                      : std::string(coll) == "reduce_scatter" ? Coll::kReduceScatter
-                      : std::string(coll) == "all_to_all"     ? Coll::kAllToAll
-                                                              : Coll::kAllReduce;
+  for (Coll kind : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kAllToAll}) {
+    const char* coll = name_of(kind);
     for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes = static_cast<std::size_t>(bytes * o.factor)) {
       const std::size_t elems = bytes / 2;
       const std::size_t per_pe = kind == Coll::kAllReduce ? elems : elems / static_cast<std::size_t>(n);
@@ -132,55 +389,43 @@ int bench_coll(const BenchOptions& o) {
       const std::size_t used = kind == Coll::kAllReduce ? per_pe : per_pe * n;  // bytes the size column counts
       fill_ints<<<132, 256, 0, s>>>(in, in_elems, me);
       NVST_CHECK_LAUNCH();
+      // NVSHMEM gets the same input, in its heap, where it can take the size.
+      const bool nv_fits = nv.on() && !(kind == Coll::kReduceScatter && in_elems * 2 > nv.rs_max_bytes);
+      if (nv_fits) NVST_CHECK_CUDA(cudaMemcpyAsync(nv.in, in, in_elems * 2, cudaMemcpyDeviceToDevice, s));
+      if (nv.on() && !nv_fits && !rs_limit_noted) {
+        rs_limit_noted = true;
+        report.notes.push_back("nvshmem reduce_scatter: sources above " + std::to_string(nv.rs_max_bytes) +
+                               " bytes not measured (n/a): without NVLS it holds the whole source in "
+                               "NVSHMEM_REDUCE_SCRATCH_SIZE / 2; set that to twice the largest source "
+                               "(and NVSHMEM_SYMMETRIC_SIZE to match) to measure them");
+      }
       const double alg_factor = 1.0;
       const double bus_factor = kind == Coll::kAllReduce ? 2.0 * (n - 1.0) / n : (n - 1.0) / n;
       for (bool graph : {false, true}) {
-        for (const char* impl : {"nvst", "nccl"}) {
-          const bool ours = std::string(impl) == "nvst";
-          progress(std::string(coll) + " " + impl + (graph ? " graph " : " eager ") + std::to_string(bytes));
-          NVST_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, out_elems * 2, s));
+        for (Impl impl : impls) {
+          const bool theirs = impl == Impl::kNvshmem;
+          if (theirs && (!nv_fits || nv.refused.count(kind) || (graph && nv.eager_only.count(kind)))) continue;
+          progress(std::string(coll) + " " + name_of(impl) + (graph ? " graph " : " eager ") + std::to_string(bytes));
+          __nv_bfloat16* dst = theirs ? nv.out : out;
+          NVST_CHECK_CUDA(cudaMemsetAsync(dst, 0xFF, out_elems * 2, s));
           auto op = [&] {
-            using nvst::coll::DType;
-            using nvst::coll::RedOp;
-            if (ours) {
-              if (kind == Coll::kAllGather) nvst::coll::all_gather(in, out, per_pe, DType::kBF16, s);
-              else if (kind == Coll::kReduceScatter) nvst::coll::reduce_scatter(in, out, per_pe, DType::kBF16, RedOp::kSum, s);
-              else if (kind == Coll::kAllToAll) nvst::coll::all_to_all(in, out, per_pe, DType::kBF16, s);
-              else nvst::coll::all_reduce(in, out, per_pe, DType::kBF16, RedOp::kSum, s);
-            } else if (kind == Coll::kAllToAll) {
-              ncclResult_t r = ncclGroupStart();
-              for (int p = 0; p < n && r == ncclSuccess; ++p) {
-                r = ncclSend(in + per_pe * p, per_pe, ncclBfloat16, p, comm, s);
-                if (r == ncclSuccess) r = ncclRecv(out + per_pe * p, per_pe, ncclBfloat16, p, comm, s);
-              }
-              const ncclResult_t end = ncclGroupEnd();
-              if (r == ncclSuccess) r = end;
-              NVST_REQUIRE(r == ncclSuccess, "NCCL ", coll, " failed: ", ncclGetErrorString(r));
-            } else {
-              ncclResult_t r = kind == Coll::kAllGather ? ncclAllGather(in, out, per_pe, ncclBfloat16, comm, s)
-                               : kind == Coll::kReduceScatter
-                                   ? ncclReduceScatter(in, out, per_pe, ncclBfloat16, ncclSum, comm, s)
-                                   : ncclAllReduce(in, out, per_pe, ncclBfloat16, ncclSum, comm, s);
-              NVST_REQUIRE(r == ncclSuccess, "NCCL ", coll, " failed: ", ncclGetErrorString(r));
-            }
+            if (impl == Impl::kOurs) run_ours(kind, in, out, per_pe, s);
+            else if (impl == Impl::kNccl) run_nccl(kind, in, out, per_pe, n, comm, s);
+            else run_nvshmem(nv, kind, per_pe, s);
           };
-          const double t = time_it(op, graph);
-          NVST_CHECK_CUDA(cudaMemsetAsync(wrong, 0, sizeof(*wrong), s));
-          count_wrong<<<132, 256, 0, s>>>(out, per_pe, n, me, kind, wrong);
-          NVST_CHECK_LAUNCH();
-          unsigned long long w = 0;
-          NVST_CHECK_CUDA(cudaMemcpyAsync(&w, wrong, sizeof(w), cudaMemcpyDeviceToHost, s));
-          NVST_CHECK_CUDA(cudaStreamSynchronize(s));
-          auto all = nvst::bootstrap_allgather(&w, sizeof(w));
-          long long total = 0;
-          for (int p = 0; p < n; ++p) {
-            unsigned long long x;
-            std::memcpy(&x, all.data() + p * sizeof(x), sizeof(x));
-            total += static_cast<long long>(x);
+          std::string why;
+          const std::optional<double> t = time_it(op, graph, /*may_fail=*/theirs, why);
+          if (!t) {  // NVSHMEM only: refused, or did not capture
+            (graph ? nv.eager_only : nv.refused).insert(kind);
+            report.notes.push_back("nvshmem " + std::string(coll) +
+                                   (graph ? ": CUDA graph capture failed (" + why + "); measured eager only"
+                                          : ": " + why + "; not measured"));
+            continue;
           }
-          const double algbw = static_cast<double>(used * 2) * alg_factor / t / 1e3;
-          report.add({std::string(coll) + (graph ? "_graph" : "_eager"), impl, used * 2, t, algbw, algbw * bus_factor,
-                      total});
+          const long long total = wrong_elements(dst, per_pe, kind);
+          const double algbw = static_cast<double>(used * 2) * alg_factor / *t / 1e3;
+          report.add({std::string(coll) + (graph ? "_graph" : "_eager"), name_of(impl), used * 2, *t, algbw,
+                      algbw * bus_factor, total});
         }
       }
       if (bytes * o.factor <= bytes) break;
@@ -189,11 +434,17 @@ int bench_coll(const BenchOptions& o) {
   if (me == 0) {
     progress_done();
     std::printf("# %d PEs, bf16; time per operation; busbw as nccl-tests\n", n);
-    report.print_table("nvst", {"nccl"});
+    if (nv.on()) {
+      report.add_speedups("nvst", "nvshmem");
+      report.print_table("nvst", {"nccl"}, {"nvshmem"});
+    } else {
+      report.print_table("nvst", {"nccl"});
+    }
     report.write_json(o.json_path);
   }
   NVST_CHECK_CUDA(cudaDeviceSynchronize());
   nvst::barrier_all();
+  close_nvshmem(nv);
   ncclCommDestroy(comm);
   NVST_CHECK_CUDA(cudaFree(in));
   NVST_CHECK_CUDA(cudaFree(out));

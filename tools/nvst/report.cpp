@@ -53,20 +53,69 @@ std::string human(std::size_t b) {
   else std::snprintf(s, sizeof s, "%zu", b);
   return s;
 }
+
+bool is_latency(const std::string& op) { return op == "pingpong" || op.rfind("bootstrap", 0) == 0; }
+
+// How many times faster `mine` is than `theirs`: time over time for latency
+// ops, bandwidth over bandwidth otherwise. 0 where either is missing.
+double speedup(const ResultRow& mine, const ResultRow& theirs, bool latency) {
+  if (latency) return mine.time_us > 0 && theirs.time_us > 0 ? theirs.time_us / mine.time_us : 0;
+  return mine.algbw_gbps > 0 && theirs.algbw_gbps > 0 ? mine.algbw_gbps / theirs.algbw_gbps : 0;
+}
+
+using Cells = std::map<std::pair<std::size_t, std::string>, ResultRow>;
+
+// The four columns of an impl shown on its own (Report::print_table).
+void print_own_header(const std::string& ours, const std::string& impl) {
+  std::printf(" %13s %13s %13s %13s", (impl + "(us)").c_str(), (impl + "_busbw").c_str(),
+              (ours + "/" + impl).c_str(), (impl + "_wrong").c_str());
+}
+
+void print_own_cells(const Cells& cell, std::size_t bytes, const std::string& ours, const std::string& impl,
+                     bool latency) {
+  auto theirs = cell.find({bytes, impl});
+  if (theirs == cell.end()) {
+    std::printf(" %13s %13s %13s %13s", "n/a", "n/a", "n/a", "n/a");
+    return;
+  }
+  std::printf(" %13.2f %13.2f", theirs->second.time_us, theirs->second.busbw_gbps);
+  auto mine = cell.find({bytes, ours});
+  const double x = mine == cell.end() ? 0 : speedup(mine->second, theirs->second, latency);
+  if (x > 0) std::printf(" %12.2fx", x);
+  else std::printf(" %13s", "-");
+  std::printf(" %13lld", theirs->second.wrong);
+}
 }  // namespace
 
-void Report::print_table(const std::string& ours, const std::vector<std::string>& baselines) const {
+void Report::add_speedups(const std::string& ours, const std::string& baseline) {
+  for (auto& mine : rows) {
+    if (mine.impl != ours) continue;
+    for (const auto& theirs : rows) {
+      if (theirs.impl != baseline || theirs.op != mine.op || theirs.bytes != mine.bytes) continue;
+      const double x = speedup(mine, theirs, is_latency(mine.op));
+      if (x > 0) mine.speedup_vs[baseline] = x;
+    }
+  }
+}
+
+void Report::print_table(const std::string& ours, const std::vector<std::string>& baselines,
+                         const std::vector<std::string>& detailed) const {
+  // Impls shown on their own: those of `detailed` that were measured.
+  std::vector<std::string> own;
+  for (const auto& d : detailed)
+    if (std::any_of(rows.begin(), rows.end(), [&](const ResultRow& r) { return r.impl == d; })) own.push_back(d);
+  auto is_own = [&](const std::string& impl) { return std::find(own.begin(), own.end(), impl) != own.end(); };
   std::vector<std::string> ops;
   for (auto& r : rows)
     if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
   for (const auto& op : ops) {
-    const bool latency = op == "pingpong" || op.rfind("bootstrap", 0) == 0;
+    const bool latency = is_latency(op);
     std::vector<std::string> impls;
-    std::map<std::pair<std::size_t, std::string>, ResultRow> cell;
+    Cells cell;
     std::set<std::size_t> sizes;
     for (auto& r : rows) {
       if (r.op != op) continue;
-      if (std::find(impls.begin(), impls.end(), r.impl) == impls.end()) impls.push_back(r.impl);
+      if (!is_own(r.impl) && std::find(impls.begin(), impls.end(), r.impl) == impls.end()) impls.push_back(r.impl);
       cell[{r.bytes, r.impl}] = r;
       sizes.insert(r.bytes);
     }
@@ -75,7 +124,9 @@ void Report::print_table(const std::string& ours, const std::vector<std::string>
                 ours.c_str());
     std::printf("#%9s %10s", "size", latency ? "" : "time(us)");
     for (auto& i : impls) std::printf(" %13s", i.c_str());
-    std::printf(" %10s %7s\n", "speed-up", "#wrong");
+    std::printf(" %10s %7s", "speed-up", "#wrong");
+    for (auto& i : own) print_own_header(ours, i);
+    std::printf("\n");
     for (std::size_t b : sizes) {
       auto it = cell.find({b, ours});
       std::printf("%10s %10s", human(b).c_str(),
@@ -96,15 +147,24 @@ void Report::print_table(const std::string& ours, const std::vector<std::string>
           if (best_base == 0 || (latency ? v < best_base : v > best_base)) best_base = v;
         }
       }
-      double speedup = (mine > 0 && best_base > 0) ? (latency ? best_base / mine : mine / best_base) : 0;
-      if (speedup > 0) std::printf(" %9.2fx %7lld\n", speedup, wrong);
-      else std::printf(" %10s %7lld\n", "-", wrong);
+      double over_best = (mine > 0 && best_base > 0) ? (latency ? best_base / mine : mine / best_base) : 0;
+      if (over_best > 0) std::printf(" %9.2fx %7lld", over_best, wrong);
+      else std::printf(" %10s %7lld", "-", wrong);
+      for (auto& i : own) print_own_cells(cell, b, ours, i, latency);
+      std::printf("\n");
     }
   }
-  std::printf("\n# speed-up = ours over the best baseline (%s)",
+  std::printf("\n# speed-up = ours over the best baseline (%s",
               baselines.empty() ? "none" : "");
   for (std::size_t i = 0; i < baselines.size(); ++i) std::printf("%s%s", i ? ", " : "", baselines[i].c_str());
   std::printf("); #wrong = 32-bit words that differed from the expected data\n");
+  for (auto& i : own) {
+    const char* n = i.c_str();
+    std::printf("# %s(us), %s_busbw (GB/s), %s_wrong: %s's own time per operation, busbw and #wrong; "
+                "%s/%s = ours over %s (speed-up and #wrong leave %s out)\n",
+                n, n, n, n, ours.c_str(), n, n, n);
+  }
+  for (auto& note : notes) std::printf("# note: %s\n", note.c_str());
   std::fflush(stdout);
 }
 
@@ -142,9 +202,13 @@ void Report::write_json(const std::string& path) const {
   j["versions"] = {{"cuda_runtime", dotted_cuda(rt)}, {"cuda_driver", dotted_cuda(drv)}, {"nccl", dotted_nccl},
                    {"nvshmem", nvshmem_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(nvshmem_version)}};
   j["label"] = label;
-  for (auto& r : rows)
-    j["rows"].push_back({{"op", r.op}, {"impl", r.impl}, {"bytes", r.bytes}, {"time_us", r.time_us},
-                         {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}, {"wrong", r.wrong}});
+  if (!notes.empty()) j["notes"] = notes;
+  for (auto& r : rows) {
+    nlohmann::json row = {{"op", r.op}, {"impl", r.impl}, {"bytes", r.bytes}, {"time_us", r.time_us},
+                          {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}, {"wrong", r.wrong}};
+    if (!r.speedup_vs.empty()) row["speedup_vs"] = r.speedup_vs;
+    j["rows"].push_back(row);
+  }
   std::ofstream f(path);
   NVST_REQUIRE(f.good(), "cannot write ", path);
   f << j.dump(1) << "\n";
