@@ -138,6 +138,19 @@ void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, 
   NVST_CHECK_LAUNCH();
 }
 
+void preload_host_api_kernels() {
+  // As preload_proxy_kernels: the host API's kernels are launched while
+  // other kernels spin (a receiver's wait kernel is running when it enqueues
+  // the credit signal behind it). A lazy load at that launch waits for the
+  // spinning kernel, which waits for a peer stuck the same way: load them
+  // all at init, before anything spins.
+  cudaFuncAttributes attr{};
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, signal_op_kernel));
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, putmem_signal_block_kernel));
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, signal_wait_until_kernel));
+  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, barrier_all_kernel));
+}
+
 void launch_barrier_all(cudaStream_t stream) {
   barrier_all_kernel<<<1, 32, 0, stream>>>();
   NVST_CHECK_LAUNCH();

@@ -27,6 +27,8 @@ void launch_signal_op(std::uint64_t* sig, std::uint64_t value, int op, int pe, c
 void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
                                 std::uint64_t value, int op, int pe, cudaStream_t stream);
 void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, cudaStream_t stream);
+// Loads the host API's own kernels now (at init; see device_runtime.cu).
+void preload_host_api_kernels();
 // Loads the proxy's kernels now (see device_runtime.cu for why).
 void preload_proxy_kernels();
 

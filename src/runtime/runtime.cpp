@@ -272,6 +272,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     dev::DeviceError* mailbox = r->mailbox;
     detail::set_device_error_describer([mailbox] { return detail::describe_device_error(mailbox); });
     upload_state(*r);
+    detail::preload_host_api_kernels();
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   r->bootstrap->barrier("init: heaps ready");
