@@ -85,6 +85,8 @@ case "$MODE" in
     export PYTHONPATH="$BIN/../python"
     step torch_2pe 600 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
     [ "$GPUS" -ge 4 ] && step torch_4pe 600 python3 -m torch.distributed.run --standalone --nproc_per_node=4 tests/python/torch_job.py
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" NVST_TEST_SIDE_STREAM=1 step torch_2pe_internode_side 300 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step torch_2pe_internode 300 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
     step torch_example 120 python3 -m torch.distributed.run --standalone --nproc_per_node=2 examples/torch_quickstart.py
     step torch_bench 400 python3 -m torch.distributed.run --standalone --nproc_per_node=2 -m nvshmem_tutorial.bench --json "$OUT/torch_bench.json"
     [ -n "${NVST_ROUND_PYTEST:-}" ] && step pytest_python 1200 python3 -m pytest -q -p no:cacheprovider tests/python

@@ -143,6 +143,8 @@ def main():
         sys.exit("nvshmem_tutorial.bench: -n must be >= 1 and -w >= 0")
     if "RANK" not in os.environ:
         sys.exit("nvshmem_tutorial.bench: launch with torchrun --nproc_per_node=2 -m nvshmem_tutorial.bench")
+    # The 1 GB row needs a symmetric tensor of 1 GB (the default heap is 1 GiB in all).
+    os.environ.setdefault("NVST_SYMMETRIC_SIZE", str(3 << 30))
     local = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
