@@ -9,6 +9,7 @@
 #   ep      expert-parallel Buffer: tests, sanitizers, `nvst bench ep`
 #   torch   2+ GPUs: the Python package rebuilt for this machine's Python,
 #           then the PyTorch job under torchrun (BIN_DIR/.. is the build)
+#   regress 2+ GPUs: each GPU suite at 2 PEs, bench coll (NVSHMEM column)
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
@@ -90,6 +91,13 @@ case "$MODE" in
     step torch_example 120 python3 -m torch.distributed.run --standalone --nproc_per_node=2 examples/torch_quickstart.py
     step torch_bench 400 python3 -m torch.distributed.run --standalone --nproc_per_node=2 -m nvshmem_tutorial.bench --json "$OUT/torch_bench.json"
     [ -n "${NVST_ROUND_PYTEST:-}" ] && step pytest_python 1200 python3 -m pytest -q -p no:cacheprovider tests/python
+    ;;
+  regress)  # every GPU suite once at 2 PEs, then bench coll with its NVSHMEM column
+    step gpu_api_2pe 240 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
+    step coll_2pe 300 "$BIN/nvst_coll_tests" --np 2
+    step ep_2pe 300 "$BIN/nvst_ep_tests" --np 2 --stress 1000
+    step bench_coll 400 "$BIN/nvst" bench coll -b 1K -e 64M -f 4 -G 20 --json "$OUT/coll.json"
     ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
