@@ -10,6 +10,7 @@
 #   torch   2+ GPUs: the Python package rebuilt for this machine's Python,
 #           then the PyTorch job under torchrun (BIN_DIR/.. is the build)
 #   regress 2+ GPUs: each GPU suite at 2 PEs, bench coll (NVSHMEM column)
+#   pipinstall  2+ GPUs: `pip install .` on that machine, the torch job from it
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
@@ -98,6 +99,17 @@ case "$MODE" in
     step coll_2pe 300 "$BIN/nvst_coll_tests" --np 2
     step ep_2pe 300 "$BIN/nvst_ep_tests" --np 2 --stress 1000
     step bench_coll 400 "$BIN/nvst" bench coll -b 1K -e 64M -f 4 -G 20 --json "$OUT/coll.json"
+    ;;
+  pipinstall)  # the README's `pip install --no-build-isolation .` there, then the torch job from it
+    # The GPU machines have libfabric's runtime but not its headers: use the
+    # ones carried in FABRIC_INC (a copy of this machine's /usr/include/rdma).
+    if [ ! -f /usr/include/rdma/fabric.h ]; then
+      export SKBUILD_CMAKE_ARGS="-DFABRIC_INCLUDE_DIR=$PWD/${FABRIC_INC:?};-DFABRIC_LIBRARY=$(ls /lib/x86_64-linux-gnu/libfabric.so.1 /usr/lib/x86_64-linux-gnu/libfabric.so.1 2>/dev/null | head -1)"
+    fi
+    DEST=$(mktemp -d)
+    step pip_install 560 python3 -m pip install --no-build-isolation --no-deps --target "$DEST" .
+    PYTHONPATH="$DEST" step torch_2pe_pip 300 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
+    PYTHONPATH="$DEST" step torch_example_pip 120 python3 -m torch.distributed.run --standalone --nproc_per_node=2 examples/torch_quickstart.py
     ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
