@@ -100,3 +100,38 @@ def _mismatched_alloc(rank):
 
 def test_sizes_that_differ_across_ranks_raise_everywhere():
     assert nt.launch(2, _mismatched_alloc) == [True, True]
+
+
+def _device_layer_on_host_pes(rank):
+    """What the PyTorch layer stands on, where it can run without a GPU:
+    the bootstrap allgather behind the collectives' argument check, and
+    clear refusals of the GPU-only entry points on host-memory PEs."""
+    mine = bytes([rank]) * 5
+    everyone = nt._nvst.bootstrap_allgather(mine)
+    assert everyone == [bytes([p]) * 5 for p in range(nt.n_pes())], everyone
+    errors = []
+    for call in (lambda: nt._nvst.dlpack_bytes(1 << 20, 16, None),          # no GPU: no tensors
+                 lambda: nt._nvst.coll.all_reduce(0, 0, 1, "float64", "sum", 0),  # unknown dtype
+                 lambda: nt._nvst.signal_wait_until_on_stream(0, "ge", 1, 0)):    # GPU heaps only
+        try:
+            call()
+            errors.append("no error")
+        except (ValueError, TypeError, RuntimeError) as e:
+            errors.append(type(e).__name__ + ": " + str(e))
+    return errors
+
+
+def test_device_layer_refuses_clearly_without_a_gpu():
+    for errors in nt.launch(2, _device_layer_on_host_pes):
+        assert errors[0].startswith("ValueError") and "GPU" in errors[0], errors[0]
+        assert errors[1].startswith("TypeError") and "float64" in errors[1], errors[1]
+        assert errors[2].startswith("NvstError") and "GPU heap" in errors[2], errors[2]  # a RuntimeError
+
+
+def test_unique_id_for_a_job_across_hosts():
+    uid = nt.get_unique_id("10.1.2.3")
+    kind, host, port, cookie = uid.split(":")
+    assert (kind, host) == ("nvst1", "10.1.2.3") and 0 < int(port) < 65536 and len(cookie) == 32
+    assert nt.get_unique_id().split(":")[1] == "127.0.0.1"
+    with pytest.raises(RuntimeError, match="host"):
+        nt.get_unique_id("bad:host")
