@@ -11,6 +11,7 @@
 #           then the PyTorch job under torchrun (BIN_DIR/.. is the build)
 #   regress 2+ GPUs: each GPU suite at 2 PEs, bench coll (NVSHMEM column)
 #   pipinstall  2+ GPUs: `pip install .` on that machine, the torch job from it
+#   nvshmem 2+ GPUs: device-API and collective tests on NVSHMEM and on ours
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
 set -uo pipefail
@@ -110,6 +111,16 @@ case "$MODE" in
     step pip_install 560 python3 -m pip install --no-build-isolation --no-deps --target "$DEST" .
     PYTHONPATH="$DEST" step torch_2pe_pip 300 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
     PYTHONPATH="$DEST" step torch_example_pip 120 python3 -m torch.distributed.run --standalone --nproc_per_node=2 examples/torch_quickstart.py
+    ;;
+  nvshmem)  # the NVSHMEM backend (issue 8): the same test binaries on both backends
+    # libnvshmem_host.so.3 from this machine's nvidia-nvshmem wheel.
+    NV_LIB=$(python3 -c "import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],'nvshmem','lib'))")
+    export LD_LIBRARY_PATH="$NV_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    NVST_BACKEND=nvshmem step gpu_api_nvshmem_2pe 240 "$BIN/nvst_gpu_tests_nvshmem" --np 2
+    NVST_BACKEND=nvshmem step coll_nvshmem_2pe 300 "$BIN/nvst_coll_tests_nvshmem" --np 2
+    step gpu_api_ours_in_nvshmem_build 240 "$BIN/nvst_gpu_tests_nvshmem" --np 2
+    step coll_ours_in_nvshmem_build 300 "$BIN/nvst_coll_tests_nvshmem" --np 2
+    NVST_BACKEND=nvshmem step gpu_api_plain_build_refuses 60 "$BIN/nvst_gpu_tests" --np 2
     ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1

@@ -27,13 +27,17 @@ enum class HeapKind {
   kCuMem,    // cuMemCreate + POSIX fd over a Unix socket + cuMemMap (NVLink)
   kCudaIpc,  // legacy cudaIpcGetMemHandle / cudaIpcOpenMemHandle fallback
   kHost,     // host memory; no peer is reachable by load/store (CI, laptops)
+  kNvshmem,  // NVIDIA's NVSHMEM underneath (NVST_BACKEND=nvshmem): the heap is one
+             // nvshmem_malloc region and the device API's remote operations
+             // call nvshmem_*; programs linked to nvst::nvst_nvshmem only
 };
 
 struct InitOptions {
   // Bytes of symmetric heap per PE; 0 = NVST_SYMMETRIC_SIZE or 1 GiB
   // (256 MiB for host heaps). Rounded up to the allocation granularity.
   std::size_t heap_bytes = 0;
-  // kAuto = NVST_HEAP (auto|cumem|cudaipc|host).
+  // kAuto = NVST_BACKEND=nvshmem -> kNvshmem, else NVST_HEAP
+  // (auto|cumem|cudaipc|host|nvshmem).
   HeapKind heap_kind = HeapKind::kAuto;
 };
 

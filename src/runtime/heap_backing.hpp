@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include <cuda_runtime_api.h>
+
 namespace nvst {
 
 class Bootstrap;
@@ -39,5 +41,20 @@ std::unique_ptr<HeapBacking> make_host_heap(std::size_t bytes);
 std::unique_ptr<HeapBacking> make_cumem_heap(std::size_t bytes, const NodeContext& node);
 // Collective over the world (exchanges IPC handles through the bootstrap).
 std::unique_ptr<HeapBacking> make_cudaipc_heap(std::size_t bytes, const NodeContext& node);
+
+// NVSHMEM underneath (NVST_BACKEND=nvshmem; heap_nvshmem.cpp, built into
+// nvst::nvst_nvshmem only; heap_nvshmem_absent.cpp elsewhere says so).
+// Collective over the world: NVSHMEM is initialised with a unique ID that
+// travels through our bootstrap, then the heap is one nvshmem_malloc.
+bool nvshmem_backend_built();
+std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeContext& node, int world);
+// The host API's operations in a job on NVSHMEM.
+namespace nvshmem_ops {
+void barrier_all();
+void barrier_all_on_stream(cudaStream_t stream);
+void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
+void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
+void quiet();
+}  // namespace nvshmem_ops
 
 }  // namespace nvst

@@ -90,6 +90,7 @@ HeapKind parse_heap_kind(const std::string& s) {
   if (s == "cumem") return HeapKind::kCuMem;
   if (s == "cudaipc") return HeapKind::kCudaIpc;
   if (s == "host") return HeapKind::kHost;
+  if (s == "nvshmem") return HeapKind::kNvshmem;
   NVST_FAIL("NVST_HEAP='", s, "' is not one of auto, cumem, cudaipc, host");
 }
 
@@ -151,6 +152,7 @@ void upload_state(Runtime& r) {
     s.fifo_head_cache = r.proxy->device_head_cache();
   }
   s.initialized = 1;
+  s.backend = r.kind == HeapKind::kNvshmem ? dev::kBackendNvshmem : dev::kBackendNvst;
   detail::upload_device_state(s);
 }
 
@@ -182,6 +184,7 @@ const char* heap_kind_name(HeapKind kind) {
     case HeapKind::kCuMem: return "cumem";
     case HeapKind::kCudaIpc: return "cudaipc";
     case HeapKind::kHost: return "host";
+    case HeapKind::kNvshmem: return "nvshmem";
   }
   return "?";
 }
@@ -193,7 +196,14 @@ void init(const InitOptions& options) {
   detail::set_error_rank(r->launch.rank);
 
   HeapKind kind = options.heap_kind;
+  const std::string backend = settings::get("NVST_BACKEND").value_or("nvst");
+  NVST_REQUIRE(backend == "nvst" || backend == "nvshmem", "NVST_BACKEND=", backend,
+               " is not one of nvst, nvshmem");
+  if (kind == HeapKind::kAuto && backend == "nvshmem") kind = HeapKind::kNvshmem;
   if (kind == HeapKind::kAuto) kind = parse_heap_kind(settings::get("NVST_HEAP").value_or("auto"));
+  NVST_REQUIRE(kind != HeapKind::kNvshmem || nvshmem_backend_built(),
+               "NVST_BACKEND=nvshmem: this program has no NVSHMEM backend (it needs a build that found NVSHMEM "
+               "and a program linked to nvst::nvst_nvshmem, such as nvst_gpu_tests_nvshmem)");
   const int gpus = kind == HeapKind::kHost ? 0 : visible_gpu_count();
   if (kind == HeapKind::kAuto) kind = gpus > 0 ? HeapKind::kCuMem : HeapKind::kHost;
   if (kind != HeapKind::kHost) {
@@ -249,6 +259,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
   switch (kind) {
     case HeapKind::kCuMem: r->heap = make_cumem_heap(heap_bytes, node); break;
     case HeapKind::kCudaIpc: r->heap = make_cudaipc_heap(heap_bytes, node); break;
+    case HeapKind::kNvshmem: r->heap = make_nvshmem_heap(heap_bytes, node, r->launch.world); break;
     default: r->heap = make_host_heap(heap_bytes); break;
   }
   r->allocator = std::make_unique<HeapAllocator>(dev::kReservedHeapBytes, r->heap->size());
@@ -406,6 +417,7 @@ void* ptr(const void* addr, int pe) {
 void barrier_all() {
   Runtime& r = rt("barrier_all");
   if (r.device >= 0) NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::barrier_all();
   if (r.proxy) r.proxy->quiet();
   r.bootstrap->barrier("barrier_all");
 }
@@ -417,6 +429,7 @@ void barrier_all_on_stream(cudaStream_t stream) {
     NVST_REQUIRE(std::find(r.node_pes.begin(), r.node_pes.end(), pe) != r.node_pes.end(),
                  "nvst::barrier_all_on_stream: PE ", pe,
                  " is on another node; device barriers across nodes need the proxy transport");
+  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::barrier_all_on_stream(stream);
   detail::launch_barrier_all(stream);
 }
 
@@ -437,6 +450,7 @@ void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
   NVST_REQUIRE(src != nullptr, "nvst::putmem_on_stream: src is null");
   check_symmetric(r, dest, bytes, "putmem_on_stream", "dest");
   void* remote = peer_or_throw(r, dest, pe, "putmem_on_stream");
+  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::putmem_on_stream(dest, src, bytes, pe, stream);
   if (!r.heap->on_device()) {  // host heap: only this PE is reachable, by memcpy
     std::memmove(remote, src, bytes);
     return;
@@ -452,6 +466,7 @@ void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
   NVST_REQUIRE(dest != nullptr, "nvst::getmem_on_stream: dest is null");
   check_symmetric(r, src, bytes, "getmem_on_stream", "src");
   void* remote = peer_or_throw(r, src, pe, "getmem_on_stream");
+  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::getmem_on_stream(dest, src, bytes, pe, stream);
   if (!r.heap->on_device()) {
     std::memmove(dest, remote, bytes);
     return;
@@ -566,6 +581,7 @@ void fence() {
 void quiet() {
   Runtime& r = rt("quiet");
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::quiet();
   if (r.proxy) r.proxy->quiet();
 }
 

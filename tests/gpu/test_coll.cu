@@ -324,7 +324,7 @@ int run_pe() {
   NVST_CHECK_CUDA(cudaFree(in));
   NVST_CHECK_CUDA(cudaFree(out));
   nvst::finalize();
-  if (me == 0) std::printf("%d passed, %d failed\n", passed, failed);
+  if (me == 0) std::printf("%d passed, %d failed (heap %s)\n", passed, failed, nvst::heap_kind_name(nvst::heap_kind()));
   return failed == 0 ? 0 : 1;
 }
 

@@ -549,8 +549,9 @@ int api_mode() {
   const bool internode = nvst::team_n_pes(nvst::Team::kNode) < n;
   if (internode) g_barrier_iters = 200;
   if (me == 0)
-    std::printf("nvst_gpu_tests: %d PEs, %d per node (%s), seed %llu, %d rounds\n", n,
+    std::printf("nvst_gpu_tests: %d PEs, %d per node (%s), heap %s, seed %llu, %d rounds\n", n,
                 nvst::team_n_pes(nvst::Team::kNode), nvst::transport_to((me + 1) % n).c_str(),
+                nvst::heap_kind_name(nvst::heap_kind()),
                 static_cast<unsigned long long>(g_seed), g_rounds);
   Suite suite;
   char* sym_src = static_cast<char*>(nvst::malloc(kBuf));

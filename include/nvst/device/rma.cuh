@@ -22,6 +22,7 @@
 #include <type_traits>
 
 #include "nvst/device/copy.cuh"
+#include "nvst/device/nvshmem_backend.cuh"
 #include "nvst/device/proxy.cuh"
 #include "nvst/device/state.cuh"
 
@@ -37,6 +38,7 @@ template <typename T>
 __device__ __forceinline__ void p(T* dest, T value, int pe) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
                 "nvst::dev::p: element must be 1, 2, 4 or 8 bytes");
+  NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(dest, sizeof(T)); nvshmem_putmem(dest, &value, sizeof(T), pe); return)
   if constexpr (sizeof(T) == 8) {
     check_pe(pe);
     if (!on_node(pe) && has_proxy()) {
@@ -56,6 +58,7 @@ template <typename T>
 __device__ __forceinline__ T g(const T* src, int pe) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
                 "nvst::dev::g: element must be 1, 2, 4 or 8 bytes");
+  NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(src, sizeof(T)); T v; nvshmem_getmem(&v, src, sizeof(T), pe); return v)
   return *reinterpret_cast<const volatile T*>(rma_address(src, sizeof(T), pe));
 }
 
@@ -67,6 +70,7 @@ template <Scope S>
 __device__ __forceinline__ void put_scope(void* dest, const void* src, std::size_t bytes, int pe) {
   if (bytes == 0) return;
   check_pe(pe);
+  NVST_IF_NVSHMEM(check_symmetric(dest, bytes); nvshmem_backend::put<S>(dest, src, bytes, pe, true); return)
   if (!on_node(pe) && has_proxy()) {
     check_symmetric(dest, bytes);
     Group<S>::sync();
@@ -81,6 +85,8 @@ __device__ __forceinline__ void put_scope(void* dest, const void* src, std::size
 // done; through the proxy the group waits until it has completed them.
 template <Scope S>
 __device__ __forceinline__ void put_blocking(void* dest, const void* src, std::size_t bytes, int pe) {
+  NVST_IF_NVSHMEM(if (bytes == 0) return; check_pe(pe); check_symmetric(dest, bytes);
+                  nvshmem_backend::put<S>(dest, src, bytes, pe, false); return)
   put_scope<S>(dest, src, bytes, pe);
   if (bytes != 0 && !on_node(pe) && has_proxy()) {
     if (Group<S>::rank() == 0) proxy_quiet();
@@ -91,6 +97,7 @@ __device__ __forceinline__ void put_blocking(void* dest, const void* src, std::s
 template <Scope S>
 __device__ __forceinline__ void get_scope(void* dest, const void* src, std::size_t bytes, int pe) {
   if (bytes == 0) return;
+  NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(src, bytes); nvshmem_backend::get<S>(dest, src, bytes, pe); return)
   group_copy<S>(dest, rma_address(src, bytes, pe), bytes);
 }
 

@@ -83,6 +83,9 @@ __device__ __forceinline__ T wait_until_impl(const T* p, Cmp cmp, T value, FailK
 __device__ __forceinline__ void signal_op(std::uint64_t* sig_addr, std::uint64_t signal,
                                           SignalOp op, int pe) {
   check_pe(pe);
+  NVST_IF_NVSHMEM(check_symmetric(sig_addr, sizeof(std::uint64_t));
+                  nvshmemx_signal_op(sig_addr, signal, nvshmem_backend::signal_op_code(op == SignalOp::kAdd), pe);
+                  return)
   if (!on_node(pe) && has_proxy()) {
     check_symmetric(sig_addr, sizeof(std::uint64_t));
     proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(sig_addr), signal,
@@ -125,6 +128,10 @@ __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, st
                                                  SignalOp op, int pe) {
   using G = Group<S>;
   check_pe(pe);
+  NVST_IF_NVSHMEM(if (bytes) check_symmetric(dest, bytes); check_symmetric(sig_addr, sizeof(std::uint64_t));
+                  nvshmem_backend::put_signal<S>(dest, src, bytes, sig_addr, signal, op == SignalOp::kAdd, pe,
+                                                 !kBlocking);
+                  return)
   if (!on_node(pe) && has_proxy()) {
     // One command: the proxy sends the signal only once the data is there.
     if (bytes) check_symmetric(dest, bytes);

@@ -23,6 +23,11 @@ inline constexpr int kMaxPes = 4096;
 // allocations start after them.
 inline constexpr std::size_t kReservedHeapBytes = 64 * 1024;
 
+// Which implementation carries the device API's remote operations
+// (DeviceState::backend): ours, or NVSHMEM's (nvshmem_backend.cuh).
+inline constexpr int kBackendNvst = 0;
+inline constexpr int kBackendNvshmem = 1;
+
 // Why a kernel stopped itself (written to DeviceError::kind).
 enum class FailKind : int {
   kNone = 0,
@@ -69,6 +74,7 @@ struct DeviceState {
   unsigned long long* fifo_tail; // its producers' ticket counter (device memory)
   unsigned long long* fifo_head_cache;  // the last `head` a producer read (device memory)
   int initialized;
+  int backend;                   // kBackendNvst or kBackendNvshmem
 };
 
 }  // namespace nvst::dev

@@ -13,6 +13,7 @@ namespace nvst::dev {
 
 // Orders this thread's earlier puts to each PE before its later ones.
 __device__ __forceinline__ void fence() {
+  NVST_IF_NVSHMEM(nvshmem_fence(); return)
   __threadfence_system();
   proxy_fence();
 }
@@ -20,6 +21,7 @@ __device__ __forceinline__ void fence() {
 // Completes this thread's earlier puts and gets: after quiet() the data is
 // visible at the target PE (system scope).
 __device__ __forceinline__ void quiet() {
+  NVST_IF_NVSHMEM(nvshmem_quiet(); return)
   __threadfence_system();
   proxy_quiet();
 }
@@ -36,6 +38,7 @@ __device__ __forceinline__ void quiet() {
 // barriers and a fast PE's next arrival cannot be mistaken for this one's.
 template <Scope S>
 __device__ __forceinline__ void barrier_all_scope() {
+  NVST_IF_NVSHMEM(nvshmem_backend::barrier_all<S>(); return)
   using G = Group<S>;
   const DeviceState& s = state();
   __shared__ std::uint64_t shared_seq;  // only used by the block scope

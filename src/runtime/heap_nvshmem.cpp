@@ -1,0 +1,109 @@
+// NVSHMEM underneath the runtime (NVST_BACKEND=nvshmem; issue 8). Our
+// bootstrap carries NVSHMEM's unique ID, NVSHMEM starts with it, and the
+// symmetric heap is a single nvshmem_malloc region: the same offset on every
+// PE, so our allocator, nvst::ptr and the device API keep working, while
+// the device API's remote operations call nvshmem_* (nvshmem_backend.cuh)
+// and the host API's call nvshmemx_*_on_stream (nvshmem_ops below).
+//
+// NVSHMEM is initialised once per process and not finalised by
+// nvst::finalize (it cannot start again in the same process); a later
+// nvst::init with the same rank and world reuses it.
+#include <cstdlib>
+#include <string>
+
+#include <nvshmem.h>
+#include <nvshmemx.h>
+
+#include "nvst/error.hpp"
+#include "runtime/bootstrap.hpp"
+#include "runtime/heap_backing.hpp"
+
+namespace nvst {
+
+namespace {
+
+int g_rank = -1, g_world = -1;
+
+void start_nvshmem(const NodeContext& node, int world, std::size_t heap_bytes) {
+  if (g_rank >= 0) {
+    NVST_REQUIRE(g_rank == node.rank && g_world == world, "NVSHMEM was started in this process as PE ", g_rank,
+                 " of ", g_world, " and cannot start again as PE ", node.rank, " of ", world);
+    return;
+  }
+  // NVLink multicast stays off whatever the environment says (shared GPU
+  // hosts; see README). The rest are defaults the caller may override.
+  ::setenv("NVSHMEM_DISABLE_NVLS", "1", 1);
+  ::setenv("NVSHMEM_REMOTE_TRANSPORT", "none", 0);  // one node: NVLink only
+  ::setenv("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo", 0);
+  // Room for our heap in NVSHMEM's (it keeps some for itself).
+  ::setenv("NVSHMEM_SYMMETRIC_SIZE", std::to_string(heap_bytes + (std::size_t{256} << 20)).c_str(), 0);
+  nvshmemx_uniqueid_t uid = NVSHMEMX_UNIQUEID_INITIALIZER;
+  if (node.rank == 0) NVST_REQUIRE(nvshmemx_get_uniqueid(&uid) == 0, "nvshmemx_get_uniqueid failed");
+  node.bootstrap->broadcast(&uid, sizeof(uid), 0, "init: NVSHMEM unique id");
+  nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
+  NVST_REQUIRE(nvshmemx_set_attr_uniqueid_args(node.rank, world, &uid, &attr) == 0,
+               "nvshmemx_set_attr_uniqueid_args failed");
+  NVST_REQUIRE(nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) == 0,
+               "nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID) failed (NVSHMEM_DEBUG=WARN says why)");
+  NVST_REQUIRE(nvshmem_my_pe() == node.rank && nvshmem_n_pes() == world, "NVSHMEM numbered this PE ",
+               nvshmem_my_pe(), " of ", nvshmem_n_pes(), "; nvst says ", node.rank, " of ", world);
+  g_rank = node.rank;
+  g_world = world;
+}
+
+class NvshmemHeap final : public HeapBacking {
+ public:
+  NvshmemHeap(std::size_t bytes, const NodeContext& node, int world) : size_(bytes) {
+    NVST_REQUIRE(static_cast<int>(node.node_pes.size()) == world,
+                 "NVST_BACKEND=nvshmem runs every PE on one node (NVLink); this job has ", world,
+                 " PEs and this node ", node.node_pes.size(), " (NVST_NODE_SIZE splits nodes for our proxy only)");
+    start_nvshmem(node, world, bytes);
+    base_ = static_cast<char*>(nvshmem_malloc(bytes));  // collective
+    NVST_REQUIRE(base_ != nullptr, "nvshmem_malloc(", bytes, ") failed: NVSHMEM_SYMMETRIC_SIZE (",
+                 std::getenv("NVSHMEM_SYMMETRIC_SIZE") ? std::getenv("NVSHMEM_SYMMETRIC_SIZE") : "unset",
+                 ") must hold the nvst heap (NVST_SYMMETRIC_SIZE) plus NVSHMEM's own");
+    for (int pe : node.node_pes) {
+      char* p = static_cast<char*>(nvshmem_ptr(base_, pe));
+      NVST_REQUIRE(p != nullptr, "nvshmem_ptr gives no load/store address for PE ", pe,
+                   " (NVSHMEM found no NVLink/P2P path to it)");
+      peers_.push_back(p);
+    }
+  }
+  ~NvshmemHeap() override {
+    if (base_) nvshmem_free(base_);  // collective, like nvst::finalize
+  }
+  char* local_base() const override { return base_; }
+  std::size_t size() const override { return size_; }
+  char* peer_base(int node_index) const override {
+    return node_index >= 0 && node_index < static_cast<int>(peers_.size()) ? peers_[static_cast<std::size_t>(node_index)]
+                                                                          : nullptr;
+  }
+  bool on_device() const override { return true; }
+
+ private:
+  std::size_t size_;
+  char* base_ = nullptr;
+  std::vector<char*> peers_;
+};
+
+}  // namespace
+
+bool nvshmem_backend_built() { return true; }
+
+std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeContext& node, int world) {
+  return std::make_unique<NvshmemHeap>(bytes, node, world);
+}
+
+namespace nvshmem_ops {
+void barrier_all() { nvshmem_barrier_all(); }
+void barrier_all_on_stream(cudaStream_t stream) { nvshmemx_barrier_all_on_stream(stream); }
+void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
+  nvshmemx_putmem_on_stream(dest, src, bytes, pe, stream);
+}
+void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
+  nvshmemx_getmem_on_stream(dest, src, bytes, pe, stream);
+}
+void quiet() { nvshmem_quiet(); }
+}  // namespace nvshmem_ops
+
+}  // namespace nvst

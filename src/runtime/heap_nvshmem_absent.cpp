@@ -1,0 +1,25 @@
+// The NVSHMEM backend in a library built without it (nvst::nvst): asking for
+// it fails with a message that says how to get it.
+#include "nvst/error.hpp"
+#include "runtime/heap_backing.hpp"
+
+namespace nvst {
+
+namespace {
+[[noreturn]] void absent(const char* what) {
+  NVST_FAIL(what, ": this program has no NVSHMEM backend (NVST_BACKEND=nvshmem needs a build that found NVSHMEM, "
+            "and the program linked to nvst::nvst_nvshmem, e.g. nvst_gpu_tests_nvshmem)");
+}
+}  // namespace
+
+bool nvshmem_backend_built() { return false; }
+std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t, const NodeContext&, int) { absent("nvst::init"); }
+namespace nvshmem_ops {
+void barrier_all() { absent("barrier_all"); }
+void barrier_all_on_stream(cudaStream_t) { absent("barrier_all_on_stream"); }
+void putmem_on_stream(void*, const void*, std::size_t, int, cudaStream_t) { absent("putmem_on_stream"); }
+void getmem_on_stream(void*, const void*, std::size_t, int, cudaStream_t) { absent("getmem_on_stream"); }
+void quiet() { absent("quiet"); }
+}  // namespace nvshmem_ops
+
+}  // namespace nvst
