@@ -323,8 +323,9 @@ int run_pe() {
   NVST_CHECK_CUDA(cudaStreamDestroy(s));
   NVST_CHECK_CUDA(cudaFree(in));
   NVST_CHECK_CUDA(cudaFree(out));
+  const char* heap = nvst::heap_kind_name(nvst::heap_kind());
   nvst::finalize();
-  if (me == 0) std::printf("%d passed, %d failed (heap %s)\n", passed, failed, nvst::heap_kind_name(nvst::heap_kind()));
+  if (me == 0) std::printf("%d passed, %d failed (heap %s)\n", passed, failed, heap);
   return failed == 0 ? 0 : 1;
 }
 
