@@ -5,12 +5,23 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string>
+
+#include <cuda_runtime_api.h>
 
 #include "nvst/coll.hpp"
 #include "nvst/nvst.hpp"
 
 namespace nvst_py {
+
+// Device addresses and CUDA streams cross from Python as ints.
+template <typename T = void>
+T* as(std::uintptr_t p) {
+  return reinterpret_cast<T*>(p);
+}
+inline cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
+inline std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 inline nvst::coll::RedOp op_of(const std::string& op) {
   if (op == "sum") return nvst::coll::RedOp::kSum;

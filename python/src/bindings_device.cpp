@@ -90,8 +90,6 @@ py::capsule dlpack_bytes(std::uintptr_t addr, std::int64_t nbytes, py::object ow
   });
 }
 
-cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
-void* as_ptr(std::uintptr_t p) { return reinterpret_cast<void*>(p); }
 
 nvst::coll::DType dtype_named(const std::string& name) {
   if (name == "float32") return nvst::coll::DType::kF32;
@@ -128,22 +126,22 @@ void bind_device(py::module_& m) {
       "malloc",
       [](std::size_t nbytes) {
         py::gil_scoped_release nogil;
-        return reinterpret_cast<std::uintptr_t>(nvst::calloc(1, nbytes));
+        return addr(nvst::calloc(1, nbytes));
       },
       py::arg("nbytes"), "Collective: a zeroed symmetric allocation; returns its address (0 for 0 bytes).");
   m.def(
       "free_addr",
       [](std::uintptr_t addr) {
         py::gil_scoped_release nogil;
-        nvst::free(as_ptr(addr));
+        nvst::free(as<>(addr));
       },
       py::arg("addr"), "Collective: frees what malloc returned.");
   m.def(
-      "peer_addr", [](std::uintptr_t addr, int pe) { return reinterpret_cast<std::uintptr_t>(nvst::ptr(as_ptr(addr), pe)); },
+      "peer_addr", [](std::uintptr_t a, int pe) { return addr(nvst::ptr(as<>(a), pe)); },
       py::arg("addr"), py::arg("pe"), "nvshmem_ptr: where this PE reaches pe's copy of addr (0: not by load/store).");
   m.def(
       "is_symmetric",
-      [](std::uintptr_t addr, std::size_t nbytes) { return nvst::is_symmetric(as_ptr(addr), nbytes); },
+      [](std::uintptr_t addr, std::size_t nbytes) { return nvst::is_symmetric(as<>(addr), nbytes); },
       py::arg("addr"), py::arg("nbytes") = 1);
   m.def(
       "barrier_all_on_stream",
@@ -156,14 +154,14 @@ void bind_device(py::module_& m) {
       "putmem_on_stream",
       [](std::uintptr_t dest, std::uintptr_t src, std::size_t nbytes, int pe, std::uintptr_t stream) {
         py::gil_scoped_release nogil;
-        nvst::putmem_on_stream(as_ptr(dest), as_ptr(src), nbytes, pe, as_stream(stream));
+        nvst::putmem_on_stream(as<>(dest), as<>(src), nbytes, pe, as_stream(stream));
       },
       py::arg("dest"), py::arg("src"), py::arg("nbytes"), py::arg("pe"), py::arg("stream"));
   m.def(
       "getmem_on_stream",
       [](std::uintptr_t dest, std::uintptr_t src, std::size_t nbytes, int pe, std::uintptr_t stream) {
         py::gil_scoped_release nogil;
-        nvst::getmem_on_stream(as_ptr(dest), as_ptr(src), nbytes, pe, as_stream(stream));
+        nvst::getmem_on_stream(as<>(dest), as<>(src), nbytes, pe, as_stream(stream));
       },
       py::arg("dest"), py::arg("src"), py::arg("nbytes"), py::arg("pe"), py::arg("stream"));
   m.def(
@@ -171,7 +169,7 @@ void bind_device(py::module_& m) {
       [](std::uintptr_t dest, std::uintptr_t src, std::size_t nbytes, std::uintptr_t sig, std::uint64_t value,
          bool add, int pe, std::uintptr_t stream) {
         py::gil_scoped_release nogil;
-        nvst::putmem_signal_on_stream(as_ptr(dest), as_ptr(src), nbytes, static_cast<std::uint64_t*>(as_ptr(sig)),
+        nvst::putmem_signal_on_stream(as<>(dest), as<>(src), nbytes, as<std::uint64_t>(sig),
                                       value, add ? nvst::SignalOp::kAdd : nvst::SignalOp::kSet, pe,
                                       as_stream(stream));
       },
@@ -181,7 +179,7 @@ void bind_device(py::module_& m) {
       "signal_op_on_stream",
       [](std::uintptr_t sig, std::uint64_t value, bool add, int pe, std::uintptr_t stream) {
         py::gil_scoped_release nogil;
-        nvst::signal_op_on_stream(static_cast<std::uint64_t*>(as_ptr(sig)), value,
+        nvst::signal_op_on_stream(as<std::uint64_t>(sig), value,
                                   add ? nvst::SignalOp::kAdd : nvst::SignalOp::kSet, pe, as_stream(stream));
       },
       py::arg("signal"), py::arg("value"), py::arg("add"), py::arg("pe"), py::arg("stream"));
@@ -190,7 +188,7 @@ void bind_device(py::module_& m) {
       [](std::uintptr_t sig, const std::string& cmp, std::uint64_t value, std::uintptr_t stream) {
         const nvst::Cmp c = cmp_of(cmp);
         py::gil_scoped_release nogil;
-        nvst::signal_wait_until_on_stream(static_cast<std::uint64_t*>(as_ptr(sig)), c, value, as_stream(stream));
+        nvst::signal_wait_until_on_stream(as<std::uint64_t>(sig), c, value, as_stream(stream));
       },
       py::arg("signal"), py::arg("cmp"), py::arg("value"), py::arg("stream"));
 
@@ -203,7 +201,7 @@ void bind_device(py::module_& m) {
         const auto t = dtype_named(dtype);
         const auto o = op_of(op);
         py::gil_scoped_release nogil;
-        nvst::coll::all_reduce(as_ptr(in), as_ptr(out), count, t, o, as_stream(stream));
+        nvst::coll::all_reduce(as<>(in), as<>(out), count, t, o, as_stream(stream));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"));
   c.def(
@@ -211,7 +209,7 @@ void bind_device(py::module_& m) {
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
-        nvst::coll::all_gather(as_ptr(in), as_ptr(out), count, t, as_stream(stream));
+        nvst::coll::all_gather(as<>(in), as<>(out), count, t, as_stream(stream));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("stream"));
   c.def(
@@ -221,7 +219,7 @@ void bind_device(py::module_& m) {
         const auto t = dtype_named(dtype);
         const auto o = op_of(op);
         py::gil_scoped_release nogil;
-        nvst::coll::reduce_scatter(as_ptr(in), as_ptr(out), count, t, o, as_stream(stream));
+        nvst::coll::reduce_scatter(as<>(in), as<>(out), count, t, o, as_stream(stream));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"));
   c.def(
@@ -230,7 +228,7 @@ void bind_device(py::module_& m) {
          std::uintptr_t stream) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
-        nvst::coll::broadcast(as_ptr(in), as_ptr(out), count, t, root, as_stream(stream));
+        nvst::coll::broadcast(as<>(in), as<>(out), count, t, root, as_stream(stream));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("stream"));
   c.def(
@@ -238,7 +236,7 @@ void bind_device(py::module_& m) {
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
-        nvst::coll::all_to_all(as_ptr(in), as_ptr(out), count, t, as_stream(stream));
+        nvst::coll::all_to_all(as<>(in), as<>(out), count, t, as_stream(stream));
       },
       py::arg("input"), py::arg("output"), py::arg("count_per_pe"), py::arg("dtype"), py::arg("stream"));
   c.def(
@@ -248,7 +246,7 @@ void bind_device(py::module_& m) {
          const std::string& dtype, std::uintptr_t stream) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
-        nvst::coll::all_to_allv(as_ptr(in), send_counts, send_displs, as_ptr(out), recv_counts, recv_displs, t,
+        nvst::coll::all_to_allv(as<>(in), send_counts, send_displs, as<>(out), recv_counts, recv_displs, t,
                                 as_stream(stream));
       },
       py::arg("input"), py::arg("send_counts"), py::arg("send_displs"), py::arg("output"), py::arg("recv_counts"),

@@ -18,12 +18,6 @@ namespace nvst_py {
 
 namespace {
 
-template <typename T>
-T* as(std::uintptr_t p) {
-  return reinterpret_cast<T*>(p);
-}
-cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
-std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 // The shape fields every input struct has.
 template <typename In>

@@ -92,12 +92,9 @@ __global__ void signal_add_kernel(unsigned long long* word, unsigned long long v
 }
 }  // namespace
 
-void preload_proxy_kernels() {
-  // CUDA loads kernels lazily (CUDA_MODULE_LOADING=LAZY, the default), and
-  // loading one waits for running kernels. The proxy launches signal_add
-  // while user kernels spin waiting for that very signal: load it now.
+void preload_kernels(std::initializer_list<const void*> kernels) {
   cudaFuncAttributes attr{};
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, signal_add_kernel));
+  for (const void* k : kernels) NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, k));
 }
 
 void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream) {
@@ -138,17 +135,14 @@ void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, 
   NVST_CHECK_LAUNCH();
 }
 
-void preload_host_api_kernels() {
-  // As preload_proxy_kernels: the host API's kernels are launched while
-  // other kernels spin (a receiver's wait kernel is running when it enqueues
-  // the credit signal behind it). A lazy load at that launch waits for the
-  // spinning kernel, which waits for a peer stuck the same way: load them
-  // all at init, before anything spins.
-  cudaFuncAttributes attr{};
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, signal_op_kernel));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, putmem_signal_block_kernel));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, signal_wait_until_kernel));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, barrier_all_kernel));
+void preload_runtime_kernels() {
+  // The proxy launches signal_add while user kernels spin waiting for that
+  // very signal; a receiver's wait kernel is running when the host API
+  // enqueues the credit signal behind it.
+  preload_kernels({reinterpret_cast<const void*>(signal_add_kernel), reinterpret_cast<const void*>(signal_op_kernel),
+                   reinterpret_cast<const void*>(putmem_signal_block_kernel),
+                   reinterpret_cast<const void*>(signal_wait_until_kernel),
+                   reinterpret_cast<const void*>(barrier_all_kernel)});
 }
 
 void launch_barrier_all(cudaStream_t stream) {

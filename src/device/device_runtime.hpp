@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "nvst/device/state.cuh"
@@ -27,9 +28,14 @@ void launch_signal_op(std::uint64_t* sig, std::uint64_t value, int op, int pe, c
 void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
                                 std::uint64_t value, int op, int pe, cudaStream_t stream);
 void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, cudaStream_t stream);
-// Loads the host API's own kernels now (at init; see device_runtime.cu).
-void preload_host_api_kernels();
-// Loads the proxy's kernels now (see device_runtime.cu for why).
-void preload_proxy_kernels();
+// Loads these kernels now. CUDA loads kernels lazily
+// (CUDA_MODULE_LOADING=LAZY, the default), and loading one waits for the
+// kernels already running. A library kernel first launched while another
+// kernel spins waiting on a peer (stuck the same way) would deadlock until
+// the device timeout: every kernel launched behind a spinning one is loaded
+// up front with this.
+void preload_kernels(std::initializer_list<const void*> kernels);
+// The runtime's own (host API, proxy), at init.
+void preload_runtime_kernels();
 
 }  // namespace nvst::detail

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "device/device_runtime.hpp"
 #include "ep/ep_device.cuh"
 #include "ep/kernels.hpp"
 #include "nvst/error.hpp"
@@ -203,12 +204,10 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
 }
 
 void preload_normal_kernels() {
-  // Lazy loading waits for running kernels; these spin on peers, so load
-  // them before any of them runs (see runtime's preload_proxy_kernels).
-  cudaFuncAttributes attr{};
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, dispatch_kernel));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, combine_send_kernel));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, combine_reduce_kernel));
+  // These spin on peers: load them before any of them runs.
+  nvst::detail::preload_kernels({reinterpret_cast<const void*>(dispatch_kernel),
+                                 reinterpret_cast<const void*>(combine_send_kernel),
+                                 reinterpret_cast<const void*>(combine_reduce_kernel)});
 }
 
 }  // namespace nvst::ep::detail

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "device/device_runtime.hpp"
 #include "ep/ep_device.cuh"
 #include "ep/kernels.hpp"
 #include "nvst/error.hpp"
@@ -209,11 +210,10 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
 }
 
 void preload_ll_kernels() {
-  cudaFuncAttributes attr{};
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_dispatch_send));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_dispatch_recv));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_combine_send));
-  NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ll_combine_recv));
+  nvst::detail::preload_kernels({reinterpret_cast<const void*>(ll_dispatch_send),
+                                 reinterpret_cast<const void*>(ll_dispatch_recv),
+                                 reinterpret_cast<const void*>(ll_combine_send),
+                                 reinterpret_cast<const void*>(ll_combine_recv)});
 }
 
 }  // namespace nvst::ep::detail

@@ -283,7 +283,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     dev::DeviceError* mailbox = r->mailbox;
     detail::set_device_error_describer([mailbox] { return detail::describe_device_error(mailbox); });
     upload_state(*r);
-    detail::preload_host_api_kernels();
+    detail::preload_runtime_kernels();  // also the proxy's, built above
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   r->bootstrap->barrier("init: heaps ready");
@@ -632,6 +632,16 @@ std::string new_loopback_unique_id() { return UniqueId::create_loopback().to_str
 std::string new_unique_id(const std::string& host) { return UniqueId::create_for_host(host).to_string(); }
 
 std::uint64_t detail::init_generation() { return g_init_generation; }
+
+void detail::check_pe(int pe, const char* fn) { nvst::check_pe(rt(fn), pe, fn); }
+void detail::check_symmetric(const void* addr, std::size_t bytes, const char* fn, const char* what) {
+  nvst::check_symmetric(rt(fn), addr, bytes, fn, what);
+}
+void detail::check_signal_word(const std::uint64_t* sig, const char* fn) { nvst::check_signal_word(rt(fn), sig, fn); }
+void detail::check_gpu_heap(const char* fn) {
+  NVST_REQUIRE(rt(fn).heap->on_device(), "nvst::", fn,
+               ": needs a GPU heap (this PE's heap is in host memory; use the host-side forms)");
+}
 
 Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }
 

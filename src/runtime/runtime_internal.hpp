@@ -2,6 +2,7 @@
 // job's bootstrap, so a tool can open its own fabric endpoints next to ours.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace nvst {
@@ -11,5 +12,11 @@ Bootstrap& runtime_bootstrap();
 // Counts nvst::init calls in this process, so libraries on top can tell
 // that state they keep belongs to an earlier (finalized) runtime.
 std::uint64_t init_generation();
+// The runtime's argument checks, for the host API's other files
+// (stream_signal.cpp): each throws nvst::Error naming `fn`.
+void check_pe(int pe, const char* fn);
+void check_symmetric(const void* addr, std::size_t bytes, const char* fn, const char* what);
+void check_signal_word(const std::uint64_t* sig, const char* fn);
+void check_gpu_heap(const char* fn);
 }  // namespace detail
 }  // namespace nvst

@@ -258,7 +258,6 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
       NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       s.free_events.push_back(e);
     }
-    detail::preload_proxy_kernels();
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
