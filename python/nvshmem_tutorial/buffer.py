@@ -17,7 +17,8 @@ import torch.distributed as dist
 
 from . import _nvst
 from . import distributed as nd
-from .tensors import check_tensor, init_from_torch, nvshmem_alloc_tensor, nvshmem_barrier, nvshmem_free_tensor
+from .tensors import (check_tensor, current_stream, init_from_torch, nvshmem_alloc_tensor, nvshmem_barrier,
+                      nvshmem_free_tensor)
 
 _MIN_SLOT = 1 << 20
 
@@ -44,7 +45,11 @@ class NvshmemBuffer:
         slot = max(_MIN_SLOT, max(num_nvl_bytes, num_rdma_bytes) // max(num_ranks, 1)) // 16 * 16
         self.slot_bytes = slot
         self._slots = nvshmem_alloc_tensor((num_ranks, slot), torch.uint8)  # [src] at the receiver
-        self._stage = nvshmem_alloc_tensor((slot,), torch.uint8)  # source of puts through the proxy
+        # Peers reached through the proxy, which reads from the symmetric heap
+        # (a staging slot). With several nodes every PE has such a peer, so
+        # all PEs make the same (collective) allocation.
+        self._via_proxy = [_nvst.transport_to(p).startswith("fabric") for p in range(num_ranks)]
+        self._stage = nvshmem_alloc_tensor((slot,), torch.uint8) if any(self._via_proxy) else None
         self._data_sig = nvshmem_alloc_tensor((num_ranks,), torch.int64)  # [src]: pieces that arrived
         self._credit_sig = nvshmem_alloc_tensor((num_ranks,), torch.int64)  # [dst]: pieces dst consumed
         self._sent = [0] * num_ranks
@@ -54,7 +59,8 @@ class NvshmemBuffer:
     def destroy(self):
         """Collective: frees the staging area."""
         for t in (self._slots, self._stage, self._data_sig, self._credit_sig):
-            nvshmem_free_tensor(t)
+            if t is not None:
+                nvshmem_free_tensor(t)
         self._slots = self._stage = self._data_sig = self._credit_sig = None
 
     def get_local_device_id(self):
@@ -80,16 +86,15 @@ class NvshmemBuffer:
         stream (returns before the data has arrived)."""
         check_tensor(tensor, "NvshmemBuffer.send", "tensor")
         self._peer(dst_rank, "send")
-        stream = torch.cuda.current_stream().cuda_stream
+        stream = current_stream()
         data = tensor.view(-1).view(torch.uint8)
-        via_proxy = _nvst.transport_to(dst_rank).startswith("fabric")
         for start in range(0, data.numel(), self.slot_bytes):
             piece = data[start:start + self.slot_bytes]
             # The slot at dst_rank is free once it has consumed every earlier piece.
             _nvst.signal_wait_until_on_stream(self._sig(self._credit_sig, dst_rank), "ge", self._sent[dst_rank],
                                               stream)
             src = piece
-            if via_proxy:  # the proxy reads from the symmetric heap
+            if self._via_proxy[dst_rank]:
                 self._stage[: piece.numel()].copy_(piece)
                 src = self._stage
             _nvst.putmem_signal_on_stream(self._slots[self.rank].data_ptr(), src.data_ptr(), piece.numel(),
@@ -101,7 +106,7 @@ class NvshmemBuffer:
         ordered on the current stream."""
         check_tensor(tensor, "NvshmemBuffer.recv", "tensor")
         self._peer(src_rank, "recv")
-        stream = torch.cuda.current_stream().cuda_stream
+        stream = current_stream()
         data = tensor.view(-1).view(torch.uint8)
         for start in range(0, data.numel(), self.slot_bytes):
             piece = data[start:start + self.slot_bytes]
@@ -148,7 +153,7 @@ class NvshmemBuffer:
 
     def internode_all_gather(self, tensor_list, tensor, async_op=False):
         """The collectives run inside one node; across nodes this raises."""
-        if any(_nvst.transport_to(p).startswith("fabric") for p in range(self.num_ranks)):
+        if any(self._via_proxy):
             raise NotImplementedError("nvshmem_tutorial.NvshmemBuffer.internode_all_gather: the library's "
                                       "collectives do not span nodes yet (send/recv do)")
         return self.all_gather(tensor_list, tensor, async_op)

@@ -25,7 +25,7 @@ import torch
 import torch.distributed as tdist
 
 from . import _nvst
-from .tensors import DTYPE_NAMES, check_tensor, nvst_group, require_initialized
+from .tensors import DTYPE_NAMES, check_tensor, current_stream, nvst_group, require_initialized
 
 
 class ReduceOp:
@@ -60,7 +60,7 @@ class Work:
         self._event.record()
 
     def wait(self, timeout=None):
-        torch.cuda.current_stream().wait_event(self._event)
+        torch.cuda.currentcurrent_stream().wait_event(self._event)
         return True
 
     def is_completed(self):
@@ -97,7 +97,7 @@ def _agree(fn, code, count, dtype, extra=0):
     """Every PE must call the same collective with the same arguments."""
     if not _checks["on"]:
         return
-    mine = (_OP_CODES.get(code, 9) if isinstance(code, str) else code, count, _DTYPE_CODES[dtype], extra)
+    mine = (code, count, _DTYPE_CODES[dtype], extra)
     everyone = [struct.unpack("<4q", b) for b in _nvst.bootstrap_allgather(struct.pack("<4q", *mine))]
     bad = [pe for pe, theirs in enumerate(everyone) if theirs != mine]
     if bad:
@@ -110,16 +110,12 @@ def _done(async_op):
     return Work() if async_op else None
 
 
-def _stream():
-    return torch.cuda.current_stream().cuda_stream
-
-
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     dt = _prologue("all_reduce", group, [("tensor", tensor)])
     name = _op_name(op, "all_reduce")
     _agree("all_reduce", 10 + _OP_CODES[name], tensor.numel(), dt)
     p = tensor.data_ptr()
-    _nvst.coll.all_reduce(p, p, tensor.numel(), dt, name, _stream())
+    _nvst.coll.all_reduce(p, p, tensor.numel(), dt, name, current_stream())
     return _done(async_op)
 
 
@@ -131,7 +127,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: output_tensor has {output_tensor.numel()} elements; "
                          f"it needs world size {n} x {input_tensor.numel()}")
     _agree(fn, 20, input_tensor.numel(), dt)
-    _nvst.coll.all_gather(input_tensor.data_ptr(), output_tensor.data_ptr(), input_tensor.numel(), dt, _stream())
+    _nvst.coll.all_gather(input_tensor.data_ptr(), output_tensor.data_ptr(), input_tensor.numel(), dt, current_stream())
     return _done(async_op)
 
 
@@ -144,7 +140,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input has {input.numel()} elements; "
                          f"it needs world size {n} x {output.numel()}")
     _agree(fn, 30 + _OP_CODES[name], output.numel(), dt)
-    _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, name, _stream())
+    _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, name, current_stream())
     return _done(async_op)
 
 
@@ -155,7 +151,7 @@ def broadcast(tensor, src, group=None, async_op=False):
         raise ValueError(f"nvshmem_tutorial.distributed.broadcast: src {src} out of range [0, {n})")
     _agree("broadcast", 40, tensor.numel(), dt, src)
     p = tensor.data_ptr()
-    _nvst.coll.broadcast(p, p, tensor.numel(), dt, src, _stream())
+    _nvst.coll.broadcast(p, p, tensor.numel(), dt, src, current_stream())
     return _done(async_op)
 
 
@@ -191,9 +187,9 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     recv = _splits(output_split_sizes, output.shape[0], n, fn, "output_split_sizes")
     _agree(fn, 50, row, dt)
     if input_split_sizes is None and output_split_sizes is None:
-        _nvst.coll.all_to_all(input.data_ptr(), output.data_ptr(), send[0] * row, dt, _stream())
+        _nvst.coll.all_to_all(input.data_ptr(), output.data_ptr(), send[0] * row, dt, current_stream())
         return _done(async_op)
     displ = lambda sizes: [sum(sizes[:i]) * row for i in range(n)]  # noqa: E731
     _nvst.coll.all_to_allv(input.data_ptr(), [s * row for s in send], displ(send), output.data_ptr(),
-                           [r * row for r in recv], displ(recv), dt, _stream())
+                           [r * row for r in recv], displ(recv), dt, current_stream())
     return _done(async_op)

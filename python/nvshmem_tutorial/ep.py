@@ -24,7 +24,7 @@ import torch
 import torch.distributed as dist
 
 from . import _nvst
-from .tensors import check_tensor, init_from_torch, tensor_at
+from .tensors import check_tensor, current_stream, init_from_torch, tensor_at
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
 
@@ -174,13 +174,13 @@ class Buffer:
     def _finish(self, compute, async_finish, tensors):
         event = torch.cuda.Event()
         event.record(self._comm)
+        if not async_finish:  # the caller's stream waits: its later reuse of them is ordered
+            compute.wait_event(event)
+            return EventOverlap(None)
         live = [t for t in tensors if isinstance(t, torch.Tensor)]
         for t in live:
             t.record_stream(self._comm)  # allocator: in use on comm until the event
-        if async_finish:
-            return EventOverlap(event, live)
-        compute.wait_event(event)
-        return EventOverlap(None)
+        return EventOverlap(event, live)
 
     # ---- layout --------------------------------------------------------------------
     def get_dispatch_layout(self, topk_idx, num_experts, previous_event=None, async_finish=False,
@@ -261,21 +261,24 @@ class Buffer:
                                     num_experts, fp8, expert_alignment, cpp, config.num_sms,
                                     config.threads_per_block, self._comm.cuda_stream)
         R = out["num_recv_tokens"]
-        with torch.cuda.stream(self._comm):  # copied out of the buffer, ordered after the dispatch
-            recv_x = tensor_at(out["recv_x"], (R, H), x.dtype, self).clone()
-            recv_scales = tensor_at(out["recv_x_scales"], (R, H // 128), torch.float32, self).clone() if fp8 else None
-            recv_idx = tensor_at(out["recv_topk_idx"], (R, K), torch.int64, self).clone()
-            recv_w = tensor_at(out["recv_topk_weights"], (R, K), torch.float32, self).clone()
-            recv_src = tensor_at(out["recv_src_idx"], (R,), torch.int32, self).clone()
-        for t in (recv_x, recv_scales, recv_idx, recv_w, recv_src):
-            if t is not None:
-                t.record_stream(compute)
+        # Copied out of the buffer on comm, ordered after the dispatch; a
+        # cached dispatch returns only the rows (and their scales).
+        wanted = [("recv_x", (R, H), x.dtype)] + ([("recv_x_scales", (R, H // 128), torch.float32)] if fp8 else [])
+        if not cached:
+            wanted += [("recv_topk_idx", (R, K), torch.int64), ("recv_topk_weights", (R, K), torch.float32),
+                       ("recv_src_idx", (R,), torch.int32)]
+        got = {}
+        with torch.cuda.stream(self._comm):
+            for name, shape, dtype in wanted:
+                got[name] = tensor_at(out[name], shape, dtype, self).clone()
+                got[name].record_stream(compute)  # allocated on comm, used on the caller's stream
+        recv_x, recv_scales = got["recv_x"], got.get("recv_x_scales")
         event = self._finish(compute, async_finish, [x, x_scales, topk_idx, topk_weights])
         recv = (recv_x, recv_scales) if fp8 else recv_x
         if cached:
             return recv, None, None, None, None, event
-        new_handle = DispatchHandle(cpp, topk_idx, topk_weights, num_experts, recv_src)
-        return (recv, recv_idx, recv_w if topk_weights is not None else None,
+        new_handle = DispatchHandle(cpp, topk_idx, topk_weights, num_experts, got["recv_src_idx"])
+        return (recv, got["recv_topk_idx"], got["recv_topk_weights"] if topk_weights is not None else None,
                 list(cpp.num_recv_tokens_per_expert), new_handle, event)
 
     def combine(self, x, handle, topk_weights=None, bias=None, config=None, previous_event=None,
@@ -375,7 +378,7 @@ class Buffer:
 
         def receive():
             ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
-                                    torch.cuda.current_stream().cuda_stream, "receive", index)
+                                    current_stream(), "receive", index)
         return recv_x, recv_count, handle, event, receive if return_recv_hook else None
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
@@ -417,5 +420,5 @@ class Buffer:
         ll = self._ll
 
         def receive():
-            ll.low_latency_combine(*args, torch.cuda.current_stream().cuda_stream, "receive")
+            ll.low_latency_combine(*args, current_stream(), "receive")
         return out, event, receive if return_recv_hook else None

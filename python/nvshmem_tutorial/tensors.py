@@ -27,18 +27,11 @@ DTYPE_NAMES = {
 }
 
 _state = {"group": None}
-_allocations = {}  # base address -> _Allocation (alive until free_tensor)
+_allocations = set()  # base addresses of live nvshmem_alloc_tensor results
 
 
-class _Allocation:
-    """Owns one symmetric allocation; tensors over it keep it referenced."""
-
-    def __init__(self, addr, nbytes):
-        self.addr = addr
-        self.nbytes = nbytes
-
-
-def _stream():
+def current_stream():
+    """torch's current CUDA stream as the int the compiled module takes."""
     return torch.cuda.current_stream().cuda_stream
 
 
@@ -56,10 +49,6 @@ def check_tensor(t, fn, name, dtypes=None):
     if dtypes is not None and t.dtype not in dtypes:
         good = ", ".join(str(d).replace("torch.", "") for d in dtypes)
         raise TypeError(f"nvshmem_tutorial.{fn}: {name} has dtype {t.dtype}; supported: {good}")
-
-
-def _nbytes(t):
-    return t.numel() * t.element_size()
 
 
 def require_initialized(fn):
@@ -117,7 +106,7 @@ def nvst_group():
 def tensor_at(addr, shape, dtype, owner):
     """A tensor over `addr` (this GPU's memory or a mapped peer's), no copy."""
     shape = tuple(int(s) for s in shape)
-    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    nbytes = math.prod(shape) * dtype.itemsize
     if nbytes == 0:
         return torch.empty(shape, dtype=dtype, device=f"cuda:{_nvst.device()}")
     raw = torch.utils.dlpack.from_dlpack(_nvst.dlpack_bytes(addr, nbytes, owner))
@@ -132,13 +121,12 @@ def nvshmem_alloc_tensor(shape, dtype=torch.float32):
         shape = (shape,)
     if any(int(s) < 0 for s in shape):
         raise ValueError(f"nvshmem_tutorial.nvshmem_alloc_tensor: negative dimension in {tuple(shape)}")
-    nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    nbytes = math.prod(shape) * dtype.itemsize
     addr = _nvst.malloc(nbytes)  # every PE's size is checked; a mismatch raises everywhere
     if addr == 0:
         return torch.empty(tuple(shape), dtype=dtype, device=f"cuda:{_nvst.device()}")
-    owner = _Allocation(addr, nbytes)
-    _allocations[addr] = owner
-    return tensor_at(addr, shape, dtype, owner)
+    _allocations.add(addr)
+    return tensor_at(addr, shape, dtype, None)
 
 
 def nvshmem_free_tensor(tensor):
@@ -148,11 +136,12 @@ def nvshmem_free_tensor(tensor):
     if tensor.numel() == 0:
         _nvst.free_addr(0)
         return
-    owner = _allocations.pop(tensor.data_ptr(), None)
-    if owner is None:
+    addr = tensor.data_ptr()
+    if addr not in _allocations:
         raise ValueError("nvshmem_tutorial.nvshmem_free_tensor: the tensor is not the start of a symmetric "
                          "allocation (pass what nvshmem_alloc_tensor returned)")
-    _nvst.free_addr(owner.addr)
+    _allocations.remove(addr)
+    _nvst.free_addr(addr)
 
 
 def peer_tensor(tensor, pe):
@@ -161,7 +150,7 @@ def peer_tensor(tensor, pe):
     (another node)."""
     require_initialized("peer_tensor")
     check_tensor(tensor, "peer_tensor", "tensor")
-    if not _nvst.is_symmetric(tensor.data_ptr(), max(_nbytes(tensor), 1)):
+    if not _nvst.is_symmetric(tensor.data_ptr(), max(tensor.nbytes, 1)):
         raise ValueError("nvshmem_tutorial.peer_tensor: the tensor is not in the symmetric heap")
     addr = _nvst.peer_addr(tensor.data_ptr(), pe)
     if addr == 0:
@@ -176,9 +165,9 @@ def _copy(fn, copy_on_stream, dst, src, pe, blocking):
     require_initialized(fn)
     check_tensor(dst, fn, "dst")
     check_tensor(src, fn, "src")
-    if _nbytes(dst) != _nbytes(src):
-        raise ValueError(f"nvshmem_tutorial.{fn}: dst has {_nbytes(dst)} bytes, src {_nbytes(src)}")
-    copy_on_stream(dst.data_ptr(), src.data_ptr(), _nbytes(src), pe, _stream())
+    if dst.nbytes != src.nbytes:
+        raise ValueError(f"nvshmem_tutorial.{fn}: dst has {dst.nbytes} bytes, src {src.nbytes}")
+    copy_on_stream(dst.data_ptr(), src.data_ptr(), src.nbytes, pe, current_stream())
     if blocking:
         torch.cuda.current_stream().synchronize()
 
@@ -211,4 +200,4 @@ def nvshmem_barrier():
 def nvshmem_barrier_async():
     """The barrier ordered on the current stream (no host wait)."""
     require_initialized("nvshmem_barrier_async")
-    _nvst.barrier_all_on_stream(_stream())
+    _nvst.barrier_all_on_stream(current_stream())

@@ -37,7 +37,6 @@ namespace {
 
 constexpr int kMaxDstPerPass = 8;
 
-__device__ __forceinline__ char* region_on(char* region, int pe) { return pe_ptr(region, pe); }
 
 // Bounded for the widest Config (1024 threads): at most 64 registers.
 __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchInput in) {
@@ -60,13 +59,13 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
         if (p < 0) continue;
         dst_pe[n] = r;
         dst_row[n] = a.recv_offset[r] + p;
-        dst_x[n] = region_on(a.dispatch_region, r) + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
+        dst_x[n] = pe_ptr(a.dispatch_region, r) + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
         ++n;
       }
       if (n == 0) continue;
       warp_copy_row_multi<kMaxDstPerPass>(dst_x, n, x + static_cast<std::size_t>(t) * a.dr.row_bytes, a.dr.row_bytes);
       for (int d = 0; d < n; ++d) {
-        char* region = region_on(a.dispatch_region, dst_pe[d]);
+        char* region = pe_ptr(a.dispatch_region, dst_pe[d]);
         const std::size_t row = static_cast<std::size_t>(dst_row[d]);
         if (scales_per_row) {
           float* sc = reinterpret_cast<float*>(region + a.dr.scales) + row * scales_per_row;
@@ -108,7 +107,7 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
     int src = 0;
     while (src + 1 < npes && a.recv_begin[src + 1] <= i) ++src;
     const int row = a.peer_send_offset[src] + (i - a.recv_begin[src]);
-    char* region = region_on(a.combine_region, src);
+    char* region = pe_ptr(a.combine_region, src);
     char* dst = region + a.cr.x + static_cast<std::size_t>(row) * row_bytes;
     warp_copy_row_multi<1>(&dst, 1, x + static_cast<std::size_t>(i) * row_bytes, row_bytes);
     if (in.topk_weights && lane < a.num_topk)

@@ -91,7 +91,7 @@ HeapKind parse_heap_kind(const std::string& s) {
   if (s == "cudaipc") return HeapKind::kCudaIpc;
   if (s == "host") return HeapKind::kHost;
   if (s == "nvshmem") return HeapKind::kNvshmem;
-  NVST_FAIL("NVST_HEAP='", s, "' is not one of auto, cumem, cudaipc, host");
+  NVST_FAIL("NVST_HEAP='", s, "' is not one of auto, cumem, cudaipc, host, nvshmem");
 }
 
 // The node of this PE: PEs on the same host (same hostname and boot id),

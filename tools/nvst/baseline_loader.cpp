@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "nvst/nvst.hpp"
+
 namespace nvst::tools {
 
 namespace {
@@ -20,6 +22,8 @@ std::string python_nvshmem_lib() {
   return out;
 }
 }  // namespace
+
+void bootstrap_broadcast_cb(void* data, std::size_t bytes, int root) { nvst::bootstrap_broadcast(data, bytes, root); }
 
 NvshmemBaseline load_nvshmem_baseline() {
   NvshmemBaseline b;

@@ -26,5 +26,7 @@ struct NvshmemBaseline {
 };
 
 NvshmemBaseline load_nvshmem_baseline();
+// The broadcast the plugin's init takes: nvst's bootstrap.
+void bootstrap_broadcast_cb(void* data, std::size_t bytes, int root);
 
 }  // namespace nvst::tools

@@ -190,7 +190,6 @@ void run_nvshmem(const NvshmemColl& nv, Coll kind, std::size_t count, cudaStream
   NVST_REQUIRE(rc == 0, "NVSHMEM ", name_of(kind), " failed: ", err);
 }
 
-void bootstrap_bcast(void* data, std::size_t bytes, int root) { nvst::bootstrap_broadcast(data, bytes, root); }
 
 // NVSHMEM keeps a reduce scratch for each of NVSHMEM_MAX_TEAMS (32 by
 // default) possible teams in its heap.
@@ -230,7 +229,7 @@ NvshmemColl open_nvshmem(std::size_t max_bytes, int me, int n) {
   }
   set_nvshmem_env(max_bytes);
   char err[512] = {};
-  const bool started_here = nv.lib.init(me, n, bootstrap_bcast, err, sizeof err) == 0;
+  const bool started_here = nv.lib.init(me, n, bootstrap_broadcast_cb, err, sizeof err) == 0;
   // Finalizing is collective: only where NVSHMEM started everywhere.
   nv.started = on_every_pe(started_here);
   if (!nv.started) {

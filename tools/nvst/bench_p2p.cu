@@ -176,7 +176,7 @@ int bench_p2p(const BenchOptions& o) {
     std::string want = std::to_string(2 * o.max_bytes + (128u << 20));
     ::setenv("NVSHMEM_SYMMETRIC_SIZE", want.c_str(), 1);
     char err[256] = {};
-    if (nv.init(c.me, 2, bcast_cb, err, sizeof err) != 0) nv.why_not = err;
+    if (nv.init(c.me, 2, bootstrap_broadcast_cb, err, sizeof err) != 0) nv.why_not = err;
   }
   if (nv.loaded()) {
     nv_src = static_cast<char*>(nv.malloc(o.max_bytes));

@@ -61,7 +61,6 @@ inline void open_ctx(Ctx& c) {
   NVST_CHECK_CUDA(cudaMalloc(&c.wrong_dev, sizeof(unsigned long long)));
 }
 
-inline void bcast_cb(void* data, std::size_t bytes, int root) { nvst::bootstrap_broadcast(data, bytes, root); }
 
 // Times `launch` (one operation) on this PE's stream: median over samples of
 // iters back-to-back operations, in microseconds per operation.

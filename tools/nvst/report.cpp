@@ -132,7 +132,8 @@ void Report::print_table(const std::string& ours, const std::vector<std::string>
       std::printf("%10s %10s", human(b).c_str(),
                   (!latency && it != cell.end()) ? std::to_string(it->second.time_us).substr(0, 8).c_str() : "");
       long long wrong = 0;
-      double best_base = 0, mine = 0;
+      const ResultRow* mine = nullptr;
+      const ResultRow* best = nullptr;  // the fastest baseline at this size
       for (auto& i : impls) {
         auto c = cell.find({b, i});
         if (c == cell.end()) {
@@ -142,12 +143,12 @@ void Report::print_table(const std::string& ours, const std::vector<std::string>
         double v = latency ? c->second.time_us : c->second.algbw_gbps;
         std::printf(" %13.2f", v);
         wrong += c->second.wrong;
-        if (i == ours) mine = v;
-        if (std::find(baselines.begin(), baselines.end(), i) != baselines.end()) {
-          if (best_base == 0 || (latency ? v < best_base : v > best_base)) best_base = v;
-        }
+        if (i == ours) mine = &c->second;
+        if (std::find(baselines.begin(), baselines.end(), i) != baselines.end() &&
+            (best == nullptr || speedup(c->second, *best, latency) > 1))
+          best = &c->second;
       }
-      double over_best = (mine > 0 && best_base > 0) ? (latency ? best_base / mine : mine / best_base) : 0;
+      const double over_best = mine && best ? speedup(*mine, *best, latency) : 0;
       if (over_best > 0) std::printf(" %9.2fx %7lld", over_best, wrong);
       else std::printf(" %10s %7lld", "-", wrong);
       for (auto& i : own) print_own_cells(cell, b, ours, i, latency);
