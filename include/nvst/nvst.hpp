@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -66,14 +67,31 @@ int device();
 HeapKind heap_kind();
 const char* heap_kind_name(HeapKind kind);
 
-// A team is a set of PEs: world (all) and node (the PEs of this node, which
-// reach each other's heaps by load/store). NVST_NODE_SIZE=k splits a host into
-// logical nodes of k PEs.
-enum class Team { kWorld, kNode };
+// A team is a set of PEs, as NVSHMEM's nvshmem_team_t: world (all), node
+// (the PEs of this node, which reach each other's heaps by load/store;
+// NVST_NODE_SIZE=k splits a host into logical nodes of k PEs), and strided
+// subsets made by the two splits below. Teams live until finalize.
+enum class Team : int { kInvalid = -1, kWorld = 0, kNode = 1 };
+// This PE's index in the team; -1 if it is not a member.
 int team_my_pe(Team team);
 int team_n_pes(Team team);
 // The world PE of the team's member `team_pe`; throws if out of range.
 int team_translate_pe(Team team, int team_pe);
+// Members start, start + stride, ..., (size of them) of `parent`, in the
+// parent's numbering. Collective over the WORLD (unlike NVSHMEM, whose split
+// is over the parent): every PE calls it, in the same order and with the
+// same arguments (checked: a PE that differs, or a range that leaves the
+// parent, fails on every PE), and every PE gets the handle, members or not
+// (team_my_pe is -1 outside), so that per-team set-up such as
+// nvst::coll::prepare(team) can allocate symmetric memory. With a node
+// parent each node gets its own team under the one handle.
+Team team_split_strided(Team parent, int start, int stride, int size);
+// NVSHMEM's team_split_2d: the parent's members as rows of `xrange` PEs.
+// Returns {x: the PEs of my row, y: the PEs of my column}. With the world as
+// parent and xrange = the node size, x is my node and y holds one PE of each
+// node (the same local index): the two levels of a hierarchical collective.
+// Collective over the world, like team_split_strided.
+std::pair<Team, Team> team_split_2d(Team parent, int xrange);
 
 // Symmetric allocation. Collective: every PE passes the same size (checked:
 // a mismatch throws on every PE, naming each PE's size) and receives the same

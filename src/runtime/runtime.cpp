@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "runtime/launch_env.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "runtime/settings.hpp"
+#include "runtime/teams.hpp"
 #include "transport/proxy.hpp"
 
 namespace nvst {
@@ -53,6 +55,7 @@ struct Runtime {
   dev::DeviceError* mailbox = nullptr;  // pinned, mapped
   std::unique_ptr<Proxy> proxy;         // when some PE is beyond load/store
   std::uint64_t alloc_calls = 0;
+  std::unique_ptr<detail::TeamTable> teams;
 };
 
 std::unique_ptr<Runtime> g_rt;
@@ -253,6 +256,8 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
   std::memcpy(r->peers.data(), all.data(), all.size());
   check_agreement(*r);
   compute_node(*r);
+  r->teams = std::make_unique<detail::TeamTable>(r->launch.world, r->launch.rank, r->node_pes.front(),
+                                                 static_cast<int>(r->node_pes.size()));
 
   NodeContext node{r->bootstrap.get(), r->launch.rank, r->node_pes, r->node_index, r->device,
                    r->launch.id.cookie, settings::host_timeout_s()};
@@ -309,20 +314,69 @@ int n_pes() { return rt("n_pes").launch.world; }
 int device() { return rt("device").device; }
 HeapKind heap_kind() { return rt("heap_kind").kind; }
 
-int team_my_pe(Team team) {
-  Runtime& r = rt("team_my_pe");
-  return team == Team::kWorld ? r.launch.rank : r.node_index;
-}
-int team_n_pes(Team team) {
-  Runtime& r = rt("team_n_pes");
-  return team == Team::kWorld ? r.launch.world : static_cast<int>(r.node_pes.size());
-}
+int team_my_pe(Team team) { return rt("team_my_pe").teams->shape(team, "team_my_pe").my_index; }
+int team_n_pes(Team team) { return rt("team_n_pes").teams->shape(team, "team_n_pes").size; }
 int team_translate_pe(Team team, int team_pe) {
-  const int n = team_n_pes(team);
-  NVST_REQUIRE(team_pe >= 0 && team_pe < n, "nvst::team_translate_pe: PE ", team_pe,
-               " out of range [0, ", n, ") of the ", team == Team::kWorld ? "world" : "node",
-               " team");
-  return team == Team::kWorld ? team_pe : g_rt->node_pes[static_cast<std::size_t>(team_pe)];
+  const detail::TeamShape& t = rt("team_translate_pe").teams->shape(team, "team_translate_pe");
+  NVST_REQUIRE(team_pe >= 0 && team_pe < t.size, "nvst::team_translate_pe: PE ", team_pe, " out of range [0, ",
+               t.size, ") of team ", static_cast<int>(team));
+  return t.world_pe(team_pe);
+}
+
+namespace {
+// A split is collective over the world: every PE publishes its call (which
+// split, its arguments, how many teams it has, and whether its own checks
+// passed), and every PE fails, naming the first PE that differs, unless all
+// calls are the same. So a bad argument on one PE is refused on all of them
+// rather than leaving the others waiting.
+template <typename Split>
+auto agreed_split(const char* fn, std::int32_t kind, std::initializer_list<std::int32_t> args, Split split) {
+  Runtime& r = rt(fn);
+  struct Call {
+    std::int32_t kind, args[4], teams, ok;
+    char why[180];
+  } mine{};
+  mine.kind = kind;
+  std::size_t i = 0;
+  for (std::int32_t a : args) mine.args[i++] = a;
+  mine.teams = r.teams->count();
+  decltype(split()) made{};
+  try {
+    made = split();
+    mine.ok = 1;
+  } catch (const Error& e) {
+    std::snprintf(mine.why, sizeof(mine.why), "%s", e.what());
+  }
+  auto all = r.bootstrap->allgather(&mine, sizeof(mine), fn);
+  for (int p = 0; p < r.launch.world; ++p) {
+    Call c;
+    std::memcpy(&c, all.data() + sizeof(Call) * static_cast<std::size_t>(p), sizeof(c));
+    NVST_REQUIRE(c.ok, "nvst::", fn, " failed on PE ", p, ": ", c.why);
+    NVST_REQUIRE(c.kind == mine.kind && std::equal(c.args, c.args + 4, mine.args) && c.teams == mine.teams,
+                 "nvst::", fn, ": PE ", p, " made a different call (", c.teams, " teams so far, arguments ",
+                 c.args[0], ", ", c.args[1], ", ", c.args[2], ", ", c.args[3], ") than PE ", r.launch.rank, " (",
+                 mine.teams, " teams so far, arguments ", mine.args[0], ", ", mine.args[1], ", ", mine.args[2],
+                 ", ", mine.args[3], "); every PE must create the same teams in the same order");
+  }
+  return made;
+}
+}  // namespace
+
+Team team_split_strided(Team parent, int start, int stride, int size) {
+  const char* fn = "team_split_strided";
+  auto shape = agreed_split(fn, 1, {static_cast<int>(parent), start, stride, size},
+                            [&] { return g_rt->teams->split_strided(parent, start, stride, size, fn); });
+  return g_rt->teams->add(shape, fn);
+}
+
+std::pair<Team, Team> team_split_2d(Team parent, int xrange) {
+  const char* fn = "team_split_2d";
+  auto shapes = agreed_split(fn, 2, {static_cast<int>(parent), xrange, 0, 0},
+                             [&] { return g_rt->teams->split_2d(parent, xrange, fn); });
+  NVST_REQUIRE(g_rt->teams->count() + 2 <= detail::TeamTable::kMaxTeams, "nvst::", fn, ": at most ",
+               detail::TeamTable::kMaxTeams, " teams");
+  const Team x = g_rt->teams->add(shapes.first, fn);
+  return {x, g_rt->teams->add(shapes.second, fn)};
 }
 
 void* align(std::size_t alignment, std::size_t bytes) {
