@@ -1,7 +1,7 @@
-// Collectives on the runtime (issue 4): all_reduce, all_gather,
-// reduce_scatter, broadcast, reduce, all_to_all and all_to_allv over the
-// world team of one node (NVLink), stream-ordered, with
-// no host synchronisation. Inputs and outputs are any device memory; data is
+// Collectives on the runtime (issue 4): barrier, all_reduce, all_gather,
+// reduce_scatter, broadcast, reduce, all_to_all and all_to_allv over any
+// team whose PEs share a node (NVLink), stream-ordered, with no host
+// synchronisation. Inputs and outputs are any device memory; data is
 // staged through a symmetric workspace the library owns.
 //
 // Algorithms (NVST_COLL_ALGO=auto|oneshot|twoshot forces one):
@@ -15,11 +15,19 @@
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
 //  per PE, twoshot above (threshold not yet calibrated on 4 GPUs).
 // Every PE reduces in PE order 0..n-1, so all PEs get bitwise-equal results.
-// Collectives must be issued in the same order on every PE and from one
-// stream at a time (they share one workspace and one epoch counter).
+// Teams: every call takes a team (default: the world); PE numbers (roots,
+// per-PE counts, the order of parts) are the team's. Each team has its own
+// symmetric workspace (NVST_COLL_WORKSPACE bytes per buffer, 32M by
+// default; 4 buffers on GPUs, 2 on host heaps) and its own epoch counter, so
+// collectives on different teams are independent. The world's workspace is
+// made on first use; any other team's by prepare(team), which every PE calls
+// (members or not: it allocates symmetric memory), after creating the team
+// and outside CUDA-graph capture. A team's collectives must be issued in the
+// same order on its members and from one stream at a time.
 // Host-memory PEs (no GPU) run the same algorithm on the host API through
 // the proxy and the fabric (in/out are host memory, `stream` is ignored);
-// that is what CI tests. Not yet: other teams, several GPU nodes.
+// that is what CI tests, and there a team may span logical nodes. Not yet:
+// GPU teams across nodes (hierarchical collectives).
 // Reductions: sum, max, min, prod; integer sums and products wrap.
 //  - reduce: the oneshot kernel, pushing to the root only; only the root
 //    reduces.
@@ -38,6 +46,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "nvst/nvst.hpp"
+
 namespace nvst::coll {
 
 enum class DType { kF32, kBF16, kF16, kI32, kI64 };
@@ -49,35 +59,48 @@ const char* dtype_name(DType t);
 const char* redop_name(RedOp op);
 const char* algo_name(Algo a);
 
-// Collective over every PE (all on one node). Allocates the workspace on
-// first use (that first call is a collective allocation: call it, or
-// prepare(), outside CUDA-graph capture). `in` and `out` may be the same.
-void prepare();
+// Makes the team's workspace (a collective over the WORLD: every PE calls
+// it, members or not; again is a no-op). The world's is made by its first
+// collective, which is then a collective allocation: call prepare() first
+// when that first call would be inside CUDA-graph capture. `in` and `out`
+// of the calls below may be the same. Every call below is collective over
+// its team's members.
+void prepare(Team team = Team::kWorld);
+// Stream-ordered barrier: no member's later work on `stream` starts before
+// every member's earlier work on its stream is done (and, on host heaps,
+// its puts delivered).
+void barrier(cudaStream_t stream, Team team = Team::kWorld);
 void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
-                Algo algo = Algo::kAuto);
-// out holds n_pes x count elements: PE p's input at p x count.
-void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream);
-// in holds n_pes x count elements; PE p's out (count elements) is the
-// reduction of part p of every PE's in (the oneshot push algorithm).
-void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream);
-// Every PE's out = root's in (count elements); in is read on the root only.
-void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream);
-// root's out (count elements) = the reduction of every PE's in, in PE order;
-// out is written on the root only (may be null elsewhere).
-void reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, int root, cudaStream_t stream);
-// in and out hold n_pes x count elements: part p of in goes to PE p, PE p's
-// part lands at out + p x count (MPI_Alltoall).
-void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream);
-// MPI_Alltoallv: send_counts[p] elements from in + send_displs[p] go to PE
-// p, which receives them at out + recv_displs[me]; every span holds n_pes
-// entries (in elements), and recv_counts[p] must equal what PE p sends here
+                Algo algo = Algo::kAuto, Team team = Team::kWorld);
+// out holds n x count elements (n: the team's size): member p's input at p x count.
+void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream,
+                Team team = Team::kWorld);
+// in holds n x count elements; member p's out (count elements) is the
+// reduction of part p of every member's in (the oneshot push algorithm).
+void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
+                    Team team = Team::kWorld);
+// Every member's out = root's in (count elements); in is read on the root only.
+void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream,
+               Team team = Team::kWorld);
+// root's out (count elements) = the reduction of every member's in, in team
+// order; out is written on the root only (may be null elsewhere).
+void reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, int root, cudaStream_t stream,
+            Team team = Team::kWorld);
+// in and out hold n x count elements: part p of in goes to member p, member
+// p's part lands at out + p x count (MPI_Alltoall).
+void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream,
+                Team team = Team::kWorld);
+// MPI_Alltoallv: send_counts[p] elements from in + send_displs[p] go to
+// member p, which receives them at out + recv_displs[me]; every span holds n
+// entries (in elements), and recv_counts[p] must equal what p sends here
 // (a mismatch stops the kernel with an error, it never corrupts silently).
 // Bytes of out outside the received parts are left untouched.
 void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::span<const std::size_t> send_displs,
                  void* out, std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
-                 DType dtype, cudaStream_t stream);
-// The same with arrays of n_pes entries.
+                 DType dtype, cudaStream_t stream, Team team = Team::kWorld);
+// The same with arrays of n entries.
 void all_to_allv(const void* in, const std::size_t* send_counts, const std::size_t* send_displs, void* out,
-                 const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype, cudaStream_t stream);
+                 const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype, cudaStream_t stream,
+                 Team team = Team::kWorld);
 
 }  // namespace nvst::coll

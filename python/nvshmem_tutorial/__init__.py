@@ -15,6 +15,8 @@ With PyTorch installed, on GPUs (launched with torchrun):
  - nvshmem_tutorial.ep: DeepEP's Buffer API.
 """
 from ._nvst import (  # noqa: F401
+    TEAM_NODE,
+    TEAM_WORLD,
     NvstError,
     Symmetric,
     all_gather,
@@ -22,6 +24,7 @@ from ._nvst import (  # noqa: F401
     alloc,
     barrier_all,
     broadcast,
+    coll_prepare,
     fence,
     finalize,
     free,
@@ -37,6 +40,11 @@ from ._nvst import (  # noqa: F401
     quiet,
     reduce_scatter,
     signal_wait_until,
+    team_my_pe,
+    team_n_pes,
+    team_split_2d,
+    team_split_strided,
+    team_translate_pe,
     transport_to,
 )
 from .launch import launch  # noqa: F401

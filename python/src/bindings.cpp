@@ -18,6 +18,7 @@
 namespace py = pybind11;
 using nvst_py::cmp_of;
 using nvst_py::op_of;
+using nvst_py::team_of;
 
 namespace {
 
@@ -209,46 +210,84 @@ PYBIND11_MODULE(_nvst, m) {
 
   m.def(
       "all_reduce",
-      [](py::array in, py::array out, const std::string& op) {
+      [](py::array in, py::array out, const std::string& op, int team) {
         const auto t = pair_dtype(in, out, "all_reduce");
         if (in.size() != out.size())
           throw py::value_error("nvshmem_tutorial.all_reduce: input has " + std::to_string(in.size()) +
                                 " elements, output " + std::to_string(out.size()));
         const auto o = op_of(op);
         py::gil_scoped_release nogil;
-        nvst::coll::all_reduce(in.data(), out.mutable_data(), static_cast<std::size_t>(in.size()), t, o, nullptr);
+        nvst::coll::all_reduce(in.data(), out.mutable_data(), static_cast<std::size_t>(in.size()), t, o, nullptr,
+                               nvst::coll::Algo::kAuto, team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("op") = "sum");
+      py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("team") = 0);
   m.def(
       "all_gather",
-      [](py::array in, py::array out) {
+      [](py::array in, py::array out, int team) {
         const auto t = pair_dtype(in, out, "all_gather");
-        if (out.size() != in.size() * nvst::n_pes())
-          throw py::value_error("nvshmem_tutorial.all_gather: output needs n_pes x " + std::to_string(in.size()) +
+        if (out.size() != in.size() * nvst::team_n_pes(team_of(team)))
+          throw py::value_error("nvshmem_tutorial.all_gather: output needs team size x " + std::to_string(in.size()) +
                                 " elements, has " + std::to_string(out.size()));
         py::gil_scoped_release nogil;
-        nvst::coll::all_gather(in.data(), out.mutable_data(), static_cast<std::size_t>(in.size()), t, nullptr);
+        nvst::coll::all_gather(in.data(), out.mutable_data(), static_cast<std::size_t>(in.size()), t, nullptr,
+                               team_of(team));
       },
-      py::arg("input"), py::arg("output"));
+      py::arg("input"), py::arg("output"), py::arg("team") = 0);
   m.def(
       "reduce_scatter",
-      [](py::array in, py::array out, const std::string& op) {
+      [](py::array in, py::array out, const std::string& op, int team) {
         const auto t = pair_dtype(in, out, "reduce_scatter");
-        if (in.size() != out.size() * nvst::n_pes())
-          throw py::value_error("nvshmem_tutorial.reduce_scatter: input needs n_pes x " + std::to_string(out.size()) +
-                                " elements, has " + std::to_string(in.size()));
+        if (in.size() != out.size() * nvst::team_n_pes(team_of(team)))
+          throw py::value_error("nvshmem_tutorial.reduce_scatter: input needs team size x " +
+                                std::to_string(out.size()) + " elements, has " + std::to_string(in.size()));
         const auto o = op_of(op);
         py::gil_scoped_release nogil;
-        nvst::coll::reduce_scatter(in.data(), out.mutable_data(), static_cast<std::size_t>(out.size()), t, o, nullptr);
+        nvst::coll::reduce_scatter(in.data(), out.mutable_data(), static_cast<std::size_t>(out.size()), t, o, nullptr,
+                                   team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("op") = "sum");
+      py::arg("input"), py::arg("output"), py::arg("op") = "sum", py::arg("team") = 0);
   m.def(
       "broadcast",
-      [](py::array buf, int root) {
+      [](py::array buf, int root, int team) {
         require_host_heap("broadcast");
         const auto t = dtype_of(buf, "broadcast", "buffer");
         py::gil_scoped_release nogil;
-        nvst::coll::broadcast(buf.data(), buf.mutable_data(), static_cast<std::size_t>(buf.size()), t, root, nullptr);
+        nvst::coll::broadcast(buf.data(), buf.mutable_data(), static_cast<std::size_t>(buf.size()), t, root, nullptr,
+                              team_of(team));
       },
-      py::arg("buffer"), py::arg("root"), "In place: every PE's buffer becomes root's.");
+      py::arg("buffer"), py::arg("root"), py::arg("team") = 0,
+      "In place: every member's buffer becomes root's (root in the team's numbering).");
+
+  // Teams (ints: TEAM_WORLD, TEAM_NODE, and what the splits return).
+  m.attr("TEAM_WORLD") = static_cast<int>(nvst::Team::kWorld);
+  m.attr("TEAM_NODE") = static_cast<int>(nvst::Team::kNode);
+  m.def("team_my_pe", [](int team) { return nvst::team_my_pe(team_of(team)); }, py::arg("team"),
+        "This PE's index in the team; -1 if it is not a member.");
+  m.def("team_n_pes", [](int team) { return nvst::team_n_pes(team_of(team)); }, py::arg("team"));
+  m.def("team_translate_pe", [](int team, int pe) { return nvst::team_translate_pe(team_of(team), pe); },
+        py::arg("team"), py::arg("team_pe"), "The world PE of the team's member team_pe.");
+  m.def(
+      "team_split_strided",
+      [](int parent, int start, int stride, int size) {
+        py::gil_scoped_release nogil;
+        return static_cast<int>(nvst::team_split_strided(team_of(parent), start, stride, size));
+      },
+      py::arg("parent"), py::arg("start"), py::arg("stride"), py::arg("size"),
+      "Collective over the world (every PE calls it with the same arguments); every PE gets the handle.");
+  m.def(
+      "team_split_2d",
+      [](int parent, int xrange) {
+        py::gil_scoped_release nogil;
+        auto [x, y] = nvst::team_split_2d(team_of(parent), xrange);
+        return std::make_pair(static_cast<int>(x), static_cast<int>(y));
+      },
+      py::arg("parent"), py::arg("xrange"), "(my row of xrange PEs, my column); collective over the world.");
+  m.def(
+      "coll_prepare",
+      [](int team) {
+        py::gil_scoped_release nogil;
+        nvst::coll::prepare(team_of(team));
+      },
+      py::arg("team") = 0,
+      "Makes the team's collective workspace: every PE calls it (members or not) before the team's first collective.");
 }

@@ -22,6 +22,8 @@ T* as(std::uintptr_t p) {
 }
 inline cudaStream_t as_stream(std::uintptr_t s) { return reinterpret_cast<cudaStream_t>(s); }
 inline std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+// Teams cross as ints (the handle); the library checks that it exists.
+inline nvst::Team team_of(int t) { return static_cast<nvst::Team>(t); }
 
 inline nvst::coll::RedOp op_of(const std::string& op) {
   if (op == "sum") return nvst::coll::RedOp::kSum;

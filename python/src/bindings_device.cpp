@@ -197,60 +197,68 @@ void bind_device(py::module_& m) {
   c.def(
       "all_reduce",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, const std::string& op,
-         std::uintptr_t stream) {
+         std::uintptr_t stream, int team) {
         const auto t = dtype_named(dtype);
         const auto o = op_of(op);
         py::gil_scoped_release nogil;
-        nvst::coll::all_reduce(as<>(in), as<>(out), count, t, o, as_stream(stream));
+        nvst::coll::all_reduce(as<>(in), as<>(out), count, t, o, as_stream(stream), nvst::coll::Algo::kAuto,
+                               team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"));
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"), py::arg("team") = 0);
   c.def(
       "all_gather",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream) {
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream, int team) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
-        nvst::coll::all_gather(as<>(in), as<>(out), count, t, as_stream(stream));
+        nvst::coll::all_gather(as<>(in), as<>(out), count, t, as_stream(stream), team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("stream"));
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("stream"), py::arg("team") = 0);
   c.def(
       "reduce_scatter",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, const std::string& op,
-         std::uintptr_t stream) {
+         std::uintptr_t stream, int team) {
         const auto t = dtype_named(dtype);
         const auto o = op_of(op);
         py::gil_scoped_release nogil;
-        nvst::coll::reduce_scatter(as<>(in), as<>(out), count, t, o, as_stream(stream));
+        nvst::coll::reduce_scatter(as<>(in), as<>(out), count, t, o, as_stream(stream), team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"));
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"), py::arg("team") = 0);
   c.def(
       "broadcast",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, int root,
-         std::uintptr_t stream) {
+         std::uintptr_t stream, int team) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
-        nvst::coll::broadcast(as<>(in), as<>(out), count, t, root, as_stream(stream));
+        nvst::coll::broadcast(as<>(in), as<>(out), count, t, root, as_stream(stream), team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("stream"));
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("stream"), py::arg("team") = 0);
+  c.def(
+      "barrier",
+      [](std::uintptr_t stream, int team) {
+        py::gil_scoped_release nogil;
+        nvst::coll::barrier(as_stream(stream), team_of(team));
+      },
+      py::arg("stream"), py::arg("team") = 0);
   c.def(
       "all_to_all",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream) {
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream, int team) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
-        nvst::coll::all_to_all(as<>(in), as<>(out), count, t, as_stream(stream));
+        nvst::coll::all_to_all(as<>(in), as<>(out), count, t, as_stream(stream), team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count_per_pe"), py::arg("dtype"), py::arg("stream"));
+      py::arg("input"), py::arg("output"), py::arg("count_per_pe"), py::arg("dtype"), py::arg("stream"), py::arg("team") = 0);
   c.def(
       "all_to_allv",
       [](std::uintptr_t in, std::vector<std::size_t> send_counts, std::vector<std::size_t> send_displs,
          std::uintptr_t out, std::vector<std::size_t> recv_counts, std::vector<std::size_t> recv_displs,
-         const std::string& dtype, std::uintptr_t stream) {
+         const std::string& dtype, std::uintptr_t stream, int team) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
         nvst::coll::all_to_allv(as<>(in), send_counts, send_displs, as<>(out), recv_counts, recv_displs, t,
-                                as_stream(stream));
+                                as_stream(stream), team_of(team));
       },
       py::arg("input"), py::arg("send_counts"), py::arg("send_displs"), py::arg("output"), py::arg("recv_counts"),
-      py::arg("recv_displs"), py::arg("dtype"), py::arg("stream"));
+      py::arg("recv_displs"), py::arg("dtype"), py::arg("stream"), py::arg("team") = 0);
 }
 
 }  // namespace nvst_py

@@ -29,14 +29,12 @@
 #include "nvst/device.cuh"
 #include "nvst/nvst.hpp"
 #include "runtime/runtime_internal.hpp"
+#include "runtime/settings.hpp"
 
 namespace nvst::coll {
 
 namespace {
 
-// Per launch and PE: large enough that a launch runs at full NVLink rate
-// (8 MiB launches capped a 256 MiB all_reduce at 250 GB/s: r9).
-constexpr std::size_t kChunkBytes = std::size_t{32} << 20;
 constexpr int kMaxBlocks = 264;
 constexpr int kMaxPes = 64;
 constexpr int kThreads = 1024;  // the most a launch uses (see threads_for)
@@ -45,13 +43,17 @@ constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
 // all_to_allv's per-round data flags, acks and byte counts.
 constexpr int kPhaseVData = 2, kPhaseVAck = 3, kPhaseVLen = 4, kPhases = 5;
 
+// One per team (by handle), made by prepare(team).
 struct Workspace {
   std::uint64_t generation = 0;  // the nvst::init it belongs to (a later init starts afresh)
+  std::size_t chunk = 0;         // bytes of each buffer below (NVST_COLL_WORKSPACE)
+  std::size_t slot = 0;          // push algorithms: each member's part of data[], bytes
   char* data[2] = {};            // each PE's published input (symmetric)
   char* red[2] = {};             // two-shot: reduced slices (symmetric)
   std::uint64_t* flags = nullptr;  // [kPhases][kMaxPes][kMaxBlocks] (symmetric)
   std::uint64_t* epoch = nullptr;  // device memory: [0] launches so far, [1] blocks done
-} g_ws;
+};
+std::vector<Workspace> g_ws;
 
 struct Args {
   const char* in;          // this PE's own contribution
@@ -62,7 +64,8 @@ struct Args {
   char* out;
   std::size_t n;        // elements in this launch
   std::size_t out_stride;  // all_gather: bytes between PEs' parts of out
-  int me, npes;
+  int me, npes;            // this PE's index in the team, the team's size
+  int pe_start, pe_stride;  // team member p is world PE pe_start + p * pe_stride
   char* data_buf[2];
   char* red_buf[2];
   std::uint64_t* flags;
@@ -149,9 +152,12 @@ __device__ __forceinline__ T apply(T a, T b) {
   else return Ops<T>::min(a, b);
 }
 
-// This PE's or a peer's copy of a symmetric buffer.
-__device__ __forceinline__ const char* on_pe(const char* sym, int pe, int me) {
-  return pe == me ? sym : dev::peer_address(sym, pe);
+// The world PE of team member p.
+__device__ __forceinline__ int world_pe(const Args& a, int p) { return a.pe_start + p * a.pe_stride; }
+
+// This PE's or team member p's copy of a symmetric buffer.
+__device__ __forceinline__ const char* on_pe(const Args& a, const char* sym, int p) {
+  return p == a.me ? sym : dev::peer_address(sym, world_pe(a, p));
 }
 
 // [lo, hi) of block b: ranges in whole 16-byte vectors, the same on every PE.
@@ -173,11 +179,11 @@ __device__ __forceinline__ void publish_and_wait(const Args& a, const char* src,
   const unsigned t = threadIdx.x;
   if (t < static_cast<unsigned>(a.npes)) {
     auto* mine = f + static_cast<std::size_t>(a.me) * kMaxBlocks + blockIdx.x;
-    auto* target = static_cast<int>(t) == a.me ? mine : reinterpret_cast<std::uint64_t*>(dev::peer_address(mine, t));
+    auto* target = static_cast<int>(t) == a.me ? mine : reinterpret_cast<std::uint64_t*>(dev::peer_address(mine, world_pe(a, static_cast<int>(t))));
     dev::detail::st_release_sys(target, a.e);
     dev::detail::wait_until_impl<std::uint64_t>(f + static_cast<std::size_t>(t) * kMaxBlocks + blockIdx.x,
                                                 dev::Cmp::kGe, a.e, dev::FailKind::kWaitTimeout,
-                                                static_cast<int>(t));
+                                                world_pe(a, static_cast<int>(t)));
   }
   __syncthreads();
 }
@@ -188,9 +194,9 @@ __device__ __forceinline__ void reduce_range(const Args& a, const char* sym, T* 
   constexpr int V = 16 / sizeof(T);
   const std::size_t vlo = lo / V, vhi = hi / V;  // lo is a multiple of V
   for (std::size_t v = vlo + threadIdx.x; v < vhi; v += blockDim.x) {
-    uint4 acc = reinterpret_cast<const uint4*>(on_pe(sym, 0, a.me))[v];
+    uint4 acc = reinterpret_cast<const uint4*>(on_pe(a, sym, 0))[v];
     for (int p = 1; p < a.npes; ++p) {
-      uint4 x = reinterpret_cast<const uint4*>(on_pe(sym, p, a.me))[v];
+      uint4 x = reinterpret_cast<const uint4*>(on_pe(a, sym, p))[v];
       T* av = reinterpret_cast<T*>(&acc);
       const T* xv = reinterpret_cast<const T*>(&x);
 #pragma unroll
@@ -204,8 +210,8 @@ __device__ __forceinline__ void reduce_range(const Args& a, const char* sym, T* 
     }
   }
   for (std::size_t i = vhi * V + threadIdx.x; i < hi; i += blockDim.x) {
-    T acc = reinterpret_cast<const T*>(on_pe(sym, 0, a.me))[i];
-    for (int p = 1; p < a.npes; ++p) acc = apply<T, OP>(acc, reinterpret_cast<const T*>(on_pe(sym, p, a.me))[i]);
+    T acc = reinterpret_cast<const T*>(on_pe(a, sym, 0))[i];
+    for (int p = 1; p < a.npes; ++p) acc = apply<T, OP>(acc, reinterpret_cast<const T*>(on_pe(a, sym, p))[i]);
     out[i] = acc;
   }
 }
@@ -247,7 +253,7 @@ __device__ __forceinline__ void reduce_slots(const Args& a, T* out, std::size_t 
 __device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, std::size_t hi_b) {
   for (int p = 0; p < a.npes; ++p) {
     if (p == a.me || hi_b <= lo_b || (a.dest >= 0 && p != a.dest)) continue;
-    char* dst = dev::peer_address(a.data, p) + static_cast<std::size_t>(a.me) * a.slot_bytes;
+    char* dst = dev::peer_address(a.data, world_pe(a, p)) + static_cast<std::size_t>(a.me) * a.slot_bytes;
     const char* src = a.in_base + static_cast<std::size_t>(p) * a.in_stride;
     dev::group_copy<dev::Scope::kBlock>(dst + lo_b, src + lo_b, hi_b - lo_b);
   }
@@ -289,7 +295,7 @@ __global__ void __launch_bounds__(kThreads) twoshot_kernel(Args a) {
   for (int p = 0; p < a.npes; ++p) {
     slice(p, s_lo, s_hi);
     if (s_hi > s_lo)
-      dev::group_copy<dev::Scope::kBlock>(a.out + s_lo * sizeof(T), on_pe(a.red, p, a.me) + s_lo * sizeof(T),
+      dev::group_copy<dev::Scope::kBlock>(a.out + s_lo * sizeof(T), on_pe(a, a.red, p) + s_lo * sizeof(T),
                                           (s_hi - s_lo) * sizeof(T));
   }
   end_launch(a);
@@ -321,7 +327,7 @@ struct VArgs {
 // flags[phase][from][block] on PE `pe`.
 __device__ __forceinline__ std::uint64_t* flag_on(const Args& a, int phase, int from, int pe) {
   std::uint64_t* f = a.flags + (static_cast<std::size_t>(phase) * kMaxPes + from) * kMaxBlocks + blockIdx.x;
-  return pe == a.me ? f : reinterpret_cast<std::uint64_t*>(dev::peer_address(f, pe));
+  return pe == a.me ? f : reinterpret_cast<std::uint64_t*>(dev::peer_address(f, world_pe(a, pe)));
 }
 // Rounds a message of `len` bytes takes through a slot (at least one: the
 // first round carries the byte count).
@@ -370,12 +376,12 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
       if (k > 0) {  // the receiver has copied round k - 1 out of its slot
         if (threadIdx.x == 0)
           dev::detail::wait_until_impl<std::uint64_t>(flag_on(a, kPhaseVAck, p, me), dev::Cmp::kGe,
-                                                      v_value(a.e, k - 1), dev::FailKind::kWaitTimeout, p);
+                                                      v_value(a.e, k - 1), dev::FailKind::kWaitTimeout, world_pe(a, p));
         __syncthreads();
       }
       v_range(v.send_len[p], slot, k, base, lo, hi);
       if (hi > lo)
-        dev::group_copy<dev::Scope::kBlock>(dev::peer_address(a.data, p) + static_cast<std::size_t>(me) * slot + lo,
+        dev::group_copy<dev::Scope::kBlock>(dev::peer_address(a.data, world_pe(a, p)) + static_cast<std::size_t>(me) * slot + lo,
                                             a.in_base + v.send_off[p] + base + lo, hi - lo);
     }
     __syncthreads();  // every thread's stores precede the releases below
@@ -388,9 +394,9 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
       if (q == me || k >= v_rounds(v.recv_len[q], slot)) continue;
       if (threadIdx.x == 0) {
         dev::detail::wait_until_impl<std::uint64_t>(flag_on(a, kPhaseVData, q, me), dev::Cmp::kGe, v_value(a.e, k),
-                                                    dev::FailKind::kWaitTimeout, q);
+                                                    dev::FailKind::kWaitTimeout, world_pe(a, q));
         const std::uint64_t len = *reinterpret_cast<volatile std::uint64_t*>(flag_on(a, kPhaseVLen, q, me));
-        if (k == 0 && len != v.recv_len[q]) dev::fail(dev::FailKind::kCountMismatch, q, 0, len, v.recv_len[q], -1);
+        if (k == 0 && len != v.recv_len[q]) dev::fail(dev::FailKind::kCountMismatch, world_pe(a, q), 0, len, v.recv_len[q], -1);
       }
       __syncthreads();
       v_range(v.recv_len[q], slot, k, base, lo, hi);
@@ -435,16 +441,49 @@ void launch_reduce_op(RedOp op, bool oneshot, int blocks, int threads, const Arg
 
 bool host_heaps() { return nvst::device() < 0; }
 
-void check_team(const char* fn);
+// A collective's team as this PE sees it.
+struct TeamView {
+  int handle;
+  int me, npes;       // this PE's index, the team's size
+  int start, stride;  // member p is world PE start + p * stride
+  int world_pe(int p) const { return start + p * stride; }
+};
+
+// The team's shape, and checks that hold for every collective: this PE is a
+// member, the team is small enough, and on GPUs every member is on this node
+// (the kernels reach peers over NVLink only; host-memory PEs reach every PE
+// through the proxy).
+TeamView check_team(const char* fn, Team team) {
+  NVST_REQUIRE(nvst::initialized(), "nvst::coll::", fn, " called before nvst::init()");
+  TeamView t{static_cast<int>(team), nvst::team_my_pe(team), nvst::team_n_pes(team), 0, 1};
+  NVST_REQUIRE(t.me >= 0, "nvst::coll::", fn, ": this PE (world PE ", nvst::my_pe(), ") is not a member of team ",
+               t.handle);
+  NVST_REQUIRE(t.npes <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs in a team (team ", t.handle,
+               " has ", t.npes, ")");
+  t.start = nvst::team_translate_pe(team, 0);
+  t.stride = t.npes > 1 ? nvst::team_translate_pe(team, 1) - t.start : 1;
+  if (host_heaps()) return t;
+  const int first = nvst::team_translate_pe(Team::kNode, 0), node_n = nvst::team_n_pes(Team::kNode);
+  for (int p = 0; p < t.npes; ++p)
+    NVST_REQUIRE(t.world_pe(p) >= first && t.world_pe(p) < first + node_n, "nvst::coll::", fn,
+                 " runs on the PEs of one node for now: member ", p, " of team ", t.handle, " is world PE ",
+                 t.world_pe(p), ", outside this PE's node (PEs ", first, "..", first + node_n - 1,
+                 "); use a node team (Team::kNode or a split of it)");
+  return t;
+}
 
 // Validates a reduction's arguments; returns the element size.
 std::size_t check_reduction_args(const char* fn, const void* in, const void* out, std::size_t count, DType dtype) {
-  check_team(fn);
   const std::size_t es = dtype_size(dtype);
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::", fn, ": null buffer");
   NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) % es == 0,
                "nvst::coll::", fn, ": buffers must be aligned to the element size (", es, " bytes)");
   return es;
+}
+
+void check_root(const char* fn, int root, const TeamView& t) {
+  NVST_REQUIRE(root >= 0 && root < t.npes, "nvst::coll::", fn, ": root ", root, " out of range [0, ", t.npes,
+               ") of team ", t.handle);
 }
 
 void launch_reduce_dtype(DType dtype, RedOp op, bool oneshot, int blocks, int threads, const Args& a,
@@ -456,15 +495,6 @@ void launch_reduce_dtype(DType dtype, RedOp op, bool oneshot, int blocks, int th
     case DType::kI32: launch_reduce_op<std::int32_t>(op, oneshot, blocks, threads, a, s); break;
     case DType::kI64: launch_reduce_op<std::int64_t>(op, oneshot, blocks, threads, a, s); break;
   }
-}
-
-void check_team(const char* fn) {
-  NVST_REQUIRE(nvst::initialized(), "nvst::coll::", fn, " called before nvst::init()");
-  NVST_REQUIRE(nvst::n_pes() <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs");
-  if (host_heaps()) return;  // host-memory PEs: the proxy reaches every PE
-  NVST_REQUIRE(nvst::team_n_pes(nvst::Team::kNode) == nvst::n_pes(), "nvst::coll::", fn,
-               " runs on one node for now (", nvst::n_pes(), " PEs, ", nvst::team_n_pes(nvst::Team::kNode),
-               " on this node)");
 }
 
 // Threads per block: 256-thread blocks launch about 1 us sooner (r10 vs r9
@@ -481,21 +511,45 @@ int max_blocks() {
   return static_cast<int>(forced > 0 ? std::min<long>(forced, kMaxBlocks) : 128);
 }
 
-// Bytes of each PE's slot in a push workspace buffer (16-byte multiple).
-std::size_t slot_bytes() { return kChunkBytes / static_cast<std::size_t>(nvst::n_pes()) / 16 * 16; }
+// Bytes of each member's slot in a workspace buffer of `chunk` bytes
+// (16-byte multiple).
+std::size_t slot_for(std::size_t chunk, int npes) { return chunk / static_cast<std::size_t>(npes) / 16 * 16; }
 
-Args base_args() {
+template <typename W>
+bool prepared(const std::vector<W>& all, int handle) {
+  return handle < static_cast<int>(all.size()) && all[static_cast<std::size_t>(handle)].flags != nullptr &&
+         all[static_cast<std::size_t>(handle)].generation == detail::init_generation();
+}
+
+// The team's workspace. The world's is made on first use (every PE is in the
+// world, so that first call is a collective allocation anyway); any other
+// team's must have been made by prepare(team) on every PE.
+template <typename W>
+W& workspace_of(std::vector<W>& all, const char* fn, const TeamView& t) {
+  if (!prepared(all, t.handle)) {
+    NVST_REQUIRE(t.handle == static_cast<int>(Team::kWorld), "nvst::coll::", fn, ": team ", t.handle,
+                 " has no workspace: call nvst::coll::prepare(team) on every PE (a collective allocation) after "
+                 "creating the team");
+    prepare(Team::kWorld);
+  }
+  return all[static_cast<std::size_t>(t.handle)];
+}
+
+Args base_args(const char* fn, const TeamView& t) {
+  Workspace& w = workspace_of(g_ws, fn, t);
   Args a{};
   a.dest = -1;
-  a.slot_bytes = slot_bytes();
-  a.me = nvst::my_pe();
-  a.npes = nvst::n_pes();
+  a.slot_bytes = w.slot;
+  a.me = t.me;
+  a.npes = t.npes;
+  a.pe_start = t.start;
+  a.pe_stride = t.stride;
   for (int b = 0; b < 2; ++b) {
-    a.data_buf[b] = g_ws.data[b];
-    a.red_buf[b] = g_ws.red[b];
+    a.data_buf[b] = w.data[b];
+    a.red_buf[b] = w.red[b];
   }
-  a.flags = g_ws.flags;
-  a.epoch = g_ws.epoch;
+  a.flags = w.flags;
+  a.epoch = w.epoch;
   return a;
 }
 
@@ -510,52 +564,62 @@ Algo algo_from_env(Algo asked) {
 
 
 // ---- host-memory PEs (no GPU): the same algorithm on the host API --------
-// Each PE put_signals its chunk into slot `me` of every peer's workspace
-// (through the proxy and the fabric), waits for every peer's signal, and
-// reduces on the CPU in PE order with the GPU's rounding. Epochs, parity and
-// the reuse argument are those of the GPU kernels.
+// Each PE put_signals its chunk into slot `me` of every member's workspace
+// (through the proxy and the fabric), waits for every member's signal, and
+// reduces on the CPU in team order with the GPU's rounding. Epochs, parity
+// and the reuse argument are those of the GPU kernels.
 
 struct HostWorkspace {
   std::uint64_t generation = 0;
+  std::size_t slot = 0;
   char* data[2] = {};
-  std::uint64_t* flags = nullptr;  // flags[p]: last epoch PE p's data arrived here
-  // all_to_allv, [p]: PE p's round flag, ack and byte count (as the kernel's).
+  std::uint64_t* flags = nullptr;  // flags[p]: last epoch member p's data arrived here
+  // all_to_allv, [p]: member p's round flag, ack and byte count (as the kernel's).
   std::uint64_t *vdata = nullptr, *vack = nullptr, *vlen = nullptr;
   std::vector<std::uint64_t> vlen_src;  // what this PE sends as byte counts (kept until quiet)
   std::uint64_t epoch = 0;
-} g_host;
+};
+std::vector<HostWorkspace> g_host;
 
-void host_prepare() {
-  if (g_host.flags != nullptr && g_host.generation == detail::init_generation()) return;
-  g_host = HostWorkspace{};
-  g_host.generation = detail::init_generation();
-  for (int b = 0; b < 2; ++b) g_host.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
-  const std::size_t n = static_cast<std::size_t>(nvst::n_pes());
-  g_host.flags = static_cast<std::uint64_t*>(nvst::calloc(4 * n, 8));
-  g_host.vdata = g_host.flags + n;
-  g_host.vack = g_host.flags + 2 * n;
-  g_host.vlen = g_host.flags + 3 * n;
-  g_host.vlen_src.assign(n, 0);
-  nvst::barrier_all();
+void host_prepare(int handle, int npes, std::size_t chunk) {
+  HostWorkspace w;
+  w.generation = detail::init_generation();
+  w.slot = slot_for(chunk, npes);
+  for (int b = 0; b < 2; ++b) w.data[b] = static_cast<char*>(nvst::malloc(chunk));
+  // Sized for the largest team, not this one: a team's size can differ
+  // between PEs (split_2d's last row may be short), and every PE must
+  // allocate the same bytes.
+  constexpr std::size_t n = kMaxPes;
+  w.flags = static_cast<std::uint64_t*>(nvst::calloc(4 * n, 8));
+  w.vdata = w.flags + n;
+  w.vack = w.flags + 2 * n;
+  w.vlen = w.flags + 3 * n;
+  w.vlen_src.assign(static_cast<std::size_t>(npes), 0);
+  g_host[static_cast<std::size_t>(handle)] = std::move(w);
 }
 
-// Sends `bytes` of src + p * stride to every peer p's slot, waits for
-// theirs; returns this epoch's buffer (slot p holds PE p's bytes).
-// only_from >= 0 (broadcast): only that PE sends data; only_to >= 0
-// (reduce): data goes to that PE only. Everyone signals everyone.
-const char* host_exchange(const char* src, std::size_t stride, std::size_t bytes, int only_from = -1,
-                          int only_to = -1) {
-  const int me = nvst::my_pe(), n = nvst::n_pes();
-  const std::uint64_t e = ++g_host.epoch;
-  char* buf = g_host.data[e & 1];
-  const std::size_t slot = slot_bytes();
+// What a host collective needs: the team and its workspace.
+struct HostCall {
+  const TeamView& t;
+  HostWorkspace& w;
+};
+
+// Sends `bytes` of src + p * stride to every member p's slot, waits for
+// theirs; returns this epoch's buffer (slot p holds member p's bytes).
+// only_from >= 0 (broadcast): only that member sends data; only_to >= 0
+// (reduce): data goes to that member only. Everyone signals everyone.
+const char* host_exchange(const HostCall& c, const char* src, std::size_t stride, std::size_t bytes,
+                          int only_from = -1, int only_to = -1) {
+  const int me = c.t.me, n = c.t.npes;
+  const std::uint64_t e = ++c.w.epoch;
+  char* buf = c.w.data[e & 1];
   for (int p = 0; p < n; ++p)
     if (p != me)
-      nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * slot, src + static_cast<std::size_t>(p) * stride,
+      nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * c.w.slot, src + static_cast<std::size_t>(p) * stride,
                               (only_from < 0 || only_from == me) && (only_to < 0 || only_to == p) ? bytes : 0,
-                              &g_host.flags[me], e, nvst::SignalOp::kSet, p);
+                              &c.w.flags[me], e, nvst::SignalOp::kSet, c.t.world_pe(p));
   for (int p = 0; p < n; ++p)
-    if (p != me) nvst::signal_wait_until(&g_host.flags[p], nvst::Cmp::kGe, e);
+    if (p != me) nvst::signal_wait_until(&c.w.flags[p], nvst::Cmp::kGe, e);
   nvst::quiet();  // `src` may be reused
   return buf;
 }
@@ -579,83 +643,80 @@ T host_apply(T a, T b, RedOp op) {
 }
 
 template <typename T>
-void host_reduce(const T* in, const char* buf, std::size_t slot, T* out, std::size_t n, RedOp op) {
-  const int me = nvst::my_pe(), npes = nvst::n_pes();
-  auto contribution = [&](int p) { return p == me ? in : reinterpret_cast<const T*>(buf + static_cast<std::size_t>(p) * slot); };
+void host_reduce(const HostCall& c, const T* in, const char* buf, T* out, std::size_t n, RedOp op) {
+  auto contribution = [&](int p) {
+    return p == c.t.me ? in : reinterpret_cast<const T*>(buf + static_cast<std::size_t>(p) * c.w.slot);
+  };
   for (std::size_t i = 0; i < n; ++i) {
     T acc = contribution(0)[i];
-    for (int p = 1; p < npes; ++p) acc = host_apply<T>(acc, contribution(p)[i], op);
+    for (int p = 1; p < c.t.npes; ++p) acc = host_apply<T>(acc, contribution(p)[i], op);
     out[i] = acc;
   }
 }
 
-void host_reduce_dtype(DType dtype, const char* own, const char* buf, std::size_t slot, char* out, std::size_t n,
+void host_reduce_dtype(const HostCall& c, DType dtype, const char* own, const char* buf, char* out, std::size_t n,
                        RedOp op) {
   switch (dtype) {
-    case DType::kF32: host_reduce(reinterpret_cast<const float*>(own), buf, slot, reinterpret_cast<float*>(out), n, op); break;
-    case DType::kBF16: host_reduce(reinterpret_cast<const __nv_bfloat16*>(own), buf, slot, reinterpret_cast<__nv_bfloat16*>(out), n, op); break;
-    case DType::kF16: host_reduce(reinterpret_cast<const __half*>(own), buf, slot, reinterpret_cast<__half*>(out), n, op); break;
-    case DType::kI32: host_reduce(reinterpret_cast<const std::int32_t*>(own), buf, slot, reinterpret_cast<std::int32_t*>(out), n, op); break;
-    case DType::kI64: host_reduce(reinterpret_cast<const std::int64_t*>(own), buf, slot, reinterpret_cast<std::int64_t*>(out), n, op); break;
+    case DType::kF32: host_reduce(c, reinterpret_cast<const float*>(own), buf, reinterpret_cast<float*>(out), n, op); break;
+    case DType::kBF16: host_reduce(c, reinterpret_cast<const __nv_bfloat16*>(own), buf, reinterpret_cast<__nv_bfloat16*>(out), n, op); break;
+    case DType::kF16: host_reduce(c, reinterpret_cast<const __half*>(own), buf, reinterpret_cast<__half*>(out), n, op); break;
+    case DType::kI32: host_reduce(c, reinterpret_cast<const std::int32_t*>(own), buf, reinterpret_cast<std::int32_t*>(out), n, op); break;
+    case DType::kI64: host_reduce(c, reinterpret_cast<const std::int64_t*>(own), buf, reinterpret_cast<std::int64_t*>(out), n, op); break;
   }
 }
 
 // The reductions, as push_reduce on the GPU: part p of in (at p * stride)
-// goes to PE p (all_reduce: stride 0; reduce_scatter: stride = count
+// goes to member p (all_reduce: stride 0; reduce_scatter: stride = count
 // elements), or to `dest` only (reduce), which alone reduces.
-void host_push_reduce(const char* in, std::size_t stride, char* out, std::size_t count, DType dtype, RedOp op,
-                      int dest) {
-  host_prepare();
-  const int me = nvst::my_pe();
+void host_push_reduce(const HostCall& c, const char* in, std::size_t stride, char* out, std::size_t count,
+                      DType dtype, RedOp op, int dest) {
   const std::size_t es = dtype_size(dtype);
-  const std::size_t slot = slot_bytes();
+  const std::size_t slot = c.w.slot;
   for (std::size_t off = 0; off < count; off += slot / es) {
     const std::size_t n = std::min(slot / es, count - off);
     const char* base = in + off * es;
-    const char* buf = host_exchange(base, stride, n * es, -1, dest);
-    const char* own = base + static_cast<std::size_t>(me) * stride;
-    if (dest < 0 || dest == me) host_reduce_dtype(dtype, own, buf, slot, out + off * es, n, op);
+    const char* buf = host_exchange(c, base, stride, n * es, -1, dest);
+    const char* own = base + static_cast<std::size_t>(c.t.me) * stride;
+    if (dest < 0 || dest == c.t.me) host_reduce_dtype(c, dtype, own, buf, out + off * es, n, op);
   }
 }
 
-void host_broadcast(const char* in, char* out, std::size_t total, int root) {
-  host_prepare();
-  const std::size_t slot = slot_bytes();
+void host_broadcast(const HostCall& c, const char* in, char* out, std::size_t total, int root) {
+  const std::size_t slot = c.w.slot;
   for (std::size_t off = 0; off < total; off += slot) {
     const std::size_t n = std::min(slot, total - off);
-    const char* buf = host_exchange(in + off, 0, n, root);
-    const char* src = nvst::my_pe() == root ? in + off : buf + static_cast<std::size_t>(root) * slot;
+    const char* buf = host_exchange(c, in + off, 0, n, root);
+    const char* src = c.t.me == root ? in + off : buf + static_cast<std::size_t>(root) * slot;
     if (src != out + off) std::memmove(out + off, src, n);
   }
 }
 
-// all_to_all: part p of in (in + p * in_stride) to PE p; PE p's part lands
-// at out + p * total. all_gather is in_stride = 0.
-void host_all_to_all(const char* in, std::size_t in_stride, char* out, std::size_t total) {
-  host_prepare();
-  const int me = nvst::my_pe(), npes = nvst::n_pes();
-  const std::size_t slot = slot_bytes();
+// all_to_all: part p of in (in + p * in_stride) to member p; member p's part
+// lands at out + p * total. all_gather is in_stride = 0.
+void host_all_to_all(const HostCall& c, const char* in, std::size_t in_stride, char* out, std::size_t total) {
+  const int me = c.t.me;
+  const std::size_t slot = c.w.slot;
   for (std::size_t off = 0; off < total; off += slot) {
     const std::size_t n = std::min(slot, total - off);
-    const char* buf = host_exchange(in + off, in_stride, n);
-    for (int p = 0; p < npes; ++p)
+    const char* buf = host_exchange(c, in + off, in_stride, n);
+    for (int p = 0; p < c.t.npes; ++p)
       std::memcpy(out + static_cast<std::size_t>(p) * total + off,
                   p == me ? in + static_cast<std::size_t>(me) * in_stride + off : buf + static_cast<std::size_t>(p) * slot,
                   n);
   }
 }
 
-// all_to_allv, as alltoallv_kernel: the usual exchange (every peer is done
+// all_to_allv, as alltoallv_kernel: the usual exchange (every member is done
 // with the slots), then each pair streams its message through the
 // receiver's slot in rounds, flag and ack per round, the byte count first.
 // Offsets and lengths in bytes.
-void host_all_to_allv(const char* in, const std::size_t* send_off, const std::size_t* send_len, char* out,
-                      const std::size_t* recv_off, const std::size_t* recv_len) {
-  host_prepare();
-  const int me = nvst::my_pe(), npes = nvst::n_pes();
-  const std::size_t slot = slot_bytes();
-  char* buf = const_cast<char*>(host_exchange(nullptr, 0, 0));
-  const std::uint64_t e = g_host.epoch;
+void host_all_to_allv(const HostCall& c, const char* in, const std::size_t* send_off, const std::size_t* send_len,
+                      char* out, const std::size_t* recv_off, const std::size_t* recv_len) {
+  const int me = c.t.me, npes = c.t.npes;
+  HostWorkspace& w = c.w;
+  const std::size_t slot = w.slot;
+  char* buf = const_cast<char*>(host_exchange(c, nullptr, 0, 0));
+  const std::uint64_t e = w.epoch;
   auto rounds = [&](std::size_t len) { return len == 0 ? std::size_t{1} : (len + slot - 1) / slot; };
   auto value = [&](std::size_t k) { return (e << 24) | (k + 1); };
   if (send_len[me]) std::memmove(out + recv_off[me], in + send_off[me], send_len[me]);
@@ -665,28 +726,38 @@ void host_all_to_allv(const char* in, const std::size_t* send_off, const std::si
   for (std::size_t k = 0; k < all; ++k) {
     for (int p = 0; p < npes; ++p) {
       if (p == me || k >= rounds(send_len[p])) continue;
-      if (k > 0) nvst::signal_wait_until(&g_host.vack[p], nvst::Cmp::kGe, value(k - 1));
+      if (k > 0) nvst::signal_wait_until(&w.vack[p], nvst::Cmp::kGe, value(k - 1));
       if (k == 0) {
-        g_host.vlen_src[static_cast<std::size_t>(p)] = send_len[p];
-        nvst::putmem_nbi(&g_host.vlen[me], &g_host.vlen_src[static_cast<std::size_t>(p)], 8, p);
+        w.vlen_src[static_cast<std::size_t>(p)] = send_len[p];
+        nvst::putmem_nbi(&w.vlen[me], &w.vlen_src[static_cast<std::size_t>(p)], 8, c.t.world_pe(p));
         nvst::fence();  // the count before the flag
       }
       const std::size_t base = std::min(send_len[p], k * slot);
       nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * slot, in + send_off[p] + base,
-                              std::min(send_len[p] - base, slot), &g_host.vdata[me], value(k), nvst::SignalOp::kSet, p);
+                              std::min(send_len[p] - base, slot), &w.vdata[me], value(k), nvst::SignalOp::kSet,
+                              c.t.world_pe(p));
     }
     for (int q = 0; q < npes; ++q) {
       if (q == me || k >= rounds(recv_len[q])) continue;
-      nvst::signal_wait_until(&g_host.vdata[q], nvst::Cmp::kGe, value(k));
-      NVST_REQUIRE(k > 0 || g_host.vlen[q] == recv_len[q], "nvst::coll::all_to_allv: PE ", q, " sends ",
-                   g_host.vlen[q], " bytes to PE ", me, ", which expects ", recv_len[q],
+      nvst::signal_wait_until(&w.vdata[q], nvst::Cmp::kGe, value(k));
+      NVST_REQUIRE(k > 0 || w.vlen[q] == recv_len[q], "nvst::coll::all_to_allv: PE ", c.t.world_pe(q), " sends ",
+                   w.vlen[q], " bytes to PE ", c.t.world_pe(me), ", which expects ", recv_len[q],
                    " (recv_counts must equal the senders' send_counts)");
       const std::size_t base = std::min(recv_len[q], k * slot);
       std::memcpy(out + recv_off[q] + base, buf + static_cast<std::size_t>(q) * slot, std::min(recv_len[q] - base, slot));
-      nvst::signal_op(&g_host.vack[me], value(k), nvst::SignalOp::kSet, q);
+      nvst::signal_op(&w.vack[me], value(k), nvst::SignalOp::kSet, c.t.world_pe(q));
     }
   }
   nvst::quiet();  // `in` may be reused
+}
+
+// Checks the team, makes sure its workspace exists, and runs the host-heap
+// version of a collective when this PE has no GPU. Returns true if it ran.
+template <typename F>
+bool on_host(const TeamView& t, const char* fn, F&& run) {
+  if (!host_heaps()) return false;
+  run(HostCall{t, workspace_of(g_host, fn, t)});
+  return true;
 }
 
 }  // namespace
@@ -729,39 +800,61 @@ const char* algo_name(Algo a) {
   return "?";
 }
 
-void prepare() {
-  check_team("prepare");
-  if (host_heaps()) return host_prepare();
-  if (g_ws.flags != nullptr && g_ws.generation == detail::init_generation()) return;
-  if (g_ws.epoch != nullptr) cudaFree(g_ws.epoch);  // from an earlier init; its heap is gone
-  g_ws = Workspace{};
-  g_ws.generation = detail::init_generation();
-  for (int b = 0; b < 2; ++b) {
-    g_ws.data[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
-    g_ws.red[b] = static_cast<char*>(nvst::malloc(kChunkBytes));
+void prepare(Team team) {
+  NVST_REQUIRE(nvst::initialized(), "nvst::coll::prepare called before nvst::init()");
+  const int handle = static_cast<int>(team);
+  const int npes = nvst::team_n_pes(team);  // throws for a team never made
+  NVST_REQUIRE(npes <= kMaxPes, "nvst::coll::prepare: at most ", kMaxPes, " PEs in a team (team ", handle, " has ",
+               npes, ")");
+  const std::size_t chunk = settings::coll_workspace_bytes();
+  const std::size_t need = static_cast<std::size_t>(handle) + 1;
+  if (host_heaps()) {
+    if (prepared(g_host, handle)) return;
+    if (g_host.size() < need) g_host.resize(need);
+    host_prepare(handle, npes, chunk);
+    nvst::barrier_all();
+    return;
   }
-  g_ws.flags = static_cast<std::uint64_t*>(nvst::calloc(kPhases * kMaxPes * kMaxBlocks, sizeof(std::uint64_t)));
-  NVST_CHECK_CUDA(cudaMalloc(&g_ws.epoch, 2 * sizeof(std::uint64_t)));
-  NVST_CHECK_CUDA(cudaMemset(g_ws.epoch, 0, 2 * sizeof(std::uint64_t)));
+  if (prepared(g_ws, handle)) return;
+  if (g_ws.size() < need) g_ws.resize(need);
+  Workspace& w = g_ws[static_cast<std::size_t>(handle)];
+  if (w.epoch != nullptr) cudaFree(w.epoch);  // from an earlier init; its heap is gone
+  w = Workspace{};
+  w.generation = detail::init_generation();
+  w.chunk = chunk;
+  w.slot = slot_for(chunk, npes);
+  for (int b = 0; b < 2; ++b) {
+    w.data[b] = static_cast<char*>(nvst::malloc(chunk));
+    w.red[b] = static_cast<char*>(nvst::malloc(chunk));
+  }
+  w.flags = static_cast<std::uint64_t*>(nvst::calloc(kPhases * kMaxPes * kMaxBlocks, sizeof(std::uint64_t)));
+  NVST_CHECK_CUDA(cudaMalloc(&w.epoch, 2 * sizeof(std::uint64_t)));
+  NVST_CHECK_CUDA(cudaMemset(w.epoch, 0, 2 * sizeof(std::uint64_t)));
   NVST_CHECK_CUDA(cudaDeviceSynchronize());
   nvst::barrier_all();
 }
 
-void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
-                Algo algo) {
-  const std::size_t es = check_reduction_args("all_reduce", in, out, count, dtype);
-  if (host_heaps()) return host_push_reduce(static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
-  prepare();
+void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream, Algo algo,
+                Team team) {
+  const char* fn = "all_reduce";
+  const TeamView t = check_team(fn, team);
+  const std::size_t es = check_reduction_args(fn, in, out, count, dtype);
+  if (on_host(t, fn, [&](const HostCall& c) {
+        host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
+      }))
+    return;
   algo = algo_from_env(algo);
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
   // step less: it won at every size (bench/results/...-coll-r8).
   const bool oneshot = algo == Algo::kOneShot ||
-                       (algo == Algo::kAuto && (nvst::n_pes() == 2 || count * es <= kOneShotMax));
-  // oneshot: each PE's part of the workspace is a slot of kChunkBytes / n.
-  const std::size_t chunk = (oneshot ? slot_bytes() : kChunkBytes) / es;
+                       (algo == Algo::kAuto && (t.npes == 2 || count * es <= kOneShotMax));
+  const Args proto = base_args(fn, t);
+  // oneshot: each member's part of the workspace is a slot; twoshot
+  // publishes the whole chunk.
+  const std::size_t chunk = (oneshot ? proto.slot_bytes : g_ws[static_cast<std::size_t>(t.handle)].chunk) / es;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t n = std::min(chunk, count - off);
-    Args a = base_args();
+    Args a = proto;
     a.in = static_cast<const char*>(in) + off * es;
     a.in_base = a.in;
     a.out = static_cast<char*>(out) + off * es;
@@ -780,17 +873,20 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
 
 namespace {
 // all_gather (in_stride 0) and all_to_all (in_stride = total): `total`
-// bytes per PE, part p of in at in + p * in_stride.
+// bytes per member, part p of in at in + p * in_stride.
 void gather(const char* fn, const void* in, std::size_t in_stride, void* out, std::size_t count, DType dtype,
-            cudaStream_t stream) {
-  check_team(fn);
+            cudaStream_t stream, Team team) {
+  const TeamView t = check_team(fn, team);
   const std::size_t total = count * dtype_size(dtype);
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::", fn, ": null buffer");
-  if (host_heaps()) return host_all_to_all(static_cast<const char*>(in), in_stride * total, static_cast<char*>(out), total);
-  prepare();
-  for (std::size_t off = 0; off < total; off += slot_bytes()) {
-    const std::size_t n = std::min(slot_bytes(), total - off);
-    Args a = base_args();
+  if (on_host(t, fn, [&](const HostCall& c) {
+        host_all_to_all(c, static_cast<const char*>(in), in_stride * total, static_cast<char*>(out), total);
+      }))
+    return;
+  const Args proto = base_args(fn, t);
+  for (std::size_t off = 0; off < total; off += proto.slot_bytes) {
+    const std::size_t n = std::min(proto.slot_bytes, total - off);
+    Args a = proto;
     a.in_base = static_cast<const char*>(in) + off;
     a.in_stride = in_stride * total;
     a.in = a.in_base + static_cast<std::size_t>(a.me) * a.in_stride;
@@ -804,26 +900,44 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
 }
 }  // namespace
 
-void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
-  gather("all_gather", in, 0, out, count, dtype, stream);
+void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream, Team team) {
+  gather("all_gather", in, 0, out, count, dtype, stream, team);
 }
 
-void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
-  gather("all_to_all", in, 1, out, count, dtype, stream);
+void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream, Team team) {
+  gather("all_to_all", in, 1, out, count, dtype, stream, team);
+}
+
+void barrier(cudaStream_t stream, Team team) {
+  const char* fn = "barrier";
+  const TeamView t = check_team(fn, team);
+  if (on_host(t, fn, [&](const HostCall& c) {
+        nvst::quiet();  // this PE's puts land before the others go on
+        host_exchange(c, nullptr, 0, 0);
+      }))
+    return;
+  // The flag exchange of every collective with no data: one block.
+  Args a = base_args(fn, t);
+  gather_kernel<<<1, 32, 0, stream>>>(a);
+  NVST_CHECK_LAUNCH();
 }
 
 namespace {
-// The oneshot push with per-PE parts: reduce_scatter (part p of in, at
-// p * stride, to PE p; every PE reduces) and reduce (stride 0, dest = the
-// root, which alone reduces).
-void push_reduce(const void* in, std::size_t stride, void* out, std::size_t count, DType dtype, RedOp op, int dest,
-                 cudaStream_t stream) {
+// The oneshot push with per-member parts: reduce_scatter (part p of in, at
+// p * stride, to member p; every member reduces) and reduce (stride 0,
+// dest = the root, which alone reduces).
+void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t stride, void* out, std::size_t count,
+                 DType dtype, RedOp op, int dest, cudaStream_t stream) {
   const std::size_t es = dtype_size(dtype);
-  prepare();
-  const std::size_t chunk = slot_bytes() / es;
+  if (on_host(t, fn, [&](const HostCall& c) {
+        host_push_reduce(c, static_cast<const char*>(in), stride, static_cast<char*>(out), count, dtype, op, dest);
+      }))
+    return;
+  const Args proto = base_args(fn, t);
+  const std::size_t chunk = proto.slot_bytes / es;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t n = std::min(chunk, count - off);
-    Args a = base_args();
+    Args a = proto;
     a.dest = dest;
     a.in_base = static_cast<const char*>(in) + off * es;
     a.in_stride = stride;
@@ -839,31 +953,34 @@ void push_reduce(const void* in, std::size_t stride, void* out, std::size_t coun
 }
 }  // namespace
 
-void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
-  const std::size_t es = check_reduction_args("reduce_scatter", in, out, count, dtype);
-  if (host_heaps())
-    return host_push_reduce(static_cast<const char*>(in), count * es, static_cast<char*>(out), count, dtype, op, -1);
-  push_reduce(in, count * es, out, count, dtype, op, -1, stream);
+void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream,
+                    Team team) {
+  const char* fn = "reduce_scatter";
+  const TeamView t = check_team(fn, team);
+  const std::size_t es = check_reduction_args(fn, in, out, count, dtype);
+  push_reduce(fn, t, in, count * es, out, count, dtype, op, -1, stream);
 }
 
-void reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, int root, cudaStream_t stream) {
-  NVST_REQUIRE(root >= 0 && root < nvst::n_pes(), "nvst::coll::reduce: root ", root, " out of range [0, ",
-               nvst::n_pes(), ")");
+void reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, int root, cudaStream_t stream,
+            Team team) {
+  const char* fn = "reduce";
+  const TeamView t = check_team(fn, team);
+  check_root(fn, root, t);
   // Off the root, out is not used: check `in` against itself.
-  check_reduction_args("reduce", in, nvst::my_pe() == root ? out : in, count, dtype);
-  if (host_heaps()) return host_push_reduce(static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, root);
-  push_reduce(in, 0, out, count, dtype, op, root, stream);
+  check_reduction_args(fn, in, t.me == root ? out : in, count, dtype);
+  push_reduce(fn, t, in, 0, out, count, dtype, op, root, stream);
 }
 
 void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::span<const std::size_t> send_displs,
                  void* out, std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_displs,
-                 DType dtype, cudaStream_t stream) {
-  check_team("all_to_allv");
-  const int me = nvst::my_pe(), n = nvst::n_pes();
-  const std::size_t un = static_cast<std::size_t>(n);
+                 DType dtype, cudaStream_t stream, Team team) {
+  const char* fn = "all_to_allv";
+  const TeamView t = check_team(fn, team);
+  const int me = t.me;
+  const std::size_t un = static_cast<std::size_t>(t.npes);
   NVST_REQUIRE(send_counts.size() == un && send_displs.size() == un && recv_counts.size() == un &&
                    recv_displs.size() == un,
-               "nvst::coll::all_to_allv: counts and displacements need ", n, " entries each (got ",
+               "nvst::coll::all_to_allv: counts and displacements need ", t.npes, " entries each (got ",
                send_counts.size(), ", ", send_displs.size(), ", ", recv_counts.size(), ", ", recv_displs.size(), ")");
   const std::size_t es = dtype_size(dtype);
   VArgs v{};
@@ -879,45 +996,49 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
     sends |= send_counts[p] != 0;
     receives |= recv_counts[p] != 0;
   }
-  NVST_REQUIRE(send_counts[me] == recv_counts[me], "nvst::coll::all_to_allv: PE ", me, " sends itself ",
+  NVST_REQUIRE(send_counts[me] == recv_counts[me], "nvst::coll::all_to_allv: PE ", t.world_pe(me), " sends itself ",
                send_counts[me], " elements but expects ", recv_counts[me]);
   NVST_REQUIRE((!sends || in != nullptr) && (!receives || out != nullptr), "nvst::coll::all_to_allv: null buffer");
-  if (host_heaps())
-    return host_all_to_allv(static_cast<const char*>(in), v.send_off, v.send_len, static_cast<char*>(out), v.recv_off,
-                            v.recv_len);
-  prepare();
-  v.a = base_args();
+  if (on_host(t, fn, [&](const HostCall& c) {
+        host_all_to_allv(c, static_cast<const char*>(in), v.send_off, v.send_len, static_cast<char*>(out), v.recv_off,
+                         v.recv_len);
+      }))
+    return;
+  v.a = base_args(fn, t);
   v.a.in_base = static_cast<const char*>(in);
   v.a.out = static_cast<char*>(out);
   std::size_t most = 0;
   for (std::size_t p = 0; p < un; ++p) most = std::max({most, v.send_len[p], v.recv_len[p]});
   // The grid must be the same on every PE (block b talks to block b).
-  alltoallv_kernel<<<max_blocks(), threads_for(std::min(most, slot_bytes())), 0, stream>>>(v);
+  alltoallv_kernel<<<max_blocks(), threads_for(std::min(most, v.a.slot_bytes)), 0, stream>>>(v);
   NVST_CHECK_LAUNCH();
 }
 
 void all_to_allv(const void* in, const std::size_t* send_counts, const std::size_t* send_displs, void* out,
-                 const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype, cudaStream_t stream) {
-  check_team("all_to_allv");
+                 const std::size_t* recv_counts, const std::size_t* recv_displs, DType dtype, cudaStream_t stream,
+                 Team team) {
+  const std::size_t n = static_cast<std::size_t>(check_team("all_to_allv", team).npes);
   NVST_REQUIRE(send_counts && send_displs && recv_counts && recv_displs,
                "nvst::coll::all_to_allv: null counts or displacements");
-  const std::size_t n = static_cast<std::size_t>(nvst::n_pes());
-  all_to_allv(in, {send_counts, n}, {send_displs, n}, out, {recv_counts, n}, {recv_displs, n}, dtype, stream);
+  all_to_allv(in, {send_counts, n}, {send_displs, n}, out, {recv_counts, n}, {recv_displs, n}, dtype, stream, team);
 }
 
-void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream) {
-  check_team("broadcast");
-  NVST_REQUIRE(root >= 0 && root < nvst::n_pes(), "nvst::coll::broadcast: root ", root, " out of range [0, ",
-               nvst::n_pes(), ")");
+void broadcast(const void* in, void* out, std::size_t count, DType dtype, int root, cudaStream_t stream, Team team) {
+  const char* fn = "broadcast";
+  const TeamView t = check_team(fn, team);
+  check_root(fn, root, t);
   const std::size_t es = dtype_size(dtype);
-  NVST_REQUIRE(count == 0 || (out != nullptr && (in != nullptr || nvst::my_pe() != root)),
+  NVST_REQUIRE(count == 0 || (out != nullptr && (in != nullptr || t.me != root)),
                "nvst::coll::broadcast: null buffer");
   const std::size_t total = count * es;
-  if (host_heaps()) return host_broadcast(static_cast<const char*>(in), static_cast<char*>(out), total, root);
-  prepare();
-  for (std::size_t off = 0; off < total; off += slot_bytes()) {
-    const std::size_t n = std::min(slot_bytes(), total - off);
-    Args a = base_args();
+  if (on_host(t, fn, [&](const HostCall& c) {
+        host_broadcast(c, static_cast<const char*>(in), static_cast<char*>(out), total, root);
+      }))
+    return;
+  const Args proto = base_args(fn, t);
+  for (std::size_t off = 0; off < total; off += proto.slot_bytes) {
+    const std::size_t n = std::min(proto.slot_bytes, total - off);
+    Args a = proto;
     a.in = in ? static_cast<const char*>(in) + off : nullptr;
     a.in_base = a.in;
     a.out = static_cast<char*>(out) + off;

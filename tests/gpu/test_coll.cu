@@ -279,6 +279,144 @@ int run_pe() {
     check(bad == 0, "all_to_all, all_to_allv and reduce in one CUDA graph, 3 replays with new inputs" +
                         (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
   }
+  // Teams: split_2d(world, 2) gives pairs of consecutive PEs (x) and the
+  // PEs of the same parity (y); on 2 PEs, x is both and y is each PE alone.
+  // Every collective on each team against the reference over its members
+  // (team numbering for roots and parts), then all_reduce on x then y (the
+  // hierarchical composition), a team barrier, and x and world all_reduces
+  // interleaved in one graph (separate workspaces and epochs). A team that
+  // spans logical nodes is refused with a message instead.
+  {
+    auto [x, y] = nvst::team_split_2d(nvst::Team::kWorld, 2);
+    nvst::coll::prepare(x);
+    nvst::coll::prepare(y);
+    const int node_first = nvst::team_translate_pe(nvst::Team::kNode, 0);
+    auto members = [](nvst::Team t) {
+      std::vector<int> w;
+      for (int i = 0; i < nvst::team_n_pes(t); ++i) w.push_back(nvst::team_translate_pe(t, i));
+      return w;
+    };
+    auto on_my_node = [&](const std::vector<int>& w) {
+      for (int p : w)
+        if (p < node_first || p >= node_first + nvst::team_n_pes(nvst::Team::kNode)) return false;
+      return true;
+    };
+    bool y_ok = on_my_node(members(y));
+    // Every PE must agree whether y runs (it is collective): ask them all.
+    int mine = y_ok ? 1 : 0;
+    {
+      auto all = nvst::bootstrap_allgather(&mine, sizeof(mine));
+      for (int p = 0; p < n; ++p) {
+        int v;
+        std::memcpy(&v, all.data() + p * sizeof(v), sizeof(v));
+        y_ok = y_ok && v == 1;
+      }
+    }
+    for (nvst::Team team : {x, y}) {
+      const std::string tn = team == x ? "team x" : "team y";
+      if (team == y && !y_ok) {
+        std::string m;
+        try {
+          nvst::coll::all_reduce(in, out, 1, DType::kF32, RedOp::kSum, s, Algo::kAuto, team);
+        } catch (const nvst::Error& e) {
+          m = e.what();
+        }
+        check(m.find("one node") != std::string::npos || on_my_node(members(y)),
+              tn + " across logical nodes refused: " + m.substr(0, 100));
+        continue;
+      }
+      const std::vector<int> w = members(team);
+      const int tn_pes = static_cast<int>(w.size()), ti = nvst::team_my_pe(team);
+      long long bad = 0;
+      std::string first;
+      auto note = [&](long long b, const std::string& what) {
+        if (b && first.empty()) first = " (first: " + what + ")";
+        bad += b;
+      };
+      for (DType t : {DType::kF32, DType::kBF16, DType::kI64})
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, std::size_t{(1u << 20) + 5}}) {
+          const std::size_t es = nvst::coll::dtype_size(t);
+          const std::string what = std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count);
+          ++salt;
+          std::vector<std::vector<std::uint8_t>> tin, parts;
+          for (int p : w) tin.push_back(make_input(t, count, p, salt, g_seed));
+          for (int p : w) parts.push_back(make_input(t, count * tn_pes, p, salt + 7, g_seed));
+          for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
+            note(run_case(tin[ti], 0, 0, reduce_expected(t, RedOp::kSum, tin),
+                          [&](char* i, char* o) { nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, algo, team); }),
+                 "all_reduce " + what);
+          std::vector<std::uint8_t> gathered;
+          for (auto& v : tin) gathered.insert(gathered.end(), v.begin(), v.end());
+          note(run_case(tin[ti], 0, 0, gathered,
+                        [&](char* i, char* o) { nvst::coll::all_gather(i, o, count, t, s, team); }),
+               "all_gather " + what);
+          std::vector<std::vector<std::uint8_t>> mine_parts;
+          for (auto& v : parts) mine_parts.emplace_back(v.begin() + ti * count * es, v.begin() + (ti + 1) * count * es);
+          note(run_case(parts[ti], 0, 0, reduce_expected(t, RedOp::kMax, mine_parts),
+                        [&](char* i, char* o) { nvst::coll::reduce_scatter(i, o, count, t, RedOp::kMax, s, team); }),
+               "reduce_scatter " + what);
+          note(run_case(parts[ti], 0, 0, a2a_expected(ti, parts, count * es),
+                        [&](char* i, char* o) { nvst::coll::all_to_all(i, o, count, t, s, team); }),
+               "all_to_all " + what);
+          const int root = tn_pes - 1;
+          note(run_case(tin[ti], 0, 0, tin[root],
+                        [&](char* i, char* o) { nvst::coll::broadcast(i, o, count, t, root, s, team); }),
+               "broadcast " + what);
+          std::vector<std::uint8_t> r_want = ti == 0 ? reduce_expected(t, RedOp::kMin, tin)
+                                                     : std::vector<std::uint8_t>(count * es, 0xA5);
+          note(run_case(tin[ti], 0, 0, r_want,
+                        [&](char* i, char* o) { nvst::coll::reduce(i, ti == 0 ? o : nullptr, count, t, RedOp::kMin, 0, s, team); }),
+               "reduce " + what);
+        }
+      ++salt;
+      const VLayout l = make_v_layout(tn_pes, salt, 70000);
+      std::vector<std::vector<std::uint8_t>> vin;
+      for (int p = 0; p < tn_pes; ++p) vin.push_back(make_input(DType::kF32, l.in_len[p], w[p], salt, g_seed));
+      const auto rc = l.recv_counts(ti);
+      note(run_case(vin[ti], 0, 0, v_expected(l, ti, vin, 4),
+                    [&](char* i, char* o) {
+                      nvst::coll::all_to_allv(i, l.counts[ti], l.send_displs[ti], o, rc, l.recv_displs[ti],
+                                              DType::kF32, s, team);
+                    }),
+           "all_to_allv");
+      check(bad == 0, "every collective on " + tn + " (" + std::to_string(tn_pes) + " PEs)" +
+                          (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : ""));
+    }
+    if (y_ok) {  // x then y: the hierarchical all_reduce
+      long long bad = 0;
+      for (DType t : {DType::kF32, DType::kBF16}) {
+        const std::size_t count = 70001, es = nvst::coll::dtype_size(t);
+        ++salt;
+        std::vector<std::vector<std::uint8_t>> all_in;
+        for (int p = 0; p < n; ++p) all_in.push_back(make_input(t, count, p, salt, g_seed));
+        // x reduces pairs (2k, 2k+1) in order; y then reduces the pairs in order.
+        std::vector<std::vector<std::uint8_t>> pair_sums;
+        for (int p = 0; p + 1 < n; p += 2) pair_sums.push_back(reduce_expected(t, RedOp::kSum, {all_in[p], all_in[p + 1]}));
+        const auto want = reduce_expected(t, RedOp::kSum, pair_sums);
+        bad += run_case(all_in[me], 0, 0, want, [&](char* i, char* o) {
+          nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, Algo::kAuto, x);
+          nvst::coll::all_reduce(o, o, count, t, RedOp::kSum, s, Algo::kAuto, y);
+        });
+        (void)es;
+      }
+      check(bad == 0, "all_reduce on x then y equals the world reduced in that order" +
+                          (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
+    }
+    {  // barrier(x): a peer's kernel store made before it is visible after it
+      const int partner = nvst::team_translate_pe(x, 1 - nvst::team_my_pe(x));
+      auto* flag = static_cast<std::uint32_t*>(nvst::calloc(1, 4));
+      const std::uint32_t v = 0xBA770000u + static_cast<std::uint32_t>(me);
+      NVST_CHECK_CUDA(cudaMemcpy(in, &v, 4, cudaMemcpyHostToDevice));  // the copy engine's source: device memory
+      nvst::putmem_on_stream(flag, in, 4, partner, s);
+      nvst::coll::barrier(s, x);
+      std::uint32_t got = 0;
+      NVST_CHECK_CUDA(cudaMemcpyAsync(&got, flag, 4, cudaMemcpyDeviceToHost, s));
+      NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+      check(got == 0xBA770000u + static_cast<std::uint32_t>(partner), "barrier on team x orders a peer's put");
+      nvst::barrier_all();
+      nvst::free(flag);
+    }
+  }
   NVST_CHECK_CUDA(cudaFree(b_in));
   NVST_CHECK_CUDA(cudaFree(b_out));
   // CUDA graphs: three all_reduces captured once, replayed with new inputs.

@@ -3,6 +3,7 @@
 // the fabric transport, with 3 PEs (not a power of two).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,8 @@
 #include "pe_harness.hpp"
 
 using namespace nvst::test;
+using nvst::Team;
+using nvst::coll::Algo;
 
 TEST(CollHost, AllReduceAndAllGatherMatchTheReferenceBitForBit) {
   auto res = run_pes(3, [](int me) {
@@ -185,4 +188,120 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
     return 0;
   }, {{"NVST_SYMMETRIC_SIZE", "96M"}}, 240);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
+
+// Teams: 4 PEs as 2 logical nodes of 2. split_2d gives each PE its node (x)
+// and its cross-node pair (y); every collective runs on both, with the
+// team's numbering (roots, parts), against the reference over the team's
+// members only. all_reduce on x then y is the hierarchical all_reduce, and
+// equals the reference reduced in that order. A 1 MiB workspace makes the
+// larger sizes take several chunks.
+TEST(CollHost, TeamCollectivesAndTheirComposition) {
+  auto res = run_pes(4, [](int me) {
+    nvst::init();
+    auto [x, y] = nvst::team_split_2d(Team::kWorld, 2);
+    // Before prepare: refused with what to do.
+    std::int32_t one = 1;
+    std::string msg = error_of([&] { nvst::coll::all_reduce(&one, &one, 1, DType::kI32, RedOp::kSum, nullptr, Algo::kAuto, x); });
+    PE_EXPECT(contains(msg, "prepare(team)"), msg);
+    // A team this PE is not in: refused (prepare is still every PE's call).
+    const Team pe0 = nvst::team_split_strided(Team::kWorld, 0, 1, 1);
+    for (Team t : {x, y, pe0}) nvst::coll::prepare(t);
+    msg = error_of([&] { nvst::coll::barrier(nullptr, pe0); });
+    PE_EXPECT(me == 0 ? msg.empty() : contains(msg, "not a member of team 4"), msg);
+    std::uint64_t salt = 5000;
+    long long bad_total = 0;
+    auto members = [](Team t) {
+      std::vector<int> w;
+      for (int i = 0; i < nvst::team_n_pes(t); ++i) w.push_back(nvst::team_translate_pe(t, i));
+      return w;
+    };
+    auto check = [&](const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want, std::size_t poison_from,
+                     const std::string& what) {
+      long long bad = 0;
+      for (std::size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
+      for (std::size_t i = poison_from; i < got.size(); ++i) bad += got[i] != 0xA5;
+      if (bad) std::fprintf(stderr, "PE %d: %s: %lld bytes wrong\n", me, what.c_str(), bad);
+      bad_total += bad;
+    };
+    for (Team team : {x, y}) {
+      const std::vector<int> w = members(team);
+      const int n = static_cast<int>(w.size()), ti = nvst::team_my_pe(team);
+      const std::string tn = team == x ? "x team" : "y team";
+      for (DType t : kAllDTypes)
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, std::size_t{300'001}}) {
+          if (t != DType::kF32 && count > 100000) continue;
+          const std::size_t es = nvst::coll::dtype_size(t);
+          std::vector<std::vector<std::uint8_t>> in, parts;
+          ++salt;
+          for (int p : w) in.push_back(make_input(t, count, p, salt, 7));
+          for (int p : w) parts.push_back(make_input(t, count * n, p, salt, 9));
+          const std::string what = tn + " " + nvst::coll::dtype_name(t) + " count " + std::to_string(count);
+          std::vector<std::uint8_t> out(count * es * n + 16, 0xA5);
+          nvst::coll::all_reduce(in[ti].data(), out.data(), count, t, RedOp::kSum, nullptr, Algo::kAuto, team);
+          check(out, reduce_expected(t, RedOp::kSum, in), count * es, "all_reduce " + what);
+          out.assign(out.size(), 0xA5);
+          nvst::coll::all_gather(in[ti].data(), out.data(), count, t, nullptr, team);
+          std::vector<std::uint8_t> gathered;
+          for (auto& v : in) gathered.insert(gathered.end(), v.begin(), v.end());
+          check(out, gathered, count * es * n, "all_gather " + what);
+          out.assign(out.size(), 0xA5);
+          nvst::coll::reduce_scatter(parts[ti].data(), out.data(), count, t, RedOp::kMax, nullptr, team);
+          std::vector<std::vector<std::uint8_t>> mine;
+          for (auto& v : parts) mine.emplace_back(v.begin() + ti * count * es, v.begin() + (ti + 1) * count * es);
+          check(out, reduce_expected(t, RedOp::kMax, mine), count * es, "reduce_scatter " + what);
+          out.assign(out.size(), 0xA5);
+          nvst::coll::all_to_all(parts[ti].data(), out.data(), count, t, nullptr, team);
+          check(out, a2a_expected(ti, parts, count * es), count * es * n, "all_to_all " + what);
+          out.assign(out.size(), 0xA5);
+          nvst::coll::broadcast(in[ti].data(), out.data(), count, t, 1, nullptr, team);
+          check(out, in[1], count * es, "broadcast from member 1 " + what);
+          out.assign(out.size(), 0xA5);
+          nvst::coll::reduce(in[ti].data(), out.data(), count, t, RedOp::kMin, 0, nullptr, team);
+          check(out, ti == 0 ? reduce_expected(t, RedOp::kMin, in) : std::vector<std::uint8_t>(count * es, 0xA5),
+                count * es, "reduce to member 0 " + what);
+        }
+      // all_to_allv with the team's numbering (2 entries), one message of 3 slots.
+      ++salt;
+      const VLayout l = make_v_layout(n, salt, 5000, 300'001);
+      std::vector<std::vector<std::uint8_t>> in;
+      for (int p = 0; p < n; ++p) in.push_back(make_input(DType::kF32, l.in_len[p], w[p], salt, 13));
+      auto want = v_expected(l, ti, in, 4);
+      std::vector<std::uint8_t> out(want.size(), 0xA5);
+      nvst::coll::all_to_allv(in[ti].data(), l.counts[ti], l.send_displs[ti], out.data(), l.recv_counts(ti),
+                              l.recv_displs[ti], DType::kF32, nullptr, team);
+      check(out, want, want.size(), "all_to_allv " + tn);
+      std::vector<std::size_t> world_sized(4, 0);
+      msg = error_of([&] { nvst::coll::all_to_allv(nullptr, world_sized, world_sized, nullptr, world_sized, world_sized, DType::kI32, nullptr, team); });
+      PE_EXPECT(contains(msg, "need 2 entries"), msg);
+      msg = error_of([&] { nvst::coll::broadcast(&one, &one, 1, DType::kI32, 2, nullptr, team); });
+      PE_EXPECT(contains(msg, "root 2 out of range [0, 2)"), msg);
+    }
+    // Hierarchical all_reduce: inside the node (x), then across nodes (y).
+    for (DType t : kAllDTypes) {
+      const std::size_t count = 70'001, es = nvst::coll::dtype_size(t);
+      ++salt;
+      std::vector<std::vector<std::uint8_t>> in;
+      for (int p = 0; p < 4; ++p) in.push_back(make_input(t, count, p, salt, 7));
+      std::vector<std::uint8_t> buf = in[me];
+      nvst::coll::all_reduce(buf.data(), buf.data(), count, t, RedOp::kSum, nullptr, Algo::kAuto, x);
+      nvst::coll::all_reduce(buf.data(), buf.data(), count, t, RedOp::kSum, nullptr, Algo::kAuto, y);
+      const auto want = reduce_expected(t, RedOp::kSum, {reduce_expected(t, RedOp::kSum, {in[0], in[1]}),
+                                                          reduce_expected(t, RedOp::kSum, {in[2], in[3]})});
+      check(buf, want, buf.size(), std::string("x then y all_reduce ") + nvst::coll::dtype_name(t));
+      (void)es;
+    }
+    // barrier(team): a put issued before it (no quiet) is in place after it.
+    auto* slot = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+    const int partner = nvst::team_translate_pe(y, 1 - nvst::team_my_pe(y));
+    const std::uint64_t v = 0xB0A7000000ull + static_cast<std::uint64_t>(me);
+    nvst::putmem_nbi(slot, &v, 8, partner);
+    nvst::coll::barrier(nullptr, y);
+    PE_EXPECT(*slot == 0xB0A7000000ull + static_cast<std::uint64_t>(partner), "after barrier(y): ", std::hex, *slot);
+    nvst::free(slot);
+    nvst::finalize();
+    PE_EXPECT(bad_total == 0, bad_total, " bytes wrong in all");
+    return 0;
+  }, {{"NVST_SYMMETRIC_SIZE", "32M"}, {"NVST_NODE_SIZE", "2"}, {"NVST_COLL_WORKSPACE", "1M"}}, 240);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }

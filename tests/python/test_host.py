@@ -66,6 +66,40 @@ def test_collectives_match_numpy():
     assert nt.launch(3, _collectives) == [True, True, True]
 
 
+def _teams(rank):
+    """Teams from Python: the even PEs {0, 2} of 3, and split_2d's rows and
+    columns; collectives on a team reduce over its members only."""
+    even = nt.team_split_strided(nt.TEAM_WORLD, 0, 2, 2)
+    x, y = nt.team_split_2d(nt.TEAM_WORLD, 2)
+    for t in (even, x, y):
+        nt.coll_prepare(t)
+    assert nt.team_my_pe(even) == {0: 0, 1: -1, 2: 1}[rank]
+    assert [nt.team_translate_pe(x, i) for i in range(nt.team_n_pes(x))] == ([0, 1] if rank < 2 else [2])
+    assert [nt.team_translate_pe(y, i) for i in range(nt.team_n_pes(y))] == ([1] if rank == 1 else [0, 2])
+    ins = [_inputs(p, 3, 10_001, np.float32, 50) for p in range(3)]
+    out = np.zeros(10_001, np.float32)
+    if rank == 1:
+        with pytest.raises(RuntimeError, match="not a member of team"):
+            nt.all_reduce(ins[rank], out, team=even)
+    else:
+        nt.all_reduce(ins[rank], out, team=even)
+        assert np.array_equal(out, ins[0] + ins[2])
+        gathered = np.zeros(2 * 10_001, np.float32)
+        nt.all_gather(ins[rank], gathered, team=even)
+        assert np.array_equal(gathered, np.concatenate([ins[0], ins[2]]))
+    members = [nt.team_translate_pe(x, i) for i in range(nt.team_n_pes(x))]
+    nt.all_reduce(ins[rank], out, "max", team=x)
+    assert np.array_equal(out, np.maximum.reduce([ins[p] for p in members]))
+    buf = ins[rank].copy()
+    nt.broadcast(buf, nt.team_n_pes(y) - 1, team=y)
+    assert np.array_equal(buf, ins[nt.team_translate_pe(y, nt.team_n_pes(y) - 1)])
+    return True
+
+
+def test_team_collectives_reduce_over_members_only():
+    assert nt.launch(3, _teams) == [True, True, True]
+
+
 def _bad_input(rank):
     n = nt.n_pes()
     a = np.zeros(10, dtype=np.float32)
@@ -74,7 +108,7 @@ def _bad_input(rank):
         (lambda: nt.all_reduce(np.zeros(4, np.float64), np.zeros(4, np.float64)), TypeError, "float64"),
         (lambda: nt.all_reduce(a, np.zeros(11, np.float32)), ValueError, "11"),
         (lambda: nt.all_reduce(a, a.copy(), "avg"), ValueError, "avg"),
-        (lambda: nt.all_gather(a, np.zeros(10, np.float32)), ValueError, "n_pes"),
+        (lambda: nt.all_gather(a, np.zeros(10, np.float32)), ValueError, "team size"),
         (lambda: nt.put(nt_buf, np.zeros(100, np.float32), (rank + 1) % n), ValueError, "exceed"),
         (lambda: nt.put(nt_buf, a, 7), RuntimeError, "PE 7 out of range"),
         (lambda: nt.signal_wait_until(nt_buf, 0, "bigger", 1), ValueError, "bigger"),
