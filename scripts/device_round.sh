@@ -2,7 +2,8 @@
 # One round on a lent GPU machine: the GPU tests and benchmarks the issues
 # ask for, logs and JSON under $OUT (or ./device-out), a short summary last.
 # Usage: bash scripts/device_round.sh BIN_DIR MODE
-#   shared  one GPU: PEs time-share it (correctness only, no timings)
+#   shared  one GPU: PEs time-share it (correctness only, no timings): the
+#           device API, collectives at 2 and 4 PEs, EP, the proxy path
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
 #   coll    collectives: tests and `nvst bench coll`
@@ -41,6 +42,10 @@ case "$MODE" in
     step selftest_2pe 120 "$BIN/nvst" selftest --np 2
     step gpu_api_2pe 240 "$BIN/nvst_gpu_tests" --np 2
     step gpu_errors 120 "$BIN/nvst_gpu_tests" --mode errors --np 2
+    step coll_2pe 200 "$BIN/nvst_coll_tests" --np 2
+    step coll_4pe 300 "$BIN/nvst_coll_tests" --np 4
+    step ep_2pe 200 "$BIN/nvst_ep_tests" --np 2 --stress 500
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 200 "$BIN/nvst_gpu_tests" --np 2
     step memcheck_2pe 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
     ;;
   quick|full)

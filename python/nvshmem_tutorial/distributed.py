@@ -60,7 +60,7 @@ class Work:
         self._event.record()
 
     def wait(self, timeout=None):
-        torch.cuda.currentcurrent_stream().wait_event(self._event)
+        torch.cuda.current_stream().wait_event(self._event)
         return True
 
     def is_completed(self):
