@@ -46,6 +46,7 @@ case "$MODE" in
     step coll_4pe 300 "$BIN/nvst_coll_tests" --np 4
     step ep_2pe 200 "$BIN/nvst_ep_tests" --np 2 --stress 500
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 200 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 200 "$BIN/nvst_gpu_tests" --np 2
     step memcheck_2pe 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
     ;;
   quick|full)
@@ -55,9 +56,9 @@ case "$MODE" in
     else NVST_TEST_SHARE_GPUS=1 step gpu_api_4pe_shared 240 "$BIN/nvst_gpu_tests" --np 4; fi
     step gpu_errors 120 "$BIN/nvst_gpu_tests" --mode errors --np 2
     # Two logical nodes of one GPU each: everything between them goes
-    # through the proxy (issue 3), over tcp;ofi_rxm (shm is refused with GPU
-    # heaps for now: see src/transport/proxy.cpp).
+    # through the proxy (issue 3), over tcp;ofi_rxm and over shm.
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 300 "$BIN/nvst_gpu_tests" --np 2
     NVST_NODE_SIZE=1 step bench_fifo 120 "$BIN/nvst" bench fifo --json "$OUT/fifo.json"
     NVST_NODE_SIZE=1 step bench_p2p_internode 300 "$BIN/nvst" bench p2p -b 4K -e 256M -f 4 --json "$OUT/p2p_internode.json"
     if [ "$MODE" = full ]; then

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +23,7 @@ constexpr int kMaxInFlight = 512;                       // fabric operations pos
 // Pieces of 256 KiB: small enough that a 1 MiB put is already a pipeline
 // (staging copy of piece i+1 while piece i is on the wire and piece i-1 is
 // copied into the target's GPU), large enough that per-piece costs (a
-// doorbell, a credit) stay small next to the data.
+// doorbell, an acknowledgement) stay small next to the data.
 constexpr int kStageSlots = 16;                         // staging slots in the pipeline
 constexpr std::size_t kStageBytes = std::size_t{256} << 10;
 constexpr int kInboxSlots = 16;                         // per (source, target) pair
@@ -47,16 +48,21 @@ struct InboxHeader {
 static_assert(sizeof(InboxHeader) == kInboxHeader);
 
 // Control region layout (per PE, world PEs):
-//   credits[world]             pieces target t has applied from me (t writes)
+//   acks[world][kInboxSlots]   seq + 1 of my last piece in slot k that t applied (t writes)
 //   bells[world][kInboxSlots]  seq + 1 of the piece in inbox slot k from s (s writes)
+// Doorbells and acks are plain 8-byte RMA writes, not fabric atomics:
+// libfabric 1.17's shm applied several in-flight atomic writes from one
+// sender with each other's operands (tests/host/test_fabric.cpp, *_inbox).
+// Every read of them tests for one exact value, so a torn write (a provider
+// that lands the 8 bytes in parts) reads as "not yet", never as a wrong yes.
+// A word is written again only 16 pieces later, after its previous value
+// was seen, so two writes to one word are never in flight together.
 //   slots[world][kInboxSlots]  header + data (s writes)
 struct ControlLayout {
   int world;
   bool inbox;  // GPU heaps: inboxes exist
-  std::size_t credit(int t) const { return 8 * static_cast<std::size_t>(t); }
-  std::size_t bell(int s, int k) const {
-    return 8 * static_cast<std::size_t>(world) + 8 * (static_cast<std::size_t>(s) * kInboxSlots + k);
-  }
+  std::size_t ack(int t, int k) const { return 8 * (static_cast<std::size_t>(t) * kInboxSlots + k); }
+  std::size_t bell(int s, int k) const { return ack(world, 0) + ack(s, k); }
   std::size_t slots_begin() const { return round_up(bell(world, 0), 4096); }
   std::size_t slot(int s, int k) const {
     return slots_begin() + (static_cast<std::size_t>(s) * kInboxSlots + k) * kStageBytes;
@@ -77,7 +83,7 @@ fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
 // One posted fabric operation. Lives in the registered scratch area so that
 // `value` can be the local operand of an atomic.
 struct Proxy::InFlight {
-  enum Kind : int { kHeapWrite, kSignal, kInboxWrite, kBell, kCredit };
+  enum Kind : int { kHeapWrite, kSignal, kInboxWrite, kControlWord };
   // The provider's: with FI_CONTEXT / FI_CONTEXT2 mode it may use the first
   // 32 / 64 bytes behind the context pointer while the operation is in
   // flight. (Before this field existed, shm overwrote `value`, the doorbell
@@ -94,6 +100,7 @@ struct Proxy::InFlight {
 
 struct Proxy::State {
   ControlLayout layout;
+  bool gpu = false;  // a GPU heap: inbox copies and signals go on `stream`
   int me = 0;
   char* heap = nullptr;
   std::size_t heap_bytes = 0;
@@ -121,15 +128,18 @@ struct Proxy::State {
   std::vector<Group> groups;
   std::vector<int> free_groups;
   std::deque<int> ready_signals;
-  // Inbox path, sending side: pieces sent per target, bells to post.
-  std::vector<std::uint64_t> sent;
-  struct Bell {
-    int pe, slot;
-    std::uint64_t seq;
+  // Inbox path: doorbells (after a piece landed) and acks (after a piece
+  // was applied) to write, each seq + 1 into one word of a peer's control
+  // region.
+  struct ControlWord {
+    int pe;
+    std::size_t offset;
+    std::uint64_t value;
   };
-  std::deque<Bell> bells;
-  // Inbox path, receiving side: next piece expected per source, pieces
-  // copied (stream done) per source, credits to return.
+  std::deque<ControlWord> control_words;
+  // Sending side: pieces sent per target. Receiving side: next piece
+  // expected per source, pieces applied (copied, stream done) per source.
+  std::vector<std::uint64_t> sent;
   std::vector<std::uint64_t> recv, applied;
   struct Applying {
     int src;
@@ -137,7 +147,6 @@ struct Proxy::State {
   };
   std::deque<Applying> applying;
   std::vector<cudaEvent_t> free_events;
-  std::deque<int> credits_due;
   cudaStream_t stream = nullptr;        // inbox copies into the heap
   cudaStream_t stage_stream = nullptr;  // staging copies out of GPU memory
   // Both are non-blocking streams: a kernel on the legacy default stream that
@@ -170,17 +179,28 @@ struct Proxy::State {
     op_busy[static_cast<std::size_t>(id)] = 0;
     free_ops.push_back(id);
   }
-  std::uint64_t credits_from(int t) const {
-    return load_acquire(reinterpret_cast<const std::uint64_t*>(layout_base + layout.credit(t)));
+  // Whether t has applied my piece `seq` (pieces are applied in order, so
+  // all before it too).
+  bool acked(int t, std::uint64_t seq) const {
+    const int k = static_cast<int>(seq % kInboxSlots);
+    return load_acquire(reinterpret_cast<const std::uint64_t*>(layout_base + layout.ack(t, k))) == seq + 1;
   }
-  bool all_credited() const {
-    for (int t = 0; t < layout.world; ++t)
-      if (sent[static_cast<std::size_t>(t)] != credits_from(t)) return false;
+  // Inbox slot for piece `sent` to t is free: its previous piece was applied.
+  bool slot_free(int t, std::uint64_t seq) const { return seq < kInboxSlots || acked(t, seq - kInboxSlots); }
+  bool all_acked() const {
+    for (int t = 0; t < layout.world; ++t) {
+      const std::uint64_t n = sent[static_cast<std::size_t>(t)];
+      if (n > 0 && !acked(t, n - 1)) return false;
+    }
     return true;
   }
+  void ack(int src, std::uint64_t seq) {  // piece `seq` from src is applied
+    ++applied[static_cast<std::size_t>(src)];
+    control_words.push_back({src, layout.ack(me, static_cast<int>(seq % kInboxSlots)), seq + 1});
+  }
   bool drained() const {
-    return in_flight == 0 && !active && ready_signals.empty() && bells.empty() &&
-           (!layout.inbox || all_credited());
+    return in_flight == 0 && !active && ready_signals.empty() && control_words.empty() &&
+           (!layout.inbox || all_acked());
   }
   char* layout_base = nullptr;  // the control region
 };
@@ -188,16 +208,12 @@ struct Proxy::State {
 Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s)
     : device_(device), timeout_s_(timeout_s) {
   const int world = boot.world();
-  const bool inbox = device >= 0;
-  // Known problem (2026-11-22, libfabric 1.17 on the GPU machines): over shm
-  // the inbox path stalls after a few pieces in one direction (doorbells the
-  // sender saw complete are not seen by the target; NVST_PROXY_DEBUG=1 shows
-  // it). Refuse it clearly instead of stalling; host heaps over shm are fine
-  // (tests/host/test_fabric.cpp), and tcp;ofi_rxm works with GPU heaps.
-  if (inbox && fabric::chosen_provider() == "shm")
-    NVST_FAIL("fabric provider 'shm' is not supported with GPU heaps yet (a known stall in the staged inbox "
-              "path); use NVST_FABRIC_PROVIDER=\"tcp;ofi_rxm\" between logical nodes");
-
+  // GPU heaps always take the inbox path (the provider cannot write GPU
+  // memory without FI_HMEM). NVST_PROXY_INBOX=1 sends host heaps through it
+  // too, with memcpy where the GPU path has copies on streams: the same
+  // protocol (pieces, doorbells, acks), so CI tests it without a GPU.
+  const bool gpu = device >= 0;
+  const bool inbox = gpu || settings::get("NVST_PROXY_INBOX").value_or("0") == "1";
   ControlLayout layout{world, inbox};
   const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
   scratch_bytes_ = pool_bytes + kStageSlots * kStageBytes;
@@ -208,12 +224,12 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
                " bytes of staging and inbox memory");
   std::memset(scratch_, 0, scratch_bytes_);
   std::memset(control_, 0, control_bytes_);
-  if (inbox) {
+  if (gpu) {
     // Pinned, so that the staging and inbox copies are DMA (and async).
     NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterDefault));
     NVST_CHECK_CUDA(cudaHostRegister(control_, control_bytes_, cudaHostRegisterDefault));
   }
-  transport_ = std::make_unique<fabric::Transport>(boot, inbox ? nullptr : heap, heap_bytes, control_,
+  transport_ = std::make_unique<fabric::Transport>(boot, gpu ? nullptr : heap, heap_bytes, control_,
                                                    control_bytes_, scratch_, scratch_bytes_, device);
 
   auto make_fifo = [](void* mem) {
@@ -242,7 +258,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   s.sent.assign(static_cast<std::size_t>(world), 0);
   s.recv.assign(static_cast<std::size_t>(world), 0);
   s.applied.assign(static_cast<std::size_t>(world), 0);
-  if (inbox) {
+  s.gpu = gpu;
+  if (gpu) {
     void* mem = nullptr;
     NVST_CHECK_CUDA(cudaHostAlloc(&mem, proxy::fifo_bytes(kFifoCapacity), cudaHostAllocMapped));
     dev_fifo_ = make_fifo(mem);
@@ -364,7 +381,7 @@ bool Proxy::step() {
   if (transport_->progress(s.completions) > 0) busy = true;
   for (auto& c : s.completions) {
     auto* op = static_cast<InFlight*>(c.context);
-    static const char* names[] = {"write", "signal", "inbox write", "doorbell", "credit"};
+    static const char* names[] = {"write", "signal", "inbox write", "doorbell or ack"};
     if (c.error != 0)
       NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
     if (op->stage_slot >= 0) s.free_slots.push_back(op->stage_slot);
@@ -372,30 +389,35 @@ bool Proxy::step() {
       auto& g = s.groups[static_cast<std::size_t>(op->group)];
       if (--g.remaining == 0 && g.all_posted) s.ready_signals.push_back(op->group);
     }
-    if (op->kind == InFlight::kInboxWrite) s.bells.push_back({op->pe, op->inbox_slot, op->value});
+    if (op->kind == InFlight::kInboxWrite)  // the piece landed: ring its doorbell
+      s.control_words.push_back({op->pe, s.layout.bell(s.me, op->inbox_slot), op->value + 1});
     s.release(op);
   }
 
   if (debug_ && Clock::now() - s.last_debug > std::chrono::seconds(2)) {
     s.last_debug = Clock::now();
-    std::string credits;
-    for (int t = 0; t < s.layout.world; ++t)
-      credits += " " + std::to_string(t) + ":" + std::to_string(s.sent[static_cast<std::size_t>(t)]) + "/" +
-                 std::to_string(s.credits_from(t)) + "/" + std::to_string(s.recv[static_cast<std::size_t>(t)]) + "/" +
-                 std::to_string(s.applied[static_cast<std::size_t>(t)]);
+    std::string peers;  // inbox path: what a stall looks like from both ends
+    for (int t = 0; s.layout.inbox && t < s.layout.world; ++t) {
+      const auto i = static_cast<std::size_t>(t);
+      const auto* bell = reinterpret_cast<const std::uint64_t*>(
+          control_ + s.layout.bell(t, static_cast<int>(s.recv[i] % kInboxSlots)));
+      peers += " " + std::to_string(t) + ":" + std::to_string(s.sent[i]) + "/" +
+               (s.sent[i] == 0 || s.acked(t, s.sent[i] - 1) ? "yes" : "no") + "/" + std::to_string(s.recv[i]) +
+               "/" + std::to_string(s.applied[i]) + "/" + std::to_string(load_acquire(bell));
+    }
     std::fprintf(stderr,
-                 "%sproxy: in_flight %d active %d (op %d pe %u %zu/%llu bytes) blocked %d bells %zu signals %zu "
-                 "applying %zu credits_due %zu free_slots %zu host head %llu dev head %llu; per PE sent/credited/"
-                 "received/applied:%s\n",
+                 "%sproxy: in_flight %d active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
+                 "signals %zu applying %zu free_slots %zu host head %llu dev head %llu; per PE sent/last acked/"
+                 "received/applied/next doorbell's value:%s\n",
                  detail::rank_prefix().c_str(), s.in_flight, s.active, static_cast<int>(proxy::tag_op(s.cur.tag)),
-                 s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes), s.blocked, s.bells.size(),
-                 s.ready_signals.size(), s.applying.size(), s.credits_due.size(), s.free_slots.size(),
+                 s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes), s.blocked,
+                 s.control_words.size(), s.ready_signals.size(), s.applying.size(), s.free_slots.size(),
                  static_cast<unsigned long long>(s.host_consumer.head()),
-                 static_cast<unsigned long long>(s.dev_consumer ? s.dev_consumer->head() : 0), credits.c_str());
+                 static_cast<unsigned long long>(s.dev_consumer ? s.dev_consumer->head() : 0), peers.c_str());
   }
 
   // 2. Dead or wedged peers: operations that never complete, or a command
-  // that cannot start (no credit, EAGAIN while the provider reconnects).
+  // that cannot start (target's inbox full, EAGAIN while the provider reconnects).
   if ((s.in_flight > 0 || s.active) && Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
     s.last_age_check = Clock::now();
     const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
@@ -412,8 +434,9 @@ bool Proxy::step() {
     }
   }
 
-  // 3. Small follow-up operations: host-path signals after their data,
-  // doorbells after their pieces, credits after the copies.
+  // 3. Small follow-up operations: host-path signals after their data;
+  // inbox pieces taken in, then doorbells after their pieces and acks after
+  // the copies.
   while (!s.ready_signals.empty() && !s.free_ops.empty()) {
     const int g = s.ready_signals.front();
     const proxy::Command& cmd = s.groups[static_cast<std::size_t>(g)].cmd;
@@ -425,17 +448,6 @@ bool Proxy::step() {
     s.free_groups.push_back(g);
     busy = true;
   }
-  while (!s.bells.empty() && !s.free_ops.empty()) {
-    const State::Bell b = s.bells.front();
-    InFlight* op = s.take(InFlight::kBell, b.pe);
-    op->value = b.seq + 1;
-    if (!transport_->atomic(b.pe, &op->value, fabric::AtomicOp::kSet, fabric::Region::kControl,
-                            s.layout.bell(s.me, b.slot), op))
-      break;
-    s.commit(op);
-    s.bells.pop_front();
-    busy = true;
-  }
   if (s.layout.inbox) {
     // Receiving: take every piece whose doorbell rang, in order per source.
     for (int src = 0; src < s.layout.world; ++src) {
@@ -443,12 +455,26 @@ bool Proxy::step() {
       for (;;) {
         const int k = static_cast<int>(next % kInboxSlots);
         const auto* bell = reinterpret_cast<const std::uint64_t*>(control_ + s.layout.bell(src, k));
-        if (load_acquire(bell) != next + 1 || s.free_events.empty()) break;
+        if (load_acquire(bell) != next + 1 || (s.gpu && s.free_events.empty())) break;
         const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
         NVST_REQUIRE(h->seq == next && h->bytes <= kInboxData && h->dest <= s.heap_bytes &&
                          h->bytes <= s.heap_bytes - h->dest && (!h->has_signal || h->sig <= s.heap_bytes - 8),
                      "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ",
                      h->dest, ", bytes ", h->bytes, ")");
+        if (!s.gpu) {  // host heap: applied now, by this thread (the only writer of inbox data)
+          if (h->bytes) std::memcpy(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader, h->bytes);
+          if (h->has_signal) {
+            std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(s.heap + h->sig));
+            if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
+              w.fetch_add(h->sig_value, std::memory_order_release);
+            else
+              w.store(h->sig_value, std::memory_order_release);
+          }
+          s.ack(src, next);
+          ++next;
+          busy = true;
+          continue;
+        }
         if (h->bytes)
           NVST_CHECK_CUDA(cudaMemcpyAsync(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader,
                                           h->bytes, cudaMemcpyHostToDevice, s.stream));
@@ -474,21 +500,18 @@ bool Proxy::step() {
       const int src = s.applying.front().src;
       s.free_events.push_back(s.applying.front().done);
       s.applying.pop_front();
-      ++s.applied[static_cast<std::size_t>(src)];
-      if (s.credits_due.empty() || s.credits_due.back() != src) s.credits_due.push_back(src);
+      s.ack(src, s.applied[static_cast<std::size_t>(src)]);  // copies finish in order per source
       busy = true;
     }
-    while (!s.credits_due.empty() && !s.free_ops.empty()) {
-      const int src = s.credits_due.front();
-      InFlight* op = s.take(InFlight::kCredit, src);
-      op->value = s.applied[static_cast<std::size_t>(src)];
-      if (!transport_->atomic(src, &op->value, fabric::AtomicOp::kSet, fabric::Region::kControl,
-                              s.layout.credit(s.me), op))
-        break;
-      s.commit(op);
-      s.credits_due.pop_front();
-      busy = true;
-    }
+  }
+  while (!s.control_words.empty() && !s.free_ops.empty()) {
+    const State::ControlWord w = s.control_words.front();
+    InFlight* op = s.take(InFlight::kControlWord, w.pe);
+    op->value = w.value;
+    if (!transport_->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
+    s.commit(op);
+    s.control_words.pop_front();
+    busy = true;
   }
 
   // 4. The active command, piece by piece, as resources allow.
@@ -508,7 +531,7 @@ bool Proxy::step() {
       }
       if (s.free_slots.empty()) break;
       auto& sent = s.sent[static_cast<std::size_t>(pe)];
-      if (sent - s.credits_from(pe) >= kInboxSlots) break;  // target's inbox full
+      if (!s.slot_free(pe, sent)) break;  // target's inbox full
       const std::size_t piece = std::min<std::size_t>({left, kInboxData, transport_->max_write() - kInboxHeader});
       const bool last = piece == left;
       const int slot = s.free_slots.back();
@@ -522,9 +545,11 @@ bool Proxy::step() {
       h->sig = c.sig;
       h->sig_value = c.sig_value;
       h->sig_op = c.sig_op;
-      if (piece) {
+      if (piece && s.gpu) {
         NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, piece, cudaMemcpyDefault, s.stage_stream));
         NVST_CHECK_CUDA(cudaStreamSynchronize(s.stage_stream));
+      } else if (piece) {
+        std::memcpy(stage + kInboxHeader, src, piece);
       }
       const int k = static_cast<int>(sent % kInboxSlots);
       InFlight* op = s.take(InFlight::kInboxWrite, pe);
