@@ -98,6 +98,8 @@ std::pair<Team, Team> team_split_2d(Team parent, int xrange);
 // offset in its own heap. Alignment is 256 bytes unless asked otherwise.
 // malloc(0) returns nullptr. Exhaustion throws with the heap's figures.
 void* malloc(std::size_t bytes);
+// Also zeroed on every PE before any PE returns, so a put right after it
+// cannot be erased by a slower PE's zeroing.
 void* calloc(std::size_t count, std::size_t size);
 void* align(std::size_t alignment, std::size_t bytes);
 // Collective, and a barrier first (no PE frees what a peer may still write).

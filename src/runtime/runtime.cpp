@@ -427,6 +427,10 @@ void* calloc(std::size_t count, std::size_t size) {
   } else {
     std::memset(p, 0, bytes);
   }
+  // Zeroed everywhere before anyone returns: a peer's put issued right after
+  // its calloc must not land before a slower PE's memset (which would erase
+  // it). CollHost.TeamCollectivesAndTheirComposition lost such a put.
+  rt("calloc").bootstrap->barrier("calloc: zeroed");
   return p;
 }
 

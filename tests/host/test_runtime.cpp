@@ -1,7 +1,10 @@
 // The runtime's host API on host-memory PEs (what runs without a GPU).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
+#include <vector>
 #include <cstring>
 
 #include "nvst/nvst.hpp"
@@ -52,6 +55,39 @@ TEST(Runtime, SymmetricAllocationAcrossFourPes) {
     return 0;
   });
   for (int r = 0; r < 4; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
+
+// calloc is zeroed everywhere before any PE returns: a put issued right
+// after it lands in zeroed memory and stays. PE 1 zeroes 64 MiB slowly (its
+// own busy threads take most of the cores); PE 0 puts into the last word at
+// once. Were calloc to return before every PE's zeroing, PE 1's memset would
+// reach that word after the put.
+TEST(Runtime, CallocIsZeroEverywhereBeforeAnyPeReturns) {
+  auto res = run_pes(2, [](int me) {
+    nvst::init();
+    for (int round = 0; round < 3; ++round) {
+      std::atomic<bool> stop{false};
+      std::vector<std::thread> busy;
+      if (me == 1)
+        for (int i = 0; i < 6; ++i)
+          busy.emplace_back([&] {
+            while (!stop.load(std::memory_order_relaxed)) {
+            }
+          });
+      constexpr std::size_t kWords = std::size_t{8} << 20;
+      auto* z = static_cast<std::uint64_t*>(nvst::calloc(kWords, 8));
+      stop = true;
+      for (auto& t : busy) t.join();
+      const std::uint64_t v = 0xCA110C00ull + static_cast<std::uint64_t>(round);
+      if (me == 0) nvst::putmem(&z[kWords - 1], &v, 8, 1);
+      nvst::barrier_all();
+      if (me == 1) PE_EXPECT(z[kWords - 1] == v, "round ", round, ": the put after calloc was erased");
+      nvst::free(z);
+    }
+    nvst::finalize();
+    return 0;
+  }, {{"NVST_SYMMETRIC_SIZE", "128M"}});
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 
 TEST(Runtime, AllocationErrorsAreClearOnEveryPe) {
