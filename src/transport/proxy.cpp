@@ -50,6 +50,7 @@ static_assert(sizeof(InboxHeader) == kInboxHeader);
 // Control region layout (per PE, world PEs):
 //   acks[world][kInboxSlots]   seq + 1 of my last piece in slot k that t applied (t writes)
 //   bells[world][kInboxSlots]  seq + 1 of the piece in inbox slot k from s (s writes)
+//   slots[world][kInboxSlots]  header + data (s writes)
 // Doorbells and acks are plain 8-byte RMA writes, not fabric atomics:
 // libfabric 1.17's shm applied several in-flight atomic writes from one
 // sender with each other's operands (tests/host/test_fabric.cpp, *_inbox).
@@ -57,7 +58,6 @@ static_assert(sizeof(InboxHeader) == kInboxHeader);
 // that lands the 8 bytes in parts) reads as "not yet", never as a wrong yes.
 // A word is written again only 16 pieces later, after its previous value
 // was seen, so two writes to one word are never in flight together.
-//   slots[world][kInboxSlots]  header + data (s writes)
 struct ControlLayout {
   int world;
   bool inbox;  // GPU heaps: inboxes exist
@@ -72,6 +72,13 @@ struct ControlLayout {
 
 std::uint64_t load_acquire(const std::uint64_t* p) {
   return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
+}
+
+// A signal to a word of this PE's host heap, applied by the proxy thread.
+void apply_host_signal(char* heap, std::uint64_t sig, std::uint8_t sig_op, std::uint64_t value) {
+  std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(heap + sig));
+  if (sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd)) w.fetch_add(value, std::memory_order_release);
+  else w.store(value, std::memory_order_release);
 }
 
 fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
@@ -463,13 +470,7 @@ bool Proxy::step() {
                      h->dest, ", bytes ", h->bytes, ")");
         if (!s.gpu) {  // host heap: applied now, by this thread (the only writer of inbox data)
           if (h->bytes) std::memcpy(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader, h->bytes);
-          if (h->has_signal) {
-            std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(s.heap + h->sig));
-            if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
-              w.fetch_add(h->sig_value, std::memory_order_release);
-            else
-              w.store(h->sig_value, std::memory_order_release);
-          }
+          if (h->has_signal) apply_host_signal(s.heap, h->sig, h->sig_op, h->sig_value);
           s.ack(src, next);
           ++next;
           busy = true;
@@ -576,11 +577,7 @@ bool Proxy::step() {
     // sent to ourselves through shm, the word was corrupted.
     if (pe == s.me) {
       if (c.bytes) std::memmove(s.heap + c.dest, src, c.bytes);
-      if (kind != proxy::Op::kPut) {
-        std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(s.heap + c.sig));
-        if (c.sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd)) w.fetch_add(c.sig_value, std::memory_order_release);
-        else w.store(c.sig_value, std::memory_order_release);
-      }
+      if (kind != proxy::Op::kPut) apply_host_signal(s.heap, c.sig, c.sig_op, c.sig_value);
       s.active = false;
       busy = true;
       break;

@@ -28,7 +28,7 @@ std::uint8_t pattern(int from, int to, std::size_t i, std::uint32_t round = 0) {
 
 // A provider, and whether host heaps go through the staged inbox protocol
 // (NVST_PROXY_INBOX=1) that GPU heaps always take: pieces into the target's
-// inbox slots, doorbells, credits back. Without it the provider writes the
+// inbox slots, doorbells, acks back. Without it the provider writes the
 // target heap directly.
 struct Path {
   const char* provider;

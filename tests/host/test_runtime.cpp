@@ -3,9 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 #include <vector>
-#include <cstring>
 
 #include "nvst/nvst.hpp"
 #include "pe_harness.hpp"
