@@ -3,7 +3,7 @@
 # ask for, logs and JSON under $OUT (or ./device-out), a short summary last.
 # Usage: bash scripts/device_round.sh BIN_DIR MODE
 #   shared  one GPU: PEs time-share it (correctness only, no timings): the
-#           device API, collectives at 2 and 4 PEs, EP, the proxy path
+#           device API, collectives at 2 and 4 PEs, EP, the proxy path, torch
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
 #   coll    collectives: tests and `nvst bench coll`
@@ -48,6 +48,12 @@ case "$MODE" in
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 200 "$BIN/nvst_gpu_tests" --np 2
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 200 "$BIN/nvst_gpu_tests" --np 2
     step memcheck_2pe 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
+    # The PyTorch half (BIN/.. is the build): one rank, then 3 ranks as
+    # logical nodes sharing the GPU (torch.distributed on gloo).
+    step py_module 120 bash scripts/build_python_module.sh "$BIN/.." python3
+    PYTHONPATH="$BIN/../python" step torch_1pe 150 python3 -m torch.distributed.run --standalone --nproc_per_node=1 tests/python/torch_job.py
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm PYTHONPATH="$BIN/../python" step torch_3pe_internode 150 \
+      python3 -m torch.distributed.run --standalone --nproc_per_node=3 tests/python/torch_job.py
     ;;
   quick|full)
     step selftest 120 "$BIN/nvst" selftest

@@ -8,7 +8,8 @@ a credit signal per peer. A message larger than a slot moves in slot-sized
 pieces; the sender waits (on its stream, not the host) for the receiver's
 credit before reusing the slot, so nothing is overwritten before it is read.
 A peer on another node is reached through the proxy transport, which the
-seed's version could not do. Every wait has the device timeout
+seed's version could not do; internode_all_gather is a ring of these
+send/recv. Every wait has the device timeout
 (NVST_DEVICE_TIMEOUT_S): a send with no matching recv ends the job with a
 message rather than hanging.
 """
@@ -132,16 +133,19 @@ class NvshmemBuffer:
     def all_gather_into_tensor(self, output, input, async_op=False):
         return nd.all_gather_into_tensor(output, input, async_op=async_op)
 
-    def all_gather(self, tensor_list, tensor, async_op=False):
-        """torch.distributed.all_gather's form: tensor_list[r] <- rank r's tensor."""
+    def _check_gather(self, fn, tensor_list, tensor):
         if len(tensor_list) != self.num_ranks:
-            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.all_gather: tensor_list has {len(tensor_list)} "
+            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.{fn}: tensor_list has {len(tensor_list)} "
                              f"tensors; the group has {self.num_ranks} ranks")
-        check_tensor(tensor, "NvshmemBuffer.all_gather", "tensor")
+        check_tensor(tensor, f"NvshmemBuffer.{fn}", "tensor")
         for r, t in enumerate(tensor_list):
             if t.shape != tensor.shape or t.dtype != tensor.dtype:
-                raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.all_gather: tensor_list[{r}] is "
+                raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.{fn}: tensor_list[{r}] is "
                                  f"{tuple(t.shape)} {t.dtype}; expected {tuple(tensor.shape)} {tensor.dtype}")
+
+    def all_gather(self, tensor_list, tensor, async_op=False):
+        """torch.distributed.all_gather's form: tensor_list[r] <- rank r's tensor."""
+        self._check_gather("all_gather", tensor_list, tensor)
         out = torch.empty((self.num_ranks,) + tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device)
         work = nd.all_gather_into_tensor(out, tensor, async_op=async_op)
         for r, t in enumerate(tensor_list):
@@ -152,8 +156,25 @@ class NvshmemBuffer:
         return self.all_gather(tensor_list, tensor, async_op)
 
     def internode_all_gather(self, tensor_list, tensor, async_op=False):
-        """The collectives run inside one node; across nodes this raises."""
-        if any(self._via_proxy):
-            raise NotImplementedError("nvshmem_tutorial.NvshmemBuffer.internode_all_gather: the library's "
-                                      "collectives do not span nodes yet (send/recv do)")
-        return self.all_gather(tensor_list, tensor, async_op)
+        """all_gather across nodes: the library's GPU collectives stay inside
+        a node, so this is a ring of this buffer's send/recv (which reach
+        other nodes through the proxy): in step s every rank sends its tensor
+        to rank + s and receives rank - s's. All ranks of one node: all_gather.
+        """
+        if not any(self._via_proxy):
+            return self.all_gather(tensor_list, tensor, async_op)
+        self._check_gather("internode_all_gather", tensor_list, tensor)
+        tensor_list[self.rank].copy_(tensor)
+        n = self.num_ranks
+        for step in range(1, n):
+            dst, src = (self.rank + step) % n, (self.rank - step) % n
+            # A send larger than one slot waits (on the stream) for its
+            # receiver; the largest rank of every cycle of this step receives
+            # first, so no cycle of ranks waits on itself.
+            if self.rank < src:
+                self.send(tensor, dst)
+                self.recv(tensor_list[src], src)
+            else:
+                self.recv(tensor_list[src], src)
+                self.send(tensor, dst)
+        return nd.Work() if async_op else None

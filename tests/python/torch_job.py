@@ -24,18 +24,28 @@ import nvshmem_tutorial.ep as deep_ep
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
 LOCAL = int(os.environ.get("LOCAL_RANK", "0"))
+# NVST_NODE_SIZE=1: every rank is a node of its own, so peers are reached
+# only through the proxy. Then only what works across nodes runs, plus a
+# check that the rest refuses clearly.
+INTERNODE = os.environ.get("NVST_NODE_SIZE") == "1"
+# NVST_TEST_SHARE_GPUS=1: ranks share GPUs (a one-GPU machine). NCCL wants a
+# GPU per rank, so torch.distributed runs on gloo, and only the cross-node
+# checks run (they compare with references computed locally).
+SHARE = os.environ.get("NVST_TEST_SHARE_GPUS") == "1"
+if SHARE and not INTERNODE:
+    sys.exit("torch_job.py: NVST_TEST_SHARE_GPUS=1 needs NVST_NODE_SIZE=1 (only the cross-node checks run on gloo)")
+LOCAL %= torch.cuda.device_count()
 torch.cuda.set_device(LOCAL)
 DEV = torch.device("cuda", LOCAL)
-dist.init_process_group("nccl", device_id=DEV)
+if SHARE:
+    dist.init_process_group("gloo")
+else:
+    dist.init_process_group("nccl", device_id=DEV)
 if os.environ.get("NVST_TEST_SIDE_STREAM"):  # everything on a stream of torch's instead of the default one
     torch.cuda.set_stream(torch.cuda.Stream())
 nt.init_from_torch()
 
 failures = []
-# NVST_NODE_SIZE=1: every rank is a node of its own, so peers are reached
-# only through the proxy. Then only what works across nodes runs, plus a
-# check that the rest refuses clearly.
-INTERNODE = os.environ.get("NVST_NODE_SIZE") == "1"
 
 
 def check(name, internode=False):
@@ -211,17 +221,18 @@ def _():
             buf.send(x, dst)
         torch.cuda.synchronize()
         same(got, rand((n,), torch.float16, n + src), f"send/recv {n}")
-    if INTERNODE:
-        raises(NotImplementedError, lambda: buf.internode_all_gather([x] * WORLD, x), "all_gather across nodes")
-        buf.destroy()
-        return
-    x = rand((333,), torch.int32, 5 + RANK)
-    lst = [torch.zeros(333, dtype=torch.int32, device=DEV) for _ in range(WORLD)]
-    ref = [torch.zeros_like(t) for t in lst]
-    buf.all_gather(lst, x)
-    dist.all_gather(ref, x)
-    for a, b in zip(lst, ref):
-        same(a, b, "NvshmemBuffer.all_gather")
+    # Across nodes internode_all_gather is a ring of send/recv; 3 MiB + 10 B
+    # is over 3 slots, so its sends wait for their receivers.
+    for n, dtype in [(333, torch.int32), ((3 << 20) // 2 + 5, torch.float16)]:
+        x = rand((n,), dtype, 5 + RANK)
+        lst = [torch.full((n,), 9, dtype=dtype, device=DEV) for _ in range(WORLD)]
+        if INTERNODE:
+            buf.internode_all_gather(lst, x)
+        else:
+            buf.all_gather(lst, x)
+        torch.cuda.synchronize()
+        for r, got in enumerate(lst):
+            same(got, rand((n,), dtype, 5 + r), f"all_gather of {n} {dtype}, rank {r}'s part")
     buf.barrier()
     buf.destroy()
 
