@@ -100,3 +100,39 @@ TEST(ProxyFifo, FailedProxyReleasesWaiters) {
   EXPECT_TRUE(nvst::test::contains(msg, "proxy thread failed")) << msg;
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
 }
+
+// The producer's timeout is time without progress: a quiet behind a backlog
+// that a slow proxy works through (here 1.5 s of it, with a 0.4 s timeout)
+// waits it out, as a loaded CI machine's proxy needs; when the proxy then
+// stops, the next quiet times out within about the timeout.
+TEST(ProxyFifo, QuietWaitsOutASlowProxyButNotAStalledOne) {
+  Ring ring(64);
+  HostProducer prod(ring.fifo, &ring.tail, 0.4);
+  for (int i = 0; i < 30; ++i) prod.push(Command{}, Op::kPut);
+  const std::uint64_t quiet = prod.push(Command{}, Op::kQuiet);
+  std::atomic<bool> stop{false};
+  std::thread proxy([&] {  // one command per 50 ms, then the quiet point moves
+    Consumer cons(ring.fifo);
+    Command c;
+    for (std::uint64_t taken = 0; taken <= quiet && !stop;) {
+      if (!cons.poll(c)) continue;
+      ++taken;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    cons.set_completed(quiet + 1);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  std::string msg = nvst::test::error_of([&] { prod.wait_completed(quiet); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stop = true;
+  proxy.join();
+  EXPECT_EQ(msg, "") << "after " << waited << " s";
+  EXPECT_GT(waited, 1.0);  // it did outlast the timeout
+
+  const std::uint64_t stalled = prod.push(Command{}, Op::kQuiet);  // nobody takes it
+  t0 = std::chrono::steady_clock::now();
+  msg = nvst::test::error_of([&] { prod.wait_completed(stalled); });
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(nvst::test::contains(msg, "timed out") && nvst::test::contains(msg, "quiet")) << msg;
+  EXPECT_LT(took, 3.0);
+}
