@@ -230,7 +230,7 @@ bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
   Impl& m = *impl_;
   ssize_t rc = fi_write(m.ep, src, bytes, m.desc_for(src, bytes), m.addr[static_cast<std::size_t>(pe)],
                         m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), context);
-  if (rc == -FI_EAGAIN) return false;
+  if (rc == -FI_EAGAIN) return ++refused_, false;
   NVST_REQUIRE(rc == 0, "fi_write of ", bytes, " bytes to PE ", pe, " failed: ", fi_strerror(static_cast<int>(-rc)));
   return true;
 }
@@ -241,7 +241,7 @@ bool Transport::atomic(int pe, const std::uint64_t* value, AtomicOp op, Region r
   ssize_t rc = fi_atomic(m.ep, value, 1, m.desc_for(value, 8), m.addr[static_cast<std::size_t>(pe)],
                          m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), FI_UINT64,
                          op == AtomicOp::kAdd ? FI_SUM : FI_ATOMIC_WRITE, context);
-  if (rc == -FI_EAGAIN) return false;
+  if (rc == -FI_EAGAIN) return ++refused_, false;
   NVST_REQUIRE(rc == 0, "fi_atomic (", op == AtomicOp::kAdd ? "add" : "set", ") to PE ", pe,
                " failed: ", fi_strerror(static_cast<int>(-rc)));
   return true;

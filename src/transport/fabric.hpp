@@ -85,6 +85,8 @@ class Transport {
 
   // Largest single write; larger puts are split by the caller.
   std::size_t max_write() const { return max_write_; }
+  // Posts refused with FI_EAGAIN so far (NVST_PROXY_DEBUG shows it).
+  std::uint64_t refused() const { return refused_; }
 
  private:
   struct Impl;
@@ -93,6 +95,7 @@ class Transport {
   std::string domain_;
   bool hmem_ = false;
   std::size_t max_write_ = 0;
+  std::uint64_t refused_ = 0;
 };
 
 }  // namespace fabric

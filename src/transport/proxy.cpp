@@ -117,6 +117,7 @@ struct Proxy::State {
   std::vector<int> free_ops;
   std::vector<char> op_busy = std::vector<char>(kMaxInFlight, 0);
   int in_flight = 0;
+  int max_in_flight = 0;  // NVST_PROXY_DEBUG reports it
   char* stage = nullptr;
   std::vector<int> free_slots;
   // The command being posted piece by piece.
@@ -178,7 +179,7 @@ struct Proxy::State {
   void commit(InFlight* op) {  // the post succeeded
     free_ops.pop_back();
     op_busy[static_cast<std::size_t>(op - pool)] = 1;
-    ++in_flight;
+    max_in_flight = std::max(max_in_flight, ++in_flight);
   }
   void release(InFlight* op) {
     --in_flight;
@@ -291,6 +292,10 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
 Proxy::~Proxy() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  if (debug_)
+    std::fprintf(stderr, "%sproxy: finished; the provider refused %llu posts (FI_EAGAIN), at most %d in flight\n",
+                 detail::rank_prefix().c_str(), static_cast<unsigned long long>(transport_->refused()),
+                 st_->max_in_flight);
   transport_.reset();
   if (device_ >= 0) {
     State& s = *st_;
@@ -349,7 +354,16 @@ void Proxy::run() {
   // Idle policy: spin for 1 ms after the last activity (a reply usually
   // comes within microseconds), then yield for up to 50 ms, then sleep 50 us
   // per round: an idle proxy costs little CPU, a busy one reacts at once.
-  auto last_busy = std::chrono::steady_clock::now();
+  //
+  // Refused posts: the provider takes no more until the peer has taken what
+  // we sent (libfabric 1.17's shm takes one RMA at a time per peer). A peer
+  // with a core of its own answers in microseconds; one that has not for
+  // 100 us is waiting for a core, maybe ours: sleep 20 us per round. Spinning
+  // or yielding instead made CI's two loaded cores up to 100x slower.
+  auto last_busy = Clock::now();
+  std::uint64_t last_refused = 0;
+  bool refusing = false;
+  auto refusing_since = last_busy;
   while (!stop_.load(std::memory_order_relaxed)) {
     bool busy = false;
     try {
@@ -358,11 +372,21 @@ void Proxy::run() {
       fail(e.what());
       break;
     }
+    const auto now = Clock::now();
+    const bool refused = transport_->refused() != last_refused;
+    last_refused = transport_->refused();
+    if (busy || !refused) refusing = false;
     if (busy) {
-      last_busy = std::chrono::steady_clock::now();
+      last_busy = now;
       continue;
     }
-    const auto idle = std::chrono::steady_clock::now() - last_busy;
+    if (refused) {
+      if (!refusing) refusing = true, refusing_since = now;
+      else if (now - refusing_since > std::chrono::microseconds(100))
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      continue;
+    }
+    const auto idle = now - last_busy;
     if (idle > std::chrono::milliseconds(50)) std::this_thread::sleep_for(std::chrono::microseconds(50));
     else if (idle > std::chrono::milliseconds(1)) std::this_thread::yield();
   }
@@ -414,11 +438,12 @@ bool Proxy::step() {
     }
     std::fprintf(stderr,
                  "%sproxy: in_flight %d active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
-                 "signals %zu applying %zu free_slots %zu host head %llu dev head %llu; per PE sent/last acked/"
+                 "signals %zu applying %zu free_slots %zu refused posts %llu host head %llu dev head %llu; per PE sent/last acked/"
                  "received/applied/next doorbell's value:%s\n",
                  detail::rank_prefix().c_str(), s.in_flight, s.active, static_cast<int>(proxy::tag_op(s.cur.tag)),
                  s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes), s.blocked,
                  s.control_words.size(), s.ready_signals.size(), s.applying.size(), s.free_slots.size(),
+                 static_cast<unsigned long long>(transport_->refused()),
                  static_cast<unsigned long long>(s.host_consumer.head()),
                  static_cast<unsigned long long>(s.dev_consumer ? s.dev_consumer->head() : 0), peers.c_str());
   }
