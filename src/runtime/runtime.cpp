@@ -14,6 +14,7 @@
 
 #include "device/device_runtime.hpp"
 #include "nvst/nvst.hpp"
+#include "runtime/backoff.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/error_hooks.hpp"
 #include "runtime/heap_allocator.hpp"
@@ -663,11 +664,10 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
   std::atomic_ref<std::uint64_t> a(*sig_addr);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(settings::host_timeout_s());
-  for (std::uint64_t spin = 0;; ++spin) {
+  for (detail::Backoff backoff;; backoff.pause()) {
     const std::uint64_t v = a.load(std::memory_order_acquire);
     if (holds(v)) return v;
-    if (spin > 1000) std::this_thread::yield();
-    if ((spin & 1023) == 0) {
+    if (backoff.check_clock()) {
       if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
       NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
                    settings::host_timeout_s(), " s waiting for signal word at heap offset ",

@@ -6,10 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <thread>
 
 #include "nvst/error.hpp"
 #include "nvst/proxy_fifo.hpp"
+#include "runtime/backoff.hpp"
 
 namespace nvst::proxy {
 
@@ -59,16 +59,11 @@ class HostProducer {
         std::chrono::duration<double>(timeout_s_));
     auto deadline = std::chrono::steady_clock::now() + limit;
     std::uint64_t seen = progress();
-    for (int spin = 0;; ++spin) {
+    for (detail::Backoff backoff;; backoff.pause()) {
       if (ready()) return;
       NVST_REQUIRE(word(fifo_->failed).load(std::memory_order_acquire) == 0,
                    "the proxy thread failed while this thread waited for ", what, " (see its error above)");
-      // Spin briefly (the proxy usually answers in microseconds), then
-      // sleep: waiters that only yield keep a loaded machine's cores from
-      // the proxy they wait for (CI's 2 cores ran 100x slower that way).
-      if (spin > 256) std::this_thread::sleep_for(std::chrono::microseconds(spin > 4096 ? 200 : 20));
-      else if (spin > 64) std::this_thread::yield();
-      if ((spin & 255) != 0 && spin < 4096) continue;
+      if (!backoff.check_clock()) continue;
       const auto now = std::chrono::steady_clock::now();
       if (const std::uint64_t p = progress(); p != seen) {
         seen = p;
