@@ -6,6 +6,8 @@
 #           device API, collectives at 2 and 4 PEs, EP, the proxy path, torch
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
+#   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
+#           proxy's counters (refused posts, most in flight) on stderr
 #   coll    collectives: tests and `nvst bench coll`
 #   ep      expert-parallel Buffer: tests, sanitizers, `nvst bench ep`
 #   torch   2+ GPUs: the Python package rebuilt for this machine's Python,
@@ -133,6 +135,13 @@ case "$MODE" in
     step gpu_api_ours_in_nvshmem_build 240 "$BIN/nvst_gpu_tests_nvshmem" --np 2
     step coll_ours_in_nvshmem_build 300 "$BIN/nvst_coll_tests_nvshmem" --np 2
     NVST_BACKEND=nvshmem step gpu_api_plain_build_refuses 60 "$BIN/nvst_gpu_tests" --np 2
+    ;;
+  shared-proxy)  # one GPU, the proxy path over both providers, then the NVLink path as a control
+    export NVST_TEST_SHARE_GPUS=1 NVST_PROXY_DEBUG=1
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 200 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 200 "$BIN/nvst_gpu_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm_3pe 200 "$BIN/nvst_gpu_tests" --np 3
+    step gpu_api_2pe 240 "$BIN/nvst_gpu_tests" --np 2
     ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
