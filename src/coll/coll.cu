@@ -72,6 +72,7 @@ struct Args {
   std::uint64_t* epoch;
   std::size_t slot_bytes;  // push algorithms: PE p's part of data[] starts at p * slot_bytes
   bool vec_ok;             // in and out are 16-byte aligned
+  bool cross_node;         // some member is on another node: reached through the proxy
   // Filled in the kernel by begin_launch():
   std::uint64_t e;
   char* data;           // this PE's data[e & 1]
@@ -79,9 +80,19 @@ struct Args {
 };
 
 // The launch's epoch, the same in every block (see the top of the file).
+// Members of other nodes this block has already sent a put_signal (data and
+// phase-0 flag in one command) this launch: bit p for member p.
+__device__ __forceinline__ unsigned long long& flagged_by_put() {
+  __shared__ unsigned long long mask;
+  return mask;
+}
+
 __device__ __forceinline__ void begin_launch(Args& a) {
   __shared__ std::uint64_t e;
-  if (threadIdx.x == 0) e = *reinterpret_cast<volatile std::uint64_t*>(a.epoch) + 1;
+  if (threadIdx.x == 0) {
+    e = *reinterpret_cast<volatile std::uint64_t*>(a.epoch) + 1;
+    flagged_by_put() = 0;
+  }
   __syncthreads();
   a.e = e;
   a.data = a.data_buf[e & 1];
@@ -93,6 +104,10 @@ __device__ __forceinline__ void end_launch(const Args& a) {
     __threadfence();
     auto* done = reinterpret_cast<unsigned long long*>(a.epoch + 1);
     if (atomicAdd(done, 1ull) == gridDim.x - 1) {  // the last block
+      // Across nodes: every block's proxy commands are posted (they came
+      // before the count), and the sources are the caller's buffers, which
+      // it may reuse once the kernel is done: complete them all first.
+      if (a.cross_node) dev::quiet();
       *done = 0;
       *reinterpret_cast<volatile std::uint64_t*>(a.epoch) = a.e;
       __threadfence();
@@ -169,21 +184,33 @@ __device__ __forceinline__ void block_range(std::size_t n, std::size_t& lo, std:
   hi = std::min(n, lo + per);
 }
 
+// This block's flag for `from` in phase `phase`, as a symmetric address (on
+// this PE; peer_address or the proxy reach the same word on others).
+__device__ __forceinline__ std::uint64_t* my_flag(const Args& a, int phase, int from) {
+  return a.flags + (static_cast<std::size_t>(phase) * kMaxPes + from) * kMaxBlocks + blockIdx.x;
+}
+
 // Publishes [lo, hi) of `in` in this PE's workspace, then tells every PE
-// (phase `phase`) and waits until every PE has told this one.
+// (phase `phase`) and waits until every PE has told this one. A member of
+// another node is told by a signal through the proxy, unless this block's
+// push already sent it one with the data (push_to_peers).
 __device__ __forceinline__ void publish_and_wait(const Args& a, const char* src, char* dst_sym, std::size_t lo_b,
                                                  std::size_t hi_b, int phase) {
   if (src) dev::group_copy<dev::Scope::kBlock>(dst_sym + lo_b, src + lo_b, hi_b - lo_b);
   __syncthreads();  // every thread's stores precede the releases below
-  std::uint64_t* f = a.flags + static_cast<std::size_t>(phase) * kMaxPes * kMaxBlocks;
-  const unsigned t = threadIdx.x;
-  if (t < static_cast<unsigned>(a.npes)) {
-    auto* mine = f + static_cast<std::size_t>(a.me) * kMaxBlocks + blockIdx.x;
-    auto* target = static_cast<int>(t) == a.me ? mine : reinterpret_cast<std::uint64_t*>(dev::peer_address(mine, world_pe(a, static_cast<int>(t))));
-    dev::detail::st_release_sys(target, a.e);
-    dev::detail::wait_until_impl<std::uint64_t>(f + static_cast<std::size_t>(t) * kMaxBlocks + blockIdx.x,
-                                                dev::Cmp::kGe, a.e, dev::FailKind::kWaitTimeout,
-                                                world_pe(a, static_cast<int>(t)));
+  const int t = static_cast<int>(threadIdx.x);
+  if (t < a.npes) {
+    std::uint64_t* mine = my_flag(a, phase, a.me);
+    const int pe = world_pe(a, t);
+    if (t == a.me) {
+      dev::detail::st_release_sys(mine, a.e);
+    } else if (char* peer = dev::peer_address(mine, pe)) {
+      dev::detail::st_release_sys(reinterpret_cast<std::uint64_t*>(peer), a.e);
+    } else if (phase != 0 || !(flagged_by_put() >> t & 1ull)) {
+      dev::signal_op(mine, a.e, dev::SignalOp::kSet, pe);  // through the proxy
+    }
+    dev::detail::wait_until_impl<std::uint64_t>(my_flag(a, phase, t), dev::Cmp::kGe, a.e,
+                                                dev::FailKind::kWaitTimeout, pe);
   }
   __syncthreads();
 }
@@ -249,13 +276,21 @@ __device__ __forceinline__ void reduce_slots(const Args& a, T* out, std::size_t 
 
 // Writes [lo_b, hi_b) of what PE p should get (in_base + p * in_stride)
 // into slot `me` of every peer p's workspace (NVLink stores: a push needs no
-// round trip, a pull does).
+// round trip, a pull does). A member of another node gets one put_signal
+// through the proxy: the data, then this block's phase-0 flag, which the
+// proxy delivers only after the data (publish_and_wait then skips it).
 __device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, std::size_t hi_b) {
   for (int p = 0; p < a.npes; ++p) {
     if (p == a.me || hi_b <= lo_b || (a.dest >= 0 && p != a.dest)) continue;
-    char* dst = dev::peer_address(a.data, world_pe(a, p)) + static_cast<std::size_t>(a.me) * a.slot_bytes;
-    const char* src = a.in_base + static_cast<std::size_t>(p) * a.in_stride;
-    dev::group_copy<dev::Scope::kBlock>(dst + lo_b, src + lo_b, hi_b - lo_b);
+    const int pe = world_pe(a, p);
+    char* slot = a.data + static_cast<std::size_t>(a.me) * a.slot_bytes + lo_b;  // symmetric
+    const char* src = a.in_base + static_cast<std::size_t>(p) * a.in_stride + lo_b;
+    if (char* dst = dev::peer_address(slot, pe)) {
+      dev::group_copy<dev::Scope::kBlock>(dst, src, hi_b - lo_b);
+    } else {
+      dev::putmem_signal_nbi_block(slot, src, hi_b - lo_b, my_flag(a, 0, a.me), a.e, dev::SignalOp::kSet, pe);
+      if (threadIdx.x == 0) flagged_by_put() |= 1ull << p;
+    }
   }
 }
 
@@ -326,7 +361,7 @@ struct VArgs {
 
 // flags[phase][from][block] on PE `pe`.
 __device__ __forceinline__ std::uint64_t* flag_on(const Args& a, int phase, int from, int pe) {
-  std::uint64_t* f = a.flags + (static_cast<std::size_t>(phase) * kMaxPes + from) * kMaxBlocks + blockIdx.x;
+  std::uint64_t* f = my_flag(a, phase, from);
   return pe == a.me ? f : reinterpret_cast<std::uint64_t*>(dev::peer_address(f, world_pe(a, pe)));
 }
 // Rounds a message of `len` bytes takes through a slot (at least one: the
@@ -446,13 +481,13 @@ struct TeamView {
   int handle;
   int me, npes;       // this PE's index, the team's size
   int start, stride;  // member p is world PE start + p * stride
+  bool cross_node = false;  // GPUs: some member is on another node
   int world_pe(int p) const { return start + p * stride; }
 };
 
 // The team's shape, and checks that hold for every collective: this PE is a
-// member, the team is small enough, and on GPUs every member is on this node
-// (the kernels reach peers over NVLink only; host-memory PEs reach every PE
-// through the proxy).
+// member and the team is small enough. On GPUs, whether some member is on
+// another node (the kernels then reach it through the proxy).
 TeamView check_team(const char* fn, Team team) {
   NVST_REQUIRE(nvst::initialized(), "nvst::coll::", fn, " called before nvst::init()");
   TeamView t{static_cast<int>(team), nvst::team_my_pe(team), nvst::team_n_pes(team), 0, 1};
@@ -464,11 +499,7 @@ TeamView check_team(const char* fn, Team team) {
   t.stride = t.npes > 1 ? nvst::team_translate_pe(team, 1) - t.start : 1;
   if (host_heaps()) return t;
   const int first = nvst::team_translate_pe(Team::kNode, 0), node_n = nvst::team_n_pes(Team::kNode);
-  for (int p = 0; p < t.npes; ++p)
-    NVST_REQUIRE(t.world_pe(p) >= first && t.world_pe(p) < first + node_n, "nvst::coll::", fn,
-                 " runs on the PEs of one node for now: member ", p, " of team ", t.handle, " is world PE ",
-                 t.world_pe(p), ", outside this PE's node (PEs ", first, "..", first + node_n - 1,
-                 "); use a node team (Team::kNode or a split of it)");
+  for (int p = 0; p < t.npes; ++p) t.cross_node |= t.world_pe(p) < first || t.world_pe(p) >= first + node_n;
   return t;
 }
 
@@ -544,6 +575,7 @@ Args base_args(const char* fn, const TeamView& t) {
   a.npes = t.npes;
   a.pe_start = t.start;
   a.pe_stride = t.stride;
+  a.cross_node = t.cross_node;
   for (int b = 0; b < 2; ++b) {
     a.data_buf[b] = w.data[b];
     a.red_buf[b] = w.red[b];
@@ -844,9 +876,12 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
       }))
     return;
   algo = algo_from_env(algo);
+  NVST_REQUIRE(!(t.cross_node && algo == Algo::kTwoShot), "nvst::coll::all_reduce: twoshot reads the members' "
+               "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
-  // step less: it won at every size (bench/results/...-coll-r8).
-  const bool oneshot = algo == Algo::kOneShot ||
+  // step less: it won at every size (bench/results/...-coll-r8). Across
+  // nodes only oneshot (pushes) works.
+  const bool oneshot = algo == Algo::kOneShot || t.cross_node ||
                        (algo == Algo::kAuto && (t.npes == 2 || count * es <= kOneShotMax));
   const Args proto = base_args(fn, t);
   // oneshot: each member's part of the workspace is a slot; twoshot
@@ -916,9 +951,10 @@ void barrier(cudaStream_t stream, Team team) {
         host_exchange(c, nullptr, 0, 0);
       }))
     return;
-  // The flag exchange of every collective with no data: one block.
+  // The flag exchange of every collective with no data: one block, a thread
+  // per member.
   Args a = base_args(fn, t);
-  gather_kernel<<<1, 32, 0, stream>>>(a);
+  gather_kernel<<<1, kMaxPes, 0, stream>>>(a);
   NVST_CHECK_LAUNCH();
 }
 
@@ -1004,6 +1040,8 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
                          v.recv_len);
       }))
     return;
+  NVST_REQUIRE(!t.cross_node, "nvst::coll::all_to_allv: not yet across nodes (team ", t.handle,
+               " spans nodes; its kernel streams through NVLink peers' memory); all_to_all works there");
   v.a = base_args(fn, t);
   v.a.in_base = static_cast<const char*>(in);
   v.a.out = static_cast<char*>(out);

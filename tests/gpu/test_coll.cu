@@ -48,6 +48,19 @@ int run_pe() {
     (ok ? passed : failed)++;
   };
   nvst::coll::prepare();
+  // The world spans logical nodes (NVST_NODE_SIZE): members of other nodes
+  // are reached through the proxy, where twoshot (reads of peers' memory)
+  // and all_to_allv are refused with a message, checked once below.
+  const bool cross = nvst::team_n_pes(nvst::Team::kNode) < n;
+  auto refused = [&](const std::function<void()>& call, const std::string& what) {
+    std::string m;
+    try {
+      call();
+    } catch (const nvst::Error& e) {
+      m = e.what();
+    }
+    check(m.find("nodes") != std::string::npos, what + " across nodes refused: " + m.substr(0, 120));
+  };
   const std::size_t sizes[] = {0, 1, 7, 1000, 4097, 65536 + 3, (1u << 20) + 5, (5u << 20) + 11};
   std::size_t max_n = sizes[sizeof(sizes) / sizeof(sizes[0]) - 1];
   char *in = nullptr, *out = nullptr;
@@ -60,6 +73,7 @@ int run_pe() {
     for (RedOp op : kAllOps)
       for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
         for (bool in_place : {false, true}) {
+          if (cross && algo == Algo::kTwoShot) continue;
           long long bad = 0;
           std::string first;
           for (std::size_t count : sizes) {
@@ -192,8 +206,15 @@ int run_pe() {
       check(bad == 0, std::string("all_to_all ") + nvst::coll::dtype_name(t) + (aligned ? "" : " unaligned") +
                           (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : ""));
     }
+  if (cross) {
+    refused([&] { nvst::coll::all_reduce(in, out, 100, DType::kF32, RedOp::kSum, s, Algo::kTwoShot); },
+            "all_reduce twoshot");
+    const std::vector<std::size_t> ones(static_cast<std::size_t>(n), 1), displs(static_cast<std::size_t>(n), 0);
+    refused([&] { nvst::coll::all_to_allv(b_in, ones, displs, b_out, ones, displs, DType::kF32, s); }, "all_to_allv");
+  }
   for (DType t : kAllDTypes)
     for (std::size_t big : {std::size_t{0}, std::size_t{1}, big_count}) {
+      if (cross) break;
       if (t != DType::kF32 && big > 1) continue;
       const std::size_t es = nvst::coll::dtype_size(t);
       ++salt;
@@ -231,7 +252,7 @@ int run_pe() {
       }
   // all_to_all, all_to_allv and reduce captured in one graph, replayed with
   // new inputs (b_in: all_to_all's input, then the others').
-  {
+  if (!cross) {
     const std::size_t count = 3001;
     const VLayout l = make_v_layout(n, 4242, 3000);
     const auto rc = l.recv_counts(me);
@@ -301,31 +322,12 @@ int run_pe() {
         if (p < node_first || p >= node_first + nvst::team_n_pes(nvst::Team::kNode)) return false;
       return true;
     };
-    bool y_ok = on_my_node(members(y));
-    // Every PE must agree whether y runs (it is collective): ask them all.
-    int mine = y_ok ? 1 : 0;
-    {
-      auto all = nvst::bootstrap_allgather(&mine, sizeof(mine));
-      for (int p = 0; p < n; ++p) {
-        int v;
-        std::memcpy(&v, all.data() + p * sizeof(v), sizeof(v));
-        y_ok = y_ok && v == 1;
-      }
-    }
     for (nvst::Team team : {x, y}) {
-      const std::string tn = team == x ? "team x" : "team y";
-      if (team == y && !y_ok) {
-        std::string m;
-        try {
-          nvst::coll::all_reduce(in, out, 1, DType::kF32, RedOp::kSum, s, Algo::kAuto, team);
-        } catch (const nvst::Error& e) {
-          m = e.what();
-        }
-        check(m.find("one node") != std::string::npos || on_my_node(members(y)),
-              tn + " across logical nodes refused: " + m.substr(0, 100));
-        continue;
-      }
       const std::vector<int> w = members(team);
+      // A team across nodes (every member sees one off its node) skips
+      // what is refused there (twoshot, all_to_allv).
+      const bool team_cross = !on_my_node(w);
+      const std::string tn = std::string(team == x ? "team x" : "team y") + (team_cross ? " across nodes" : "");
       const int tn_pes = static_cast<int>(w.size()), ti = nvst::team_my_pe(team);
       long long bad = 0;
       std::string first;
@@ -342,9 +344,10 @@ int run_pe() {
           for (int p : w) tin.push_back(make_input(t, count, p, salt, g_seed));
           for (int p : w) parts.push_back(make_input(t, count * tn_pes, p, salt + 7, g_seed));
           for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
-            note(run_case(tin[ti], 0, 0, reduce_expected(t, RedOp::kSum, tin),
-                          [&](char* i, char* o) { nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, algo, team); }),
-                 "all_reduce " + what);
+            if (!team_cross || algo == Algo::kOneShot)
+              note(run_case(tin[ti], 0, 0, reduce_expected(t, RedOp::kSum, tin),
+                            [&](char* i, char* o) { nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, algo, team); }),
+                   "all_reduce " + what);
           std::vector<std::uint8_t> gathered;
           for (auto& v : tin) gathered.insert(gathered.end(), v.begin(), v.end());
           note(run_case(tin[ti], 0, 0, gathered,
@@ -373,16 +376,17 @@ int run_pe() {
       std::vector<std::vector<std::uint8_t>> vin;
       for (int p = 0; p < tn_pes; ++p) vin.push_back(make_input(DType::kF32, l.in_len[p], w[p], salt, g_seed));
       const auto rc = l.recv_counts(ti);
-      note(run_case(vin[ti], 0, 0, v_expected(l, ti, vin, 4),
-                    [&](char* i, char* o) {
-                      nvst::coll::all_to_allv(i, l.counts[ti], l.send_displs[ti], o, rc, l.recv_displs[ti],
-                                              DType::kF32, s, team);
-                    }),
-           "all_to_allv");
+      if (!team_cross)
+        note(run_case(vin[ti], 0, 0, v_expected(l, ti, vin, 4),
+                      [&](char* i, char* o) {
+                        nvst::coll::all_to_allv(i, l.counts[ti], l.send_displs[ti], o, rc, l.recv_displs[ti],
+                                                DType::kF32, s, team);
+                      }),
+             "all_to_allv");
       check(bad == 0, "every collective on " + tn + " (" + std::to_string(tn_pes) + " PEs)" +
                           (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : ""));
     }
-    if (y_ok) {  // x then y: the hierarchical all_reduce
+    {  // x then y: the hierarchical all_reduce
       long long bad = 0;
       for (DType t : {DType::kF32, DType::kBF16}) {
         const std::size_t count = 70001, es = nvst::coll::dtype_size(t);
@@ -427,7 +431,8 @@ int run_pe() {
     cudaGraphExec_t exec;
     NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     for (int k = 0; k < 3; ++k)
-      nvst::coll::all_reduce(in, out, count, DType::kF32, RedOp::kSum, s, k == 1 ? Algo::kTwoShot : Algo::kOneShot);
+      nvst::coll::all_reduce(in, out, count, DType::kF32, RedOp::kSum, s,
+                             k == 1 && !cross ? Algo::kTwoShot : Algo::kOneShot);
     NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
     NVST_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
     for (int replay = 0; replay < 4; ++replay) {
