@@ -73,6 +73,7 @@ struct Args {
   std::size_t slot_bytes;  // push algorithms: PE p's part of data[] starts at p * slot_bytes
   bool vec_ok;             // in and out are 16-byte aligned
   bool cross_node;         // some member is on another node: reached through the proxy
+  bool push_blocking;      // ...and out overlaps what the pushes read (see overlaps())
   // Filled in the kernel by begin_launch():
   std::uint64_t e;
   char* data;           // this PE's data[e & 1]
@@ -287,6 +288,9 @@ __device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, s
     const char* src = a.in_base + static_cast<std::size_t>(p) * a.in_stride + lo_b;
     if (char* dst = dev::peer_address(slot, pe)) {
       dev::group_copy<dev::Scope::kBlock>(dst, src, hi_b - lo_b);
+    } else if (a.push_blocking) {  // the proxy reads src later; this block may overwrite it below
+      dev::putmem_signal_block(slot, src, hi_b - lo_b, my_flag(a, 0, a.me), a.e, dev::SignalOp::kSet, pe);
+      if (threadIdx.x == 0) flagged_by_put() |= 1ull << p;
     } else {
       dev::putmem_signal_nbi_block(slot, src, hi_b - lo_b, my_flag(a, 0, a.me), a.e, dev::SignalOp::kSet, pe);
       if (threadIdx.x == 0) flagged_by_put() |= 1ull << p;
@@ -545,6 +549,15 @@ int max_blocks() {
 // Bytes of each member's slot in a workspace buffer of `chunk` bytes
 // (16-byte multiple).
 std::size_t slot_for(std::size_t chunk, int npes) { return chunk / static_cast<std::size_t>(npes) / 16 * 16; }
+
+// Whether [a, a + an) and [b, b + bn) share a byte. Across nodes a push is
+// read by the proxy after the kernel posted it, so when a launch writes
+// where its pushes read (in place), each push must complete before the
+// block goes on (Args::push_blocking): a round trip per block, only then.
+bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
+  const auto x = reinterpret_cast<std::uintptr_t>(a), y = reinterpret_cast<std::uintptr_t>(b);
+  return a && b && an && bn && x < y + bn && y < x + an;
+}
 
 template <typename W>
 bool prepared(const std::vector<W>& all, int handle) {
@@ -896,6 +909,7 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     a.n = n;
     a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
     const std::size_t bytes = n * es;
+    a.push_blocking = t.cross_node && overlaps(a.in, bytes, a.out, bytes);
     // oneshot: a block per 8 KiB (latency-bound when small); twoshot: a
     // block per 64 KiB, at least 16 (enough remote loads in flight).
     const std::size_t cap = static_cast<std::size_t>(max_blocks());
@@ -928,6 +942,8 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.out_stride = total;
+    a.push_blocking = t.cross_node && overlaps(a.in_base, a.in_stride ? a.in_stride * static_cast<std::size_t>(t.npes) : n,
+                                               a.out, total * static_cast<std::size_t>(t.npes - 1) + n);
     const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
     gather_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
     NVST_CHECK_LAUNCH();
@@ -982,6 +998,8 @@ void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t 
     a.n = n;
     a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
     const std::size_t bytes = n * es;
+    a.push_blocking = t.cross_node && overlaps(a.in_base, stride ? stride * static_cast<std::size_t>(t.npes) : bytes,
+                                               a.out, bytes);
     const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + 8191) / 8192, 1, static_cast<std::size_t>(max_blocks())));
     launch_reduce_dtype(dtype, op, true, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
@@ -1082,6 +1100,7 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.root = root;
+    a.push_blocking = t.cross_node && overlaps(a.in, n, a.out, n);
     const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
     broadcast_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
     NVST_CHECK_LAUNCH();

@@ -24,6 +24,7 @@
 #include "coll_reference.cuh"
 #include "gpu_job.hpp"
 #include "nvst/coll.hpp"
+#include "nvst/device.cuh"
 #include "nvst/launch.hpp"
 #include "nvst/nvst.hpp"
 
@@ -35,6 +36,8 @@ using namespace nvst::test;
 namespace {
 
 std::uint64_t g_seed = 1;
+
+__global__ void put_word_kernel(std::uint64_t* word, std::uint64_t v, int pe) { nvst::dev::p(word, v, pe); }
 
 int run_pe() {
   nvst::init();
@@ -406,17 +409,19 @@ int run_pe() {
       check(bad == 0, "all_reduce on x then y equals the world reduced in that order" +
                           (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
     }
-    {  // barrier(x): a peer's kernel store made before it is visible after it
+    {  // barrier(x): a peer's put from an earlier kernel is visible after it
+      // (a store over NVLink; across nodes a command the proxy delivers
+      // before the barrier's own signal)
       const int partner = nvst::team_translate_pe(x, 1 - nvst::team_my_pe(x));
-      auto* flag = static_cast<std::uint32_t*>(nvst::calloc(1, 4));
-      const std::uint32_t v = 0xBA770000u + static_cast<std::uint32_t>(me);
-      NVST_CHECK_CUDA(cudaMemcpy(in, &v, 4, cudaMemcpyHostToDevice));  // the copy engine's source: device memory
-      nvst::putmem_on_stream(flag, in, 4, partner, s);
+      auto* flag = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+      const std::uint64_t v = 0xBA770000u + static_cast<std::uint64_t>(me);
+      put_word_kernel<<<1, 1, 0, s>>>(flag, v, partner);
+      NVST_CHECK_LAUNCH();
       nvst::coll::barrier(s, x);
-      std::uint32_t got = 0;
-      NVST_CHECK_CUDA(cudaMemcpyAsync(&got, flag, 4, cudaMemcpyDeviceToHost, s));
+      std::uint64_t got = 0;
+      NVST_CHECK_CUDA(cudaMemcpyAsync(&got, flag, 8, cudaMemcpyDeviceToHost, s));
       NVST_CHECK_CUDA(cudaStreamSynchronize(s));
-      check(got == 0xBA770000u + static_cast<std::uint32_t>(partner), "barrier on team x orders a peer's put");
+      check(got == 0xBA770000u + static_cast<std::uint64_t>(partner), "barrier on team x orders a peer's put");
       nvst::barrier_all();
       nvst::free(flag);
     }
