@@ -1,6 +1,6 @@
 // Collectives on the runtime (issue 4): barrier, all_reduce, all_gather,
 // reduce_scatter, broadcast, reduce, all_to_all and all_to_allv over any
-// team whose PEs share a node (NVLink), stream-ordered, with no host
+// team (NVLink inside a node, the proxy to other nodes), stream-ordered, with no host
 // synchronisation. Inputs and outputs are any device memory; data is
 // staged through a symmetric workspace the library owns.
 //
@@ -26,8 +26,11 @@
 // same order on its members and from one stream at a time.
 // Host-memory PEs (no GPU) run the same algorithm on the host API through
 // the proxy and the fabric (in/out are host memory, `stream` is ignored);
-// that is what CI tests, and there a team may span logical nodes. Not yet:
-// GPU teams across nodes (hierarchical collectives).
+// that is what CI tests, and there a team may span logical nodes.
+// GPU teams across nodes: the push kernels send a member of another node
+// its part as a put_signal through the proxy (docs/07); twoshot and
+// all_to_allv refuse such teams with a message. Not yet: a hierarchical
+// algorithm (one exchange per node pair) or any timing of it.
 // Reductions: sum, max, min, prod; integer sums and products wrap.
 //  - reduce: the oneshot kernel, pushing to the root only; only the root
 //    reduces.
