@@ -156,10 +156,12 @@ class NvshmemBuffer:
         return self.all_gather(tensor_list, tensor, async_op)
 
     def internode_all_gather(self, tensor_list, tensor, async_op=False):
-        """all_gather across nodes: the library's GPU collectives stay inside
-        a node, so this is a ring of this buffer's send/recv (which reach
-        other nodes through the proxy): in step s every rank sends its tensor
-        to rank + s and receives rank - s's. All ranks of one node: all_gather.
+        """all_gather across nodes as the seed has it: a ring of this
+        buffer's send/recv (which reach other nodes through the proxy): in
+        step s every rank sends its tensor to rank + s and receives
+        rank - s's. (The library's GPU all_gather now reaches other nodes
+        too, but has not run from Python across nodes.) All ranks of one
+        node: all_gather.
         """
         if not any(self._via_proxy):
             return self.all_gather(tensor_list, tensor, async_op)
