@@ -998,8 +998,9 @@ void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t 
     a.n = n;
     a.vec_ok = ((reinterpret_cast<std::uintptr_t>(a.in) | reinterpret_cast<std::uintptr_t>(a.out)) & 15u) == 0;
     const std::size_t bytes = n * es;
-    a.push_blocking = t.cross_node && overlaps(a.in_base, stride ? stride * static_cast<std::size_t>(t.npes) : bytes,
-                                               a.out, bytes);
+    const bool writes = dest < 0 || dest == t.me;  // reduce: only the root writes out
+    a.push_blocking = t.cross_node && writes &&
+                      overlaps(a.in_base, stride ? stride * static_cast<std::size_t>(t.npes) : bytes, a.out, bytes);
     const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + 8191) / 8192, 1, static_cast<std::size_t>(max_blocks())));
     launch_reduce_dtype(dtype, op, true, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
@@ -1100,7 +1101,7 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.root = root;
-    a.push_blocking = t.cross_node && overlaps(a.in, n, a.out, n);
+    a.push_blocking = t.cross_node && a.in != a.out && overlaps(a.in, n, a.out, n);  // in == out: no copy
     const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
     broadcast_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
     NVST_CHECK_LAUNCH();
