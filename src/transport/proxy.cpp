@@ -219,9 +219,13 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   // GPU heaps always take the inbox path (the provider cannot write GPU
   // memory without FI_HMEM). NVST_PROXY_INBOX=1 sends host heaps through it
   // too, with memcpy where the GPU path has copies on streams: the same
-  // protocol (pieces, doorbells, acks), so CI tests it without a GPU.
+  // protocol (pieces, doorbells, acks), so CI tests it without a GPU. Unset,
+  // host heaps over shm take it as well: libfabric 1.17's shm loses or
+  // garbles signal adds made with its atomics (docs/06), the inbox uses none.
   const bool gpu = device >= 0;
-  const bool inbox = gpu || settings::get("NVST_PROXY_INBOX").value_or("0") == "1";
+  const auto asked = settings::get("NVST_PROXY_INBOX");
+  NVST_REQUIRE(!asked || *asked == "0" || *asked == "1", "NVST_PROXY_INBOX='", *asked, "' is not 0 or 1");
+  const bool inbox = gpu || (asked ? *asked == "1" : fabric::chosen_provider() == "shm");
   ControlLayout layout{world, inbox};
   const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
   scratch_bytes_ = pool_bytes + kStageSlots * kStageBytes;
