@@ -6,8 +6,8 @@
 #           device API, collectives at 2 and 4 PEs, EP, the proxy path, torch
 #   quick   2+ GPUs: tests, no sanitizer, short benchmark
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
-#   shared-coll-internode  one GPU: collectives on teams across logical
-#           nodes, 2 PEs as 1+1 and 4 as 2x2 (correctness only)
+#   shared-coll-internode  one GPU: collectives across logical nodes, 2 PEs
+#           as 1+1; shared-coll-2x2: 4 PEs as 2x2 (correctness only)
 #   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
 #           proxy's counters (refused posts, most in flight) on stderr
 #   coll    collectives: tests and `nvst bench coll`
@@ -145,10 +145,13 @@ case "$MODE" in
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm_3pe 200 "$BIN/nvst_gpu_tests" --np 3
     step gpu_api_2pe 240 "$BIN/nvst_gpu_tests" --np 2
     ;;
-  shared-coll-internode)  # one GPU: collectives across logical nodes (through the proxy), 1+1 then 2x2
+  shared-coll-internode)  # one GPU: collectives across logical nodes (through the proxy), 1+1 (113 s in r21)
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
-    NVST_NODE_SIZE=1 step coll_internode_2pe 150 "$BIN/nvst_coll_tests" --np 2
-    NVST_NODE_SIZE=2 step coll_2x2 250 "$BIN/nvst_coll_tests" --np 4
+    NVST_NODE_SIZE=1 step coll_internode_2pe 240 "$BIN/nvst_coll_tests" --np 2
+    ;;
+  shared-coll-2x2)  # one GPU, 4 PEs as 2x2 logical nodes (over 250 s in r21: a call of its own)
+    export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
+    NVST_NODE_SIZE=2 step coll_2x2 540 "$BIN/nvst_coll_tests" --np 4
     ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
