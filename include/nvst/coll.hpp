@@ -4,13 +4,18 @@
 // synchronisation. Inputs and outputs are any device memory; data is
 // staged through a symmetric workspace the library owns.
 //
-// Algorithms (NVST_COLL_ALGO=auto|oneshot|twoshot forces one):
+// Algorithms (NVST_COLL_ALGO=auto|oneshot|twoshot|hierarchical forces one):
 //  - oneshot: every PE publishes its input in its workspace, then each PE
 //    reads every peer's copy over NVLink and reduces. One step; each PE
 //    reads (n-1) x the data: best for small messages.
 //  - twoshot: the same publication, then PE p reduces only slice p, publishes
 //    it, and everyone gathers the n reduced slices. Each PE reads 2(n-1)/n of
 //    the data: best for large messages.
+//  - hierarchical (all_reduce on the world only, asked for by name): a
+//    reduce_scatter inside each node, an all_reduce of one part across the
+//    nodes, an all_gather inside each node; only 1/k of the bytes cross
+//    nodes (k PEs per node). Its first call splits the world into node and
+//    column teams (a collective allocation: not inside graph capture).
 //  auto: oneshot on 2 PEs (both move the same remote bytes there, and
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
 //  per PE, twoshot above (threshold not yet calibrated on 4 GPUs).
@@ -55,7 +60,7 @@ namespace nvst::coll {
 
 enum class DType { kF32, kBF16, kF16, kI32, kI64 };
 enum class RedOp { kSum, kMax, kMin, kProd };
-enum class Algo { kAuto, kOneShot, kTwoShot };
+enum class Algo { kAuto, kOneShot, kTwoShot, kHierarchical };
 
 std::size_t dtype_size(DType t);
 const char* dtype_name(DType t);

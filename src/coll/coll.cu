@@ -604,7 +604,8 @@ Algo algo_from_env(Algo asked) {
   if (e == nullptr || std::string(e) == "auto") return Algo::kAuto;
   if (std::string(e) == "oneshot") return Algo::kOneShot;
   if (std::string(e) == "twoshot") return Algo::kTwoShot;
-  NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot");
+  if (std::string(e) == "hierarchical") return Algo::kHierarchical;
+  NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot, hierarchical");
 }
 
 
@@ -841,6 +842,7 @@ const char* algo_name(Algo a) {
     case Algo::kAuto: return "auto";
     case Algo::kOneShot: return "oneshot";
     case Algo::kTwoShot: return "twoshot";
+    case Algo::kHierarchical: return "hierarchical";
   }
   return "?";
 }
@@ -879,16 +881,115 @@ void prepare(Team team) {
   nvst::barrier_all();
 }
 
+namespace {
+// The hierarchical all_reduce's teams: the world's nodes (rows of node-size
+// PEs) and, across them, the PEs of the same place in their node (columns).
+// Made by its first call, a collective over the world.
+struct HierTeams {
+  std::uint64_t generation = 0;
+  Team node{}, across{};
+  int k = 0;  // PEs per node
+};
+HierTeams g_hier;
+
+const HierTeams& hier_teams() {
+  if (g_hier.generation == detail::init_generation()) return g_hier;
+  const int k = nvst::team_n_pes(Team::kNode), n = nvst::n_pes();
+  int sizes_agree = k;  // every node must be the same size
+  auto all = nvst::bootstrap_allgather(&sizes_agree, sizeof(sizes_agree));
+  for (int p = 0; p < n; ++p) {
+    int v;
+    std::memcpy(&v, all.data() + static_cast<std::size_t>(p) * sizeof(v), sizeof(v));
+    NVST_REQUIRE(v == k, "nvst::coll::all_reduce hierarchical: nodes of different sizes (PE ", p, "'s has ", v,
+                 " PEs, this PE's ", k, ")");
+  }
+  auto [node, across] = nvst::team_split_2d(Team::kWorld, k);
+  prepare(node);
+  prepare(across);
+  g_hier = HierTeams{detail::init_generation(), node, across, k};
+  return g_hier;
+}
+
+// A scratch buffer for one call: device memory in stream order (a CUDA graph
+// keeps the allocation as a node), or host memory on host-memory PEs.
+struct Scratch {
+  char* p = nullptr;
+  cudaStream_t stream = nullptr;
+  std::vector<char> host;
+  Scratch(std::size_t bytes, cudaStream_t s) : stream(s) {
+    if (host_heaps()) {
+      host.resize(std::max<std::size_t>(bytes, 1));
+      p = host.data();
+    } else {
+      NVST_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&p), std::max<std::size_t>(bytes, 1), s));
+    }
+  }
+  ~Scratch() {
+    if (!host_heaps() && p) cudaFreeAsync(p, stream);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+};
+
+void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
+  if (bytes == 0 || dst == src) return;
+  if (host_heaps()) std::memmove(dst, src, bytes);
+  else NVST_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+}
+
+// reduce_scatter inside each node, all_reduce of one part across the nodes,
+// all_gather inside each node: the bytes that cross nodes are 1/k of the
+// flat algorithm's (k PEs per node), and the node steps run over NVLink.
+// The result is the nodes' sums (each in node order) reduced in node order.
+// A count that k does not divide is padded to k parts of c elements.
+void hier_all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
+  NVST_REQUIRE(host_heaps() || [&] {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
+    return st == cudaStreamCaptureStatusNone || g_hier.generation == detail::init_generation();
+  }(), "nvst::coll::all_reduce hierarchical: its first call makes teams (a collective allocation) and cannot be "
+       "captured in a CUDA graph; call it once before capturing");
+  const HierTeams& h = hier_teams();
+  if (count == 0) return;
+  const std::size_t es = dtype_size(dtype), k = static_cast<std::size_t>(h.k);
+  const std::size_t c = (count + k - 1) / k;  // elements per part
+  const bool padded = c * k != count;
+  Scratch whole(padded ? c * k * es : 0, stream), part(2 * c * es, stream);
+  const char* src = static_cast<const char*>(in);
+  char* dst = static_cast<char*>(out);
+  if (padded) {  // the pad's values reach only the pad of the result
+    copy_bytes(whole.p, in, count * es, stream);
+    if (host_heaps()) std::memset(whole.p + count * es, 0, (c * k - count) * es);
+    else NVST_CHECK_CUDA(cudaMemsetAsync(whole.p + count * es, 0, (c * k - count) * es, stream));
+    src = dst = whole.p;
+  }
+  reduce_scatter(src, part.p, c, dtype, op, stream, h.node);
+  all_reduce(part.p, part.p + c * es, c, dtype, op, stream, Algo::kOneShot, h.across);
+  all_gather(part.p + c * es, dst, c, dtype, stream, h.node);
+  if (padded) copy_bytes(out, whole.p, count * es, stream);
+}
+}  // namespace
+
 void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream, Algo algo,
                 Team team) {
   const char* fn = "all_reduce";
   const TeamView t = check_team(fn, team);
   const std::size_t es = check_reduction_args(fn, in, out, count, dtype);
+  const Algo asked = algo;
+  algo = algo_from_env(algo);
+  if (algo == Algo::kHierarchical && t.handle != static_cast<int>(Team::kWorld)) {
+    NVST_REQUIRE(asked != Algo::kHierarchical, "nvst::coll::all_reduce: hierarchical runs on the world team (its "
+                 "nodes and the columns across them), not team ", t.handle);
+    algo = Algo::kAuto;  // NVST_COLL_ALGO=hierarchical means the world's all_reduces
+  }
+  if (algo == Algo::kHierarchical) {
+    hier_all_reduce(in, out, count, dtype, op, stream);
+    return;
+  }
   if (on_host(t, fn, [&](const HostCall& c) {
         host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
       }))
     return;
-  algo = algo_from_env(algo);
   NVST_REQUIRE(!(t.cross_node && algo == Algo::kTwoShot), "nvst::coll::all_reduce: twoshot reads the members' "
                "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one

@@ -306,6 +306,35 @@ int run_pe() {
                         " in one CUDA graph, 3 replays with new inputs" +
                         (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
   }
+  // The hierarchical all_reduce: each node's sum (in node order) reduced
+  // across the nodes in order, for counts the node size does not divide,
+  // in place and out of place (one node: the node's sum).
+  {
+    const int k = nvst::team_n_pes(nvst::Team::kNode);
+    long long bad = 0;
+    std::string first;
+    for (DType t : {DType::kF32, DType::kBF16, DType::kI64})
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, std::size_t{(1u << 20) + 5}})
+        for (bool in_place : {false, true}) {
+          ++salt;
+          std::vector<std::vector<std::uint8_t>> inputs, node_sums;
+          for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
+          for (int node = 0; node < n / k; ++node)
+            node_sums.push_back(reduce_expected(
+                t, RedOp::kSum, std::vector<std::vector<std::uint8_t>>(inputs.begin() + node * k,
+                                                                      inputs.begin() + (node + 1) * k)));
+          const long long b = run_case(inputs[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums),
+                                       [&](char* i, char* o) {
+                                         if (in_place) NVST_CHECK_CUDA(cudaMemcpyAsync(o, i, count * nvst::coll::dtype_size(t), cudaMemcpyDeviceToDevice, s));
+                                         nvst::coll::all_reduce(in_place ? o : i, o, count, t, RedOp::kSum, s,
+                                                                Algo::kHierarchical);
+                                       });
+          if (b && first.empty()) first = " (first: " + std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count) + ")";
+          bad += b;
+        }
+    check(bad == 0, "all_reduce hierarchical (" + std::to_string(n / k) + " nodes of " + std::to_string(k) + ")" +
+                        (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : std::string()));
+  }
   // Teams: split_2d(world, 2) gives pairs of consecutive PEs (x) and the
   // PEs of the same parity (y); on 2 PEs, x is both and y is each PE alone.
   // Every collective on each team against the reference over its members

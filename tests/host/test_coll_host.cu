@@ -305,3 +305,50 @@ TEST(CollHost, TeamCollectivesAndTheirComposition) {
   }, {{"NVST_SYMMETRIC_SIZE", "32M"}, {"NVST_NODE_SIZE", "2"}, {"NVST_COLL_WORKSPACE", "1M"}}, 240);
   for (int r = 0; r < 4; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
+
+// The hierarchical all_reduce (reduce_scatter in the node, all_reduce of a
+// part across nodes, all_gather in the node) on 4 PEs as 2 logical nodes of
+// 2: equal, bit for bit, to each node's sum (in node order) reduced across
+// the nodes in order, for counts the node size does not divide (padded),
+// 0 and 1 element, in place and out of place; on another team it is refused.
+TEST(CollHost, HierarchicalAllReduceIsNodeSumsReducedAcrossNodes) {
+  auto res = run_pes(4, [](int me) {
+    nvst::init();
+    std::uint64_t salt = 9000;
+    long long bad_total = 0;
+    for (DType t : kAllDTypes)
+      for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kProd})
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
+                                  std::size_t{300'000}}) {
+          if (t != DType::kF32 && count > 100000) continue;
+          const std::size_t es = nvst::coll::dtype_size(t);
+          ++salt;
+          std::vector<std::vector<std::uint8_t>> in;
+          for (int p = 0; p < 4; ++p) in.push_back(make_input(t, count, p, salt, 11));
+          const auto want = reduce_expected(t, op, {reduce_expected(t, op, {in[0], in[1]}),
+                                                    reduce_expected(t, op, {in[2], in[3]})});
+          const bool in_place = salt % 2 == 1;
+          std::vector<std::uint8_t> buf = in[me], out(count * es + 16, 0xA5);
+          nvst::coll::all_reduce(buf.data(), in_place ? buf.data() : out.data(), count, t, op, nullptr,
+                                 Algo::kHierarchical);
+          const std::uint8_t* got = in_place ? buf.data() : out.data();
+          long long bad = 0;
+          for (std::size_t i = 0; i < count * es; ++i) bad += got[i] != want[i];
+          if (!in_place)
+            for (std::size_t i = count * es; i < out.size(); ++i) bad += out[i] != 0xA5;
+          PE_EXPECT(bad == 0, "hierarchical ", nvst::coll::dtype_name(t), " ", nvst::coll::redop_name(op), " count ",
+                    count, in_place ? " in place" : "", ": ", bad, " bytes wrong");
+          bad_total += bad;
+        }
+    auto [x, y] = nvst::team_split_2d(Team::kWorld, 2);
+    nvst::coll::prepare(x);
+    std::int32_t one = 1;
+    std::string msg = error_of([&] {
+      nvst::coll::all_reduce(&one, &one, 1, DType::kI32, RedOp::kSum, nullptr, Algo::kHierarchical, x);
+    });
+    PE_EXPECT(contains(msg, "hierarchical runs on the world team"), msg);
+    nvst::finalize();
+    return bad_total == 0 ? 0 : 1;
+  }, {{"NVST_SYMMETRIC_SIZE", "32M"}, {"NVST_NODE_SIZE", "2"}, {"NVST_COLL_WORKSPACE", "1M"}}, 240);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
