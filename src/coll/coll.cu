@@ -288,13 +288,14 @@ __device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, s
     const char* src = a.in_base + static_cast<std::size_t>(p) * a.in_stride + lo_b;
     if (char* dst = dev::peer_address(slot, pe)) {
       dev::group_copy<dev::Scope::kBlock>(dst, src, hi_b - lo_b);
-    } else if (a.push_blocking) {  // the proxy reads src later; this block may overwrite it below
-      dev::putmem_signal_block(slot, src, hi_b - lo_b, my_flag(a, 0, a.me), a.e, dev::SignalOp::kSet, pe);
-      if (threadIdx.x == 0) flagged_by_put() |= 1ull << p;
-    } else {
-      dev::putmem_signal_nbi_block(slot, src, hi_b - lo_b, my_flag(a, 0, a.me), a.e, dev::SignalOp::kSet, pe);
-      if (threadIdx.x == 0) flagged_by_put() |= 1ull << p;
+      continue;
     }
+    std::uint64_t* flag = my_flag(a, 0, a.me);
+    if (a.push_blocking)  // the proxy reads src later; this block may overwrite it below
+      dev::putmem_signal_block(slot, src, hi_b - lo_b, flag, a.e, dev::SignalOp::kSet, pe);
+    else
+      dev::putmem_signal_nbi_block(slot, src, hi_b - lo_b, flag, a.e, dev::SignalOp::kSet, pe);
+    if (threadIdx.x == 0) flagged_by_put() |= 1ull << p;
   }
 }
 
@@ -943,12 +944,12 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
 // The result is the nodes' sums (each in node order) reduced in node order.
 // A count that k does not divide is padded to k parts of c elements.
 void hier_all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
-  NVST_REQUIRE(host_heaps() || [&] {
+  if (!host_heaps() && g_hier.generation != detail::init_generation()) {
     cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
     NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
-    return st == cudaStreamCaptureStatusNone || g_hier.generation == detail::init_generation();
-  }(), "nvst::coll::all_reduce hierarchical: its first call makes teams (a collective allocation) and cannot be "
-       "captured in a CUDA graph; call it once before capturing");
+    NVST_REQUIRE(st == cudaStreamCaptureStatusNone, "nvst::coll::all_reduce hierarchical: its first call makes "
+                 "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
+  }
   const HierTeams& h = hier_teams();
   if (count == 0) return;
   const std::size_t es = dtype_size(dtype), k = static_cast<std::size_t>(h.k);

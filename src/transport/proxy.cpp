@@ -60,7 +60,7 @@ static_assert(sizeof(InboxHeader) == kInboxHeader);
 // was seen, so two writes to one word are never in flight together.
 struct ControlLayout {
   int world;
-  bool inbox;  // GPU heaps: inboxes exist
+  bool inbox;  // the inbox path (GPU heaps; host heaps when chosen): inboxes exist
   std::size_t ack(int t, int k) const { return 8 * (static_cast<std::size_t>(t) * kInboxSlots + k); }
   std::size_t bell(int s, int k) const { return ack(world, 0) + ack(s, k); }
   std::size_t slots_begin() const { return round_up(bell(world, 0), 4096); }
@@ -377,8 +377,9 @@ void Proxy::run() {
       break;
     }
     const auto now = Clock::now();
-    const bool refused = transport_->refused() != last_refused;
-    last_refused = transport_->refused();
+    const std::uint64_t refusals = transport_->refused();
+    const bool refused = refusals != last_refused;
+    last_refused = refusals;
     if (busy || !refused) refusing = false;
     if (busy) {
       last_busy = now;
