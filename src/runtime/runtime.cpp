@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -277,9 +278,21 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
                                   ? r->launch.world > 1
                                   : static_cast<int>(r->node_pes.size()) < r->launch.world;
   const bool proxy_on = settings::get("NVST_PROXY").value_or("1") != "0";
-  if (someone_remote && proxy_on)
+  if (someone_remote && proxy_on) {
+    // A program that exits without finalize() (an exception out of main)
+    // must stop the proxy thread before CUDA tears itself down at exit, or
+    // the thread's next copy crashes. Handlers run in reverse order of
+    // registration, and CUDA registered its own when the device was set.
+    static const bool stop_at_exit_registered = [] {
+      std::atexit([] {
+        if (g_rt) g_rt->proxy.reset();
+      });
+      return true;
+    }();
+    (void)stop_at_exit_registered;
     r->proxy = std::make_unique<Proxy>(*r->bootstrap, r->heap->local_base(), r->heap->size(),
                                        r->heap->on_device() ? r->device : -1, settings::host_timeout_s());
+  }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
     NVST_CHECK_CUDA(cudaMemset(r->heap->local_base(), 0, r->heap->size()));

@@ -33,7 +33,11 @@ inline int skip_unless_gpus(int np) {
 // np PEs of this program (same arguments), their first failure as exit code.
 inline int run_gpu_test(int argc, char** argv, const char* name, int np, const std::function<int()>& pe) {
   try {
-    if (nvst::is_pe_process()) return pe();
+    if (nvst::is_pe_process()) {
+      // Line by line: a PE that dies keeps the verdicts it printed.
+      std::setvbuf(stdout, nullptr, _IOLBF, 0);
+      return pe();
+    }
     if (int skip = skip_unless_gpus(np)) return skip;
     return nvst::spawn_and_wait({np, std::vector<std::string>(argv, argv + argc), {}, 15});
   } catch (const std::exception& e) {
