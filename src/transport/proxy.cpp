@@ -125,6 +125,7 @@ struct Proxy::State {
   proxy::Command cur{};
   std::size_t cur_done = 0;
   int cur_group = -1;
+  bool cur_by_kernel = false;  // its source is staged by a kernel (driver_knows)
   bool cur_signal_sent = false;  // inbox path: the signal-carrying piece went
   Clock::time_point cur_since;
   // Host path put_signal: pieces in flight, and whether all were posted.
@@ -238,7 +239,12 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   std::memset(control_, 0, control_bytes_);
   if (gpu) {
     // Pinned, so that the staging and inbox copies are DMA (and async).
-    NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterDefault));
+    // Mapped too: a kernel may write the stage (launch_stage_copy).
+    NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterMapped));
+    void* dev_view = nullptr;
+    NVST_CHECK_CUDA(cudaHostGetDevicePointer(&dev_view, scratch_, 0));
+    NVST_REQUIRE(dev_view == scratch_, "proxy: the GPU sees the staging memory at another address (no unified "
+                 "addressing?)");
     NVST_CHECK_CUDA(cudaHostRegister(control_, control_bytes_, cudaHostRegisterDefault));
   }
   transport_ = std::make_unique<fabric::Transport>(boot, gpu ? nullptr : heap, heap_bytes, control_,
@@ -295,6 +301,12 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
 
 Proxy::~Proxy() {
   stop_.store(true);
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    // exit() called on the proxy thread itself (a library's crash handler
+    // does that): it cannot join itself, and the process is ending.
+    thread_.detach();
+    return;
+  }
   if (thread_.joinable()) thread_.join();
   if (debug_)
     std::fprintf(stderr, "%sproxy: finished; the provider refused %llu posts (FI_EAGAIN), at most %d in flight\n",
@@ -405,6 +417,19 @@ void Proxy::run() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+}
+
+// Whether the driver knows a kernel's put source. It knows device, managed
+// and registered host memory: those are staged by a plain copy. One it does
+// not know is, from a kernel, stream-ordered memory whose cudaFreeAsync the
+// host has already issued (legal: the GPU frees it only after the kernel,
+// which quiets first): the driver forgets the pointer at the call but the
+// GPU maps it until then. A copy would take it for host memory (and crash)
+// or refuse it as device memory, so a kernel stages it instead.
+static bool driver_knows(const void* src) {
+  cudaPointerAttributes at{};
+  NVST_CHECK_CUDA(cudaPointerGetAttributes(&at, src));
+  return at.type != cudaMemoryTypeUnregistered;
 }
 
 // One round; returns whether anything happened.
@@ -577,7 +602,10 @@ bool Proxy::step() {
       h->sig_value = c.sig_value;
       h->sig_op = c.sig_op;
       if (piece && s.gpu) {
-        NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, piece, cudaMemcpyDefault, s.stage_stream));
+        if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
+          detail::launch_stage_copy(stage + kInboxHeader, src, piece, s.stage_stream);
+        else
+          NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, piece, cudaMemcpyDefault, s.stage_stream));
         NVST_CHECK_CUDA(cudaStreamSynchronize(s.stage_stream));
       } else if (piece) {
         std::memcpy(stage + kInboxHeader, src, piece);
@@ -690,6 +718,8 @@ bool Proxy::step() {
       case proxy::Op::kPut:
       case proxy::Op::kPutSignal:
       case proxy::Op::kSignal:
+        s.cur_by_kernel = from == s.dev_consumer.get() && kind != proxy::Op::kSignal && c.bytes &&
+                          !driver_knows(reinterpret_cast<const void*>(c.src));
         s.active = true;
         s.cur_since = Clock::now();
         s.cur = c;

@@ -195,6 +195,39 @@ void rma_case(Suite& suite, Op op, const char* scope_name, char* sym_src, char* 
   suite.check(std::string(op_name(op)) + " " + scope_name + (target_shift ? " -> next PE" : " -> self"), errors, detail);
 }
 
+// A put whose source is stream-ordered memory (cudaMallocAsync) and whose
+// cudaFreeAsync the host issues right after the launch, as stream-ordered
+// code does. Legal: the GPU frees it after the kernel, which quiets first.
+// Across nodes the proxy copies that source after the host freed it, when
+// the driver no longer knows the pointer (a default copy crashed there).
+void stream_ordered_source_case(Suite& suite, char* sym_dst) {
+  const int me = nvst::my_pe(), n = nvst::n_pes(), target = (me + 1) % n;
+  long long errors = 0;
+  cudaStream_t s;
+  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  for (std::size_t size : {std::size_t{4}, std::size_t{4097}, std::size_t{(1u << 20) + 3}}) {
+    const std::uint64_t data_seed = g_seed * 31 + size;
+    auto src_host = random_bytes(data_seed + static_cast<std::uint64_t>(me), size);
+    NVST_CHECK_CUDA(cudaMemset(sym_dst, 0xA5, kBuf));
+    NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    nvst::barrier_all();
+    char* src = nullptr;
+    NVST_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&src), size, s));
+    NVST_CHECK_CUDA(cudaMemcpyAsync(src, src_host.data(), size, cudaMemcpyHostToDevice, s));
+    rma_kernel<Scope::kBlock><<<2, 128, 0, s>>>(Op::kPutNbi, sym_dst, src, size, target);
+    NVST_CHECK_LAUNCH();
+    NVST_CHECK_CUDA(cudaFreeAsync(src, s));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    nvst::barrier_all();
+    std::vector<std::uint8_t> got(kBuf);
+    NVST_CHECK_CUDA(cudaMemcpy(got.data(), sym_dst, kBuf, cudaMemcpyDeviceToHost));
+    auto want = random_bytes(data_seed + static_cast<std::uint64_t>((me - 1 + n) % n), size);
+    errors += check_region(got, 0, want.data(), size);
+  }
+  NVST_CHECK_CUDA(cudaStreamDestroy(s));
+  suite.check("putmem_nbi_block from stream-ordered memory freed after the launch", errors);
+}
+
 // ---- p / g -----------------------------------------------------------------
 
 template <typename T>
@@ -582,6 +615,7 @@ int api_mode() {
     }
     if (!internode) rma_case<Scope::kBlock>(suite, Op::kPutTma, "block", sym_src, sym_dst, shift);
   }
+  stream_ordered_source_case(suite, sym_dst);
 
   for (bool nbi : {false, true}) {
     for (SignalOp op : {SignalOp::kSet, SignalOp::kAdd}) {
