@@ -4,13 +4,20 @@
 // synchronisation. Inputs and outputs are any device memory; data is
 // staged through a symmetric workspace the library owns.
 //
-// Algorithms (NVST_COLL_ALGO=auto|oneshot|twoshot|hierarchical forces one):
+// Algorithms (NVST_COLL_ALGO=auto|oneshot|twoshot|ring|hierarchical forces one):
 //  - oneshot: every PE publishes its input in its workspace, then each PE
 //    reads every peer's copy over NVLink and reduces. One step; each PE
 //    reads (n-1) x the data: best for small messages.
 //  - twoshot: the same publication, then PE p reduces only slice p, publishes
 //    it, and everyone gathers the n reduced slices. Each PE reads 2(n-1)/n of
 //    the data: best for large messages.
+//  - ring: 2(n-1) steps around the members; each step every PE sends one
+//    segment (1/n of the data) to its right neighbour, partial sums first,
+//    then finished segments. Each PE sends 2(n-1)/n of the data and only to
+//    one neighbour, which works across nodes (the proxy carries it): the
+//    bandwidth algorithm there. Segment s is reduced in ring order starting
+//    at member s (src/coll/ring_layout.hpp), so results are bitwise equal on
+//    every PE but, for floats, not those of the PE-order algorithms.
 //  - hierarchical (all_reduce on the world only, asked for by name): a
 //    reduce_scatter inside each node, an all_reduce of one part across the
 //    nodes, an all_gather inside each node; only 1/k of the bytes cross
@@ -18,8 +25,11 @@
 //    column teams (a collective allocation: not inside graph capture).
 //  auto: oneshot on 2 PEs (both move the same remote bytes there, and
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
-//  per PE, twoshot above (threshold not yet calibrated on 4 GPUs).
-// Every PE reduces in PE order 0..n-1, so all PEs get bitwise-equal results.
+//  per PE, twoshot above (threshold not yet calibrated on 4 GPUs); a team
+//  across nodes of 3 or more members from 1 MiB: ring (it sends 2/n of
+//  oneshot's bytes through the proxy; chosen by bytes, not yet timed).
+// Except for ring, every PE reduces in PE order 0..n-1; all PEs get
+// bitwise-equal results.
 // Teams: every call takes a team (default: the world); PE numbers (roots,
 // per-PE counts, the order of parts) are the team's. Each team has its own
 // symmetric workspace (NVST_COLL_WORKSPACE bytes per buffer, 32M by
@@ -60,7 +70,7 @@ namespace nvst::coll {
 
 enum class DType { kF32, kBF16, kF16, kI32, kI64 };
 enum class RedOp { kSum, kMax, kMin, kProd };
-enum class Algo { kAuto, kOneShot, kTwoShot, kHierarchical };
+enum class Algo { kAuto, kOneShot, kTwoShot, kHierarchical, kRing };
 
 std::size_t dtype_size(DType t);
 const char* dtype_name(DType t);

@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "coll/ring_layout.hpp"
 #include "nvst/coll.hpp"
 #include "nvst/device.cuh"
 #include "nvst/nvst.hpp"
@@ -39,9 +40,11 @@ constexpr int kMaxBlocks = 264;
 constexpr int kMaxPes = 64;
 constexpr int kThreads = 1024;  // the most a launch uses (see threads_for)
 constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
+constexpr std::size_t kRingMin = std::size_t{1} << 20;  // auto, across nodes (all_reduce)
 // Flag phases: 0 and 1 for every launch's exchanges (see publish_and_wait);
-// all_to_allv's per-round data flags, acks and byte counts.
-constexpr int kPhaseVData = 2, kPhaseVAck = 3, kPhaseVLen = 4, kPhases = 5;
+// all_to_allv's per-round data flags, acks and byte counts; the ring's
+// per-step flags.
+constexpr int kPhaseVData = 2, kPhaseVAck = 3, kPhaseVLen = 4, kPhaseRing = 5, kPhases = 6;
 
 // One per team (by handle), made by prepare(team).
 struct Workspace {
@@ -74,6 +77,9 @@ struct Args {
   bool vec_ok;             // in and out are 16-byte aligned
   bool cross_node;         // some member is on another node: reached through the proxy
   bool push_blocking;      // ...and out overlaps what the pushes read (see overlaps())
+  // ring (n = the whole count): S elements per segment (ring_layout.hpp);
+  // this launch takes [ring_off, ring_off + ring_c) of every segment.
+  std::size_t ring_seg, ring_off, ring_c;
   // Filled in the kernel by begin_launch():
   std::uint64_t e;
   char* data;           // this PE's data[e & 1]
@@ -463,19 +469,115 @@ __global__ void __launch_bounds__(kThreads) broadcast_kernel(Args a) {
   end_launch(a);
 }
 
+// The ring's flag value for step k of launch e: above every earlier one
+// (steps < 256), so one word per (left neighbour, block) serves every step.
+__host__ __device__ __forceinline__ std::uint64_t ring_value(std::uint64_t e, int k) {
+  return (e << 8) | static_cast<std::uint64_t>(k + 1);
+}
+
+// x = recv op own for n elements (either alone when the other is null),
+// stored to dst and, when not null, out. own and out may be the same.
 template <typename T, RedOp OP>
-void launch_reduce(bool oneshot, int blocks, int threads, const Args& a, cudaStream_t s) {
-  if (oneshot) oneshot_kernel<T, OP><<<blocks, threads, 0, s>>>(a);
-  else twoshot_kernel<T, OP><<<blocks, threads, 0, s>>>(a);
+__device__ __forceinline__ void ring_combine(T* dst, T* out, const T* recv, const T* own, std::size_t n, bool vec) {
+  constexpr int V = 16 / sizeof(T);
+  const std::size_t nv = vec ? n / V : 0;
+  for (std::size_t v = threadIdx.x; v < nv; v += blockDim.x) {
+    uint4 x = reinterpret_cast<const uint4*>(recv ? recv : own)[v];
+    if (recv && own) {
+      const uint4 y = reinterpret_cast<const uint4*>(own)[v];
+      T* xv = reinterpret_cast<T*>(&x);
+      const T* yv = reinterpret_cast<const T*>(&y);
+#pragma unroll
+      for (int k = 0; k < V; ++k) xv[k] = apply<T, OP>(xv[k], yv[k]);
+    }
+    if (dst) reinterpret_cast<uint4*>(dst)[v] = x;
+    if (out) reinterpret_cast<uint4*>(out)[v] = x;
+  }
+  for (std::size_t i = nv * V + threadIdx.x; i < n; i += blockDim.x) {
+    const T x = recv ? (own ? apply<T, OP>(recv[i], own[i]) : recv[i]) : own[i];
+    if (dst) dst[i] = x;
+    if (out) out[i] = x;
+  }
+}
+
+// ring all_reduce: 2(n-1) steps, each member sending one segment to its
+// right neighbour per step, so every member sends 2(n-1)/n of the buffer
+// (oneshot: n-1 times all of it). Step k moves segment (me - k) mod n:
+// steps 0..n-2 carry partial reductions (received op own input), step n-1
+// the first finished segment, the rest pass finished segments on. Step k's
+// data lands in region k of the receiver's workspace; a NVLink neighbour is
+// written directly, one across nodes gets a put_signal from region k of this
+// PE's red[] (nothing there is rewritten before the end-of-launch quiet).
+// Workspace reuse: a member finishes launch e only after every member's
+// launch-e sends reached it, each sent after that member's launch e - 1
+// ended: the argument at the top of the file.
+template <typename T, RedOp OP>
+__global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
+  begin_launch(a);
+  const int n = a.npes, me = a.me, left = (me + n - 1) % n;
+  const int right_pe = world_pe(a, (me + 1) % n);
+  std::size_t lo, hi;  // this block's part of every segment's slice
+  block_range<T>(a.ring_c, lo, hi);
+  const std::size_t region = a.ring_c * sizeof(T);
+  char* right_ws = n > 1 ? dev::peer_address(a.data, right_pe) : nullptr;  // null: across nodes
+  const T* in = reinterpret_cast<const T*>(a.in);
+  T* out = reinterpret_cast<T*>(a.out);
+  const int last = ring::steps(n);  // receive-only: the last segment to arrive
+  for (int k = 0; k <= last; ++k) {
+    const int s = ((me - k) % n + n) % n;
+    const std::size_t seg0 = static_cast<std::size_t>(s) * a.ring_seg;
+    const std::size_t seg_len = a.n > seg0 ? std::min(a.ring_seg, a.n - seg0) : 0;
+    const std::size_t from = std::min(seg_len, a.ring_off + lo), to = std::min(seg_len, a.ring_off + hi);
+    const T* recv = nullptr;
+    if (k > 0) {  // the left neighbour's step k - 1 is here
+      if (threadIdx.x == 0)
+        dev::detail::wait_until_impl<std::uint64_t>(my_flag(a, kPhaseRing, left), dev::Cmp::kGe, ring_value(a.e, k - 1),
+                                                    dev::FailKind::kWaitTimeout, world_pe(a, left));
+      __syncthreads();
+      recv = reinterpret_cast<const T*>(a.data + static_cast<std::size_t>(k - 1) * region) + lo;
+    }
+    const bool send = k < last;
+    T* dst = nullptr;
+    if (send)
+      dst = reinterpret_cast<T*>((right_ws ? right_ws : a.red) + static_cast<std::size_t>(k) * region) + lo;
+    ring_combine<T, OP>(dst, k >= n - 1 ? out + seg0 + from : nullptr, recv, k <= n - 1 ? in + seg0 + from : nullptr,
+                        to - from, a.vec_ok);
+    if (!send) continue;
+    __syncthreads();  // every thread's stores precede the release
+    std::uint64_t* flag = my_flag(a, kPhaseRing, me);  // flags[ring][me][block] on the right neighbour
+    if (right_ws) {
+      if (threadIdx.x == 0)
+        dev::detail::st_release_sys(reinterpret_cast<std::uint64_t*>(dev::peer_address(flag, right_pe)),
+                                    ring_value(a.e, k));
+    } else if (to > from) {
+      dev::putmem_signal_nbi_block(a.data + static_cast<std::size_t>(k) * region + lo * sizeof(T), dst,
+                                   (to - from) * sizeof(T), flag, ring_value(a.e, k), dev::SignalOp::kSet, right_pe);
+    } else if (threadIdx.x == 0) {
+      dev::signal_op(flag, ring_value(a.e, k), dev::SignalOp::kSet, right_pe);
+    }
+  }
+  end_launch(a);
+}
+
+// Which reduction kernel a launch runs.
+enum class Kernel { kOneShot, kTwoShot, kRing };
+
+template <typename T, RedOp OP>
+void launch_reduce(Kernel k, int blocks, int threads, const Args& a, cudaStream_t s) {
+  switch (k) {
+    case Kernel::kOneShot: oneshot_kernel<T, OP><<<blocks, threads, 0, s>>>(a); break;
+    case Kernel::kTwoShot: twoshot_kernel<T, OP><<<blocks, threads, 0, s>>>(a); break;
+    case Kernel::kRing: ring_kernel<T, OP><<<blocks, threads, 0, s>>>(a); break;
+  }
 }
 
 template <typename T>
-void launch_reduce_op(RedOp op, bool oneshot, int blocks, int threads, const Args& a, cudaStream_t s) {
+void launch_reduce_op(RedOp op, Kernel k, int blocks, int threads, const Args& a, cudaStream_t s) {
   switch (op) {
-    case RedOp::kSum: launch_reduce<T, RedOp::kSum>(oneshot, blocks, threads, a, s); break;
-    case RedOp::kMax: launch_reduce<T, RedOp::kMax>(oneshot, blocks, threads, a, s); break;
-    case RedOp::kMin: launch_reduce<T, RedOp::kMin>(oneshot, blocks, threads, a, s); break;
-    case RedOp::kProd: launch_reduce<T, RedOp::kProd>(oneshot, blocks, threads, a, s); break;
+    case RedOp::kSum: launch_reduce<T, RedOp::kSum>(k, blocks, threads, a, s); break;
+    case RedOp::kMax: launch_reduce<T, RedOp::kMax>(k, blocks, threads, a, s); break;
+    case RedOp::kMin: launch_reduce<T, RedOp::kMin>(k, blocks, threads, a, s); break;
+    case RedOp::kProd: launch_reduce<T, RedOp::kProd>(k, blocks, threads, a, s); break;
   }
 }
 
@@ -522,14 +624,14 @@ void check_root(const char* fn, int root, const TeamView& t) {
                ") of team ", t.handle);
 }
 
-void launch_reduce_dtype(DType dtype, RedOp op, bool oneshot, int blocks, int threads, const Args& a,
+void launch_reduce_dtype(DType dtype, RedOp op, Kernel k, int blocks, int threads, const Args& a,
                          cudaStream_t s) {
   switch (dtype) {
-    case DType::kF32: launch_reduce_op<float>(op, oneshot, blocks, threads, a, s); break;
-    case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, oneshot, blocks, threads, a, s); break;
-    case DType::kF16: launch_reduce_op<__half>(op, oneshot, blocks, threads, a, s); break;
-    case DType::kI32: launch_reduce_op<std::int32_t>(op, oneshot, blocks, threads, a, s); break;
-    case DType::kI64: launch_reduce_op<std::int64_t>(op, oneshot, blocks, threads, a, s); break;
+    case DType::kF32: launch_reduce_op<float>(op, k, blocks, threads, a, s); break;
+    case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, k, blocks, threads, a, s); break;
+    case DType::kF16: launch_reduce_op<__half>(op, k, blocks, threads, a, s); break;
+    case DType::kI32: launch_reduce_op<std::int32_t>(op, k, blocks, threads, a, s); break;
+    case DType::kI64: launch_reduce_op<std::int64_t>(op, k, blocks, threads, a, s); break;
   }
 }
 
@@ -606,7 +708,8 @@ Algo algo_from_env(Algo asked) {
   if (std::string(e) == "oneshot") return Algo::kOneShot;
   if (std::string(e) == "twoshot") return Algo::kTwoShot;
   if (std::string(e) == "hierarchical") return Algo::kHierarchical;
-  NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot, hierarchical");
+  if (std::string(e) == "ring") return Algo::kRing;
+  NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot, ring, hierarchical");
 }
 
 
@@ -623,6 +726,8 @@ struct HostWorkspace {
   std::uint64_t* flags = nullptr;  // flags[p]: last epoch member p's data arrived here
   // all_to_allv, [p]: member p's round flag, ack and byte count (as the kernel's).
   std::uint64_t *vdata = nullptr, *vack = nullptr, *vlen = nullptr;
+  std::uint64_t* vring = nullptr;  // ring, [p]: the last step member p sent here
+  std::size_t chunk = 0;           // bytes of each data[] buffer
   std::vector<std::uint64_t> vlen_src;  // what this PE sends as byte counts (kept until quiet)
   std::uint64_t epoch = 0;
 };
@@ -637,10 +742,12 @@ void host_prepare(int handle, int npes, std::size_t chunk) {
   // between PEs (split_2d's last row may be short), and every PE must
   // allocate the same bytes.
   constexpr std::size_t n = kMaxPes;
-  w.flags = static_cast<std::uint64_t*>(nvst::calloc(4 * n, 8));
+  w.flags = static_cast<std::uint64_t*>(nvst::calloc(5 * n, 8));
   w.vdata = w.flags + n;
   w.vack = w.flags + 2 * n;
   w.vlen = w.flags + 3 * n;
+  w.vring = w.flags + 4 * n;
+  w.chunk = chunk;
   w.vlen_src.assign(static_cast<std::size_t>(npes), 0);
   g_host[static_cast<std::size_t>(handle)] = std::move(w);
 }
@@ -701,14 +808,68 @@ void host_reduce(const HostCall& c, const T* in, const char* buf, T* out, std::s
   }
 }
 
+// Calls f(T{}) with T the element type of `dtype` (host code).
+template <typename F>
+void with_host_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f(float{}); break;
+    case DType::kBF16: f(__nv_bfloat16{}); break;
+    case DType::kF16: f(__half{}); break;
+    case DType::kI32: f(std::int32_t{}); break;
+    case DType::kI64: f(std::int64_t{}); break;
+  }
+}
+
 void host_reduce_dtype(const HostCall& c, DType dtype, const char* own, const char* buf, char* out, std::size_t n,
                        RedOp op) {
-  switch (dtype) {
-    case DType::kF32: host_reduce(c, reinterpret_cast<const float*>(own), buf, reinterpret_cast<float*>(out), n, op); break;
-    case DType::kBF16: host_reduce(c, reinterpret_cast<const __nv_bfloat16*>(own), buf, reinterpret_cast<__nv_bfloat16*>(out), n, op); break;
-    case DType::kF16: host_reduce(c, reinterpret_cast<const __half*>(own), buf, reinterpret_cast<__half*>(out), n, op); break;
-    case DType::kI32: host_reduce(c, reinterpret_cast<const std::int32_t*>(own), buf, reinterpret_cast<std::int32_t*>(out), n, op); break;
-    case DType::kI64: host_reduce(c, reinterpret_cast<const std::int64_t*>(own), buf, reinterpret_cast<std::int64_t*>(out), n, op); break;
+  with_host_type(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    host_reduce(c, reinterpret_cast<const T*>(own), buf, reinterpret_cast<T*>(out), n, op);
+  });
+}
+
+// The ring on host-memory PEs, step for step as ring_kernel (one block, the
+// sent segment staged in a local buffer that the end-of-slice quiet frees).
+template <typename T>
+void host_ring_combine(T* dst, T* out, const T* recv, const T* own, std::size_t n, RedOp op) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const T x = recv ? (own ? host_apply<T>(recv[i], own[i], op) : recv[i]) : own[i];
+    if (dst) dst[i] = x;
+    if (out) out[i] = x;
+  }
+}
+
+void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
+  const int n = c.t.npes, me = c.t.me, left = (me + n - 1) % n, right_pe = c.t.world_pe((me + 1) % n);
+  const int last = ring::steps(n);
+  const std::size_t es = dtype_size(dtype), seg = ring::segment_elems(count, n, es), v = 16 / es;
+  const std::size_t per = std::max(v, c.w.chunk / es / static_cast<std::size_t>(std::max(1, last)) / v * v);
+  std::vector<char> stage(static_cast<std::size_t>(std::max(1, last)) * per * es);
+  for (std::size_t off = 0; off < seg; off += per) {
+    const std::size_t region = std::min(per, seg - off) * es;
+    const std::uint64_t e = ++c.w.epoch;
+    char* buf = c.w.data[e & 1];
+    for (int k = 0; k <= last; ++k) {
+      const std::size_t seg0 = static_cast<std::size_t>(((me - k) % n + n) % n) * seg;
+      const std::size_t seg_len = count > seg0 ? std::min(seg, count - seg0) : 0;
+      const std::size_t from = std::min(seg_len, off), to = std::min(seg_len, off + region / es);
+      const char* recv = nullptr;
+      if (k > 0) {
+        nvst::signal_wait_until(&c.w.vring[left], nvst::Cmp::kGe, ring_value(e, k - 1));
+        recv = buf + static_cast<std::size_t>(k - 1) * region;
+      }
+      char* dst = k < last ? stage.data() + static_cast<std::size_t>(k) * region : nullptr;
+      with_host_type(dtype, [&](auto zero) {
+        using T = decltype(zero);
+        host_ring_combine<T>(reinterpret_cast<T*>(dst), k >= n - 1 ? reinterpret_cast<T*>(out) + seg0 + from : nullptr,
+                             reinterpret_cast<const T*>(recv),
+                             k <= n - 1 ? reinterpret_cast<const T*>(in) + seg0 + from : nullptr, to - from, op);
+      });
+      if (k < last)
+        nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(k) * region, dst, (to - from) * es, &c.w.vring[me],
+                                ring_value(e, k), nvst::SignalOp::kSet, right_pe);
+    }
+    nvst::quiet();  // the stage is refilled by the next slice
   }
 }
 
@@ -844,6 +1005,7 @@ const char* algo_name(Algo a) {
     case Algo::kOneShot: return "oneshot";
     case Algo::kTwoShot: return "twoshot";
     case Algo::kHierarchical: return "hierarchical";
+    case Algo::kRing: return "ring";
   }
   return "?";
 }
@@ -938,6 +1100,30 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
   else NVST_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
 }
 
+// The ring on GPUs: launches of a slice of every segment, each as large as
+// the workspace allows (steps regions per buffer).
+void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t count, DType dtype, RedOp op,
+                     cudaStream_t stream) {
+  const std::size_t es = dtype_size(dtype), seg = ring::segment_elems(count, t.npes, es), v = 16 / es;
+  const Args proto = base_args("all_reduce", t);
+  const std::size_t regions = static_cast<std::size_t>(std::max(1, ring::steps(t.npes)));
+  const std::size_t per = std::max(v, g_ws[static_cast<std::size_t>(t.handle)].chunk / es / regions / v * v);
+  for (std::size_t off = 0; off < seg; off += per) {
+    Args a = proto;
+    a.in = a.in_base = static_cast<const char*>(in);
+    a.out = static_cast<char*>(out);
+    a.n = count;
+    a.ring_seg = seg;
+    a.ring_off = off;
+    a.ring_c = std::min(per, seg - off);
+    a.vec_ok = ((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) & 15u) == 0;
+    const std::size_t bytes = a.ring_c * es;  // per segment per launch
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + 16383) / 16384, 1, static_cast<std::size_t>(max_blocks())));
+    launch_reduce_dtype(dtype, op, Kernel::kRing, blocks, threads_for(bytes), a, stream);
+    NVST_CHECK_LAUNCH();
+  }
+}
+
 // reduce_scatter inside each node, all_reduce of one part across the nodes,
 // all_gather inside each node: the bytes that cross nodes are 1/k of the
 // flat algorithm's (k PEs per node), and the node steps run over NVLink.
@@ -987,6 +1173,17 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     hier_all_reduce(in, out, count, dtype, op, stream);
     return;
   }
+  // Across nodes from 3 members oneshot sends n-1 copies of everything
+  // through the proxy, ring 2(n-1)/n: ring from 1 MiB, where bytes should
+  // dominate the ring's 2(n-1) steps (chosen by bytes; not yet timed).
+  if (algo == Algo::kAuto && t.cross_node && t.npes >= 3 && count * es >= kRingMin) algo = Algo::kRing;
+  if (algo == Algo::kRing) {
+    if (!on_host(t, fn, [&](const HostCall& c) {
+          host_ring_all_reduce(c, static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
+        }))
+      ring_all_reduce(t, in, out, count, dtype, op, stream);
+    return;
+  }
   if (on_host(t, fn, [&](const HostCall& c) {
         host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
       }))
@@ -1017,7 +1214,7 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     const std::size_t cap = static_cast<std::size_t>(max_blocks());
     const int blocks = static_cast<int>(oneshot ? std::clamp<std::size_t>((bytes + 8191) / 8192, 1, cap)
                                                 : std::clamp<std::size_t>((bytes + 65535) / 65536, 16, cap));
-    launch_reduce_dtype(dtype, op, oneshot, blocks, threads_for(bytes), a, stream);
+    launch_reduce_dtype(dtype, op, oneshot ? Kernel::kOneShot : Kernel::kTwoShot, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
   }
 }
@@ -1104,7 +1301,7 @@ void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t 
     a.push_blocking = t.cross_node && writes &&
                       overlaps(a.in_base, stride ? stride * static_cast<std::size_t>(t.npes) : bytes, a.out, bytes);
     const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + 8191) / 8192, 1, static_cast<std::size_t>(max_blocks())));
-    launch_reduce_dtype(dtype, op, true, blocks, threads_for(bytes), a, stream);
+    launch_reduce_dtype(dtype, op, Kernel::kOneShot, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
   }
 }

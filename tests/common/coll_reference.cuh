@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "coll/ring_layout.hpp"
 #include "nvst/coll.hpp"
 
 namespace nvst::test {
@@ -93,6 +94,20 @@ inline std::vector<std::uint8_t> reduce_expected(DType t, RedOp op, const std::v
   std::vector<std::uint8_t> want = in[0];
   for (std::size_t p = 1; p < in.size(); ++p)
     for (std::size_t i = 0; i < want.size() / es; ++i) combine(t, op, &want[i * es], &in[p][i * es]);
+  return want;
+}
+
+// The ring all_reduce's result: element i reduced in ring order starting at
+// the member whose segment holds it (src/coll/ring_layout.hpp).
+inline std::vector<std::uint8_t> ring_reduce_expected(DType t, RedOp op,
+                                                      const std::vector<std::vector<std::uint8_t>>& in) {
+  const std::size_t es = nvst::coll::dtype_size(t), count = in[0].size() / es, n = in.size();
+  std::vector<std::uint8_t> want(in[0].size());
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto first = static_cast<std::size_t>(nvst::coll::ring::first_member(i, count, static_cast<int>(n), es));
+    std::memcpy(&want[i * es], &in[first][i * es], es);
+    for (std::size_t j = 1; j < n; ++j) combine(t, op, &want[i * es], &in[(first + j) % n][i * es]);
+  }
   return want;
 }
 

@@ -1,7 +1,8 @@
 // Collectives against a CPU reference: all_reduce for every dtype x op x
 // algorithm on random data (sizes 0, 1, odd, not multiples of 16 bytes or of
 // the PE count, several workspace chunks), in place and out of place, and
-// all_gather. The reference reduces in PE order with the GPU's rounding
+// all_gather. The reference reduces in PE order (ring: in ring order from
+// each segment's owner, src/coll/ring_layout.hpp) with the GPU's rounding
 // (float adds, rounded to the element type at each step), so results must
 // match bit for bit; that also proves every PE got the same answer.
 // reduce_scatter for every dtype x op and broadcast from two roots too.
@@ -74,7 +75,7 @@ int run_pe() {
   std::uint64_t salt = 0;
   for (DType t : kAllDTypes)
     for (RedOp op : kAllOps)
-      for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
+      for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kRing})
         for (bool in_place : {false, true}) {
           if (cross && algo == Algo::kTwoShot) continue;
           long long bad = 0;
@@ -85,7 +86,9 @@ int run_pe() {
             ++salt;
             std::vector<std::vector<std::uint8_t>> inputs;
             for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
-            std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
+            // ring: each segment reduced from its owner on (ring_layout.hpp)
+            std::vector<std::uint8_t> want =
+                algo == Algo::kRing ? ring_reduce_expected(t, op, inputs) : reduce_expected(t, op, inputs);
             char* dst = in_place ? in : out;
             if (count) NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * es, cudaMemcpyHostToDevice));
             if (!in_place) NVST_CHECK_CUDA(cudaMemset(out, 0xA5, count * es + 64));
@@ -378,11 +381,13 @@ int run_pe() {
           std::vector<std::vector<std::uint8_t>> tin, parts;
           for (int p : w) tin.push_back(make_input(t, count, p, salt, g_seed));
           for (int p : w) parts.push_back(make_input(t, count * tn_pes, p, salt + 7, g_seed));
-          for (Algo algo : {Algo::kOneShot, Algo::kTwoShot})
-            if (!team_cross || algo == Algo::kOneShot)
-              note(run_case(tin[ti], 0, 0, reduce_expected(t, RedOp::kSum, tin),
+          for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kRing})
+            if (!team_cross || algo != Algo::kTwoShot)
+              note(run_case(tin[ti], 0, 0,
+                            algo == Algo::kRing ? ring_reduce_expected(t, RedOp::kSum, tin)
+                                                : reduce_expected(t, RedOp::kSum, tin),
                             [&](char* i, char* o) { nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, algo, team); }),
-                   "all_reduce " + what);
+                   std::string("all_reduce ") + nvst::coll::algo_name(algo) + " " + what);
           std::vector<std::uint8_t> gathered;
           for (auto& v : tin) gathered.insert(gathered.end(), v.begin(), v.end());
           note(run_case(tin[ti], 0, 0, gathered,

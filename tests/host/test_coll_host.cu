@@ -306,6 +306,60 @@ TEST(CollHost, TeamCollectivesAndTheirComposition) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 
+// The ring all_reduce on 3 and 4 host PEs: bit for bit the ring-order
+// reference (each segment reduced from its owner on), for every dtype x op,
+// odd sizes, 0 and 1 element, in place and out of place, and a size that
+// takes several launches' slices (1 MiB workspace). The PE-order reference
+// must fail on float sums (the test can tell the orders apart), and
+// NVST_COLL_ALGO=ring picks it.
+void ring_case(int npes) {
+  auto res = run_pes(npes, [](int me) {
+    nvst::init();
+    const int n = nvst::n_pes();
+    std::uint64_t salt = 7000;
+    long long bad_total = 0, flat_differs = 0;
+    for (DType t : kAllDTypes)
+      for (RedOp op : kAllOps)
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
+                                  std::size_t{300'001}}) {
+          if ((t != DType::kF32 || op != RedOp::kSum) && count > 5000) continue;
+          const std::size_t es = nvst::coll::dtype_size(t);
+          ++salt;
+          std::vector<std::vector<std::uint8_t>> in;
+          for (int p = 0; p < n; ++p) in.push_back(make_input(t, count, p, salt, 13));
+          const auto want = ring_reduce_expected(t, op, in);
+          const bool in_place = salt % 2 == 1;
+          std::vector<std::uint8_t> buf = in[me], out(count * es + 16, 0xA5);
+          nvst::coll::all_reduce(buf.data(), in_place ? buf.data() : out.data(), count, t, op, nullptr, Algo::kRing);
+          const std::uint8_t* got = in_place ? buf.data() : out.data();
+          long long bad = 0;
+          for (std::size_t i = 0; i < count * es; ++i) bad += got[i] != want[i];
+          if (!in_place)
+            for (std::size_t i = count * es; i < out.size(); ++i) bad += out[i] != 0xA5;
+          if (t == DType::kF32 && op == RedOp::kSum) {
+            const auto flat = reduce_expected(t, op, in);
+            for (std::size_t i = 0; i < count * es; ++i) flat_differs += got[i] != flat[i];
+          }
+          PE_EXPECT(bad == 0, "ring ", nvst::coll::dtype_name(t), " ", nvst::coll::redop_name(op), " count ", count,
+                    in_place ? " in place" : "", ": ", bad, " bytes wrong");
+          bad_total += bad;
+        }
+    PE_EXPECT(flat_differs > 0, "ring and PE order agree everywhere: the test cannot tell them apart");
+    // NVST_COLL_ALGO=ring (set for this process below) picks it under auto.
+    std::vector<std::vector<std::uint8_t>> in;
+    for (int p = 0; p < n; ++p) in.push_back(make_input(DType::kF32, 9999, p, 99, 13));
+    std::vector<std::uint8_t> out(9999 * 4);
+    nvst::coll::all_reduce(in[me].data(), out.data(), 9999, DType::kF32, RedOp::kSum, nullptr);
+    PE_EXPECT(out == ring_reduce_expected(DType::kF32, RedOp::kSum, in), "NVST_COLL_ALGO=ring did not run the ring");
+    nvst::finalize();
+    return bad_total == 0 ? 0 : 1;
+  }, {{"NVST_SYMMETRIC_SIZE", "32M"}, {"NVST_COLL_WORKSPACE", "1M"}, {"NVST_COLL_ALGO", "ring"}}, 240);
+  for (int r = 0; r < npes; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
+
+TEST(CollHost, RingAllReduceMatchesTheRingOrderReferenceOn3Pes) { ring_case(3); }
+TEST(CollHost, RingAllReduceMatchesTheRingOrderReferenceOn4Pes) { ring_case(4); }
+
 // The hierarchical all_reduce (reduce_scatter in the node, all_reduce of a
 // part across nodes, all_gather in the node) on 4 PEs as 2 logical nodes of
 // 2: equal, bit for bit, to each node's sum (in node order) reduced across
