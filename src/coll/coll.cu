@@ -426,13 +426,30 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
         __syncthreads();
       }
       v_range(v.send_len[p], slot, k, base, lo, hi);
-      if (hi > lo)
-        dev::group_copy<dev::Scope::kBlock>(dev::peer_address(a.data, world_pe(a, p)) + static_cast<std::size_t>(me) * slot + lo,
-                                            a.in_base + v.send_off[p] + base + lo, hi - lo);
+      const int pe = world_pe(a, p);
+      char* slot_sym = a.data + static_cast<std::size_t>(me) * slot + lo;
+      const char* src = a.in_base + v.send_off[p] + base + lo;
+      if (char* near = dev::peer_address(slot_sym, pe)) {
+        if (hi > lo) dev::group_copy<dev::Scope::kBlock>(near, src, hi - lo);
+        continue;
+      }
+      // Another node: the byte count (round 0), then the data with the
+      // round's flag, through the proxy in that order (a signal alone when
+      // this block has no bytes of the round).
+      if (k == 0 && threadIdx.x == 0)
+        dev::signal_op(my_flag(a, kPhaseVLen, me), v.send_len[p], dev::SignalOp::kSet, pe);
+      std::uint64_t* flag = my_flag(a, kPhaseVData, me);
+      if (hi <= lo) {
+        if (threadIdx.x == 0) dev::signal_op(flag, v_value(a.e, k), dev::SignalOp::kSet, pe);
+      } else if (a.push_blocking) {  // out overlaps in: the proxy must read src before this block writes out
+        dev::putmem_signal_block(slot_sym, src, hi - lo, flag, v_value(a.e, k), dev::SignalOp::kSet, pe);
+      } else {
+        dev::putmem_signal_nbi_block(slot_sym, src, hi - lo, flag, v_value(a.e, k), dev::SignalOp::kSet, pe);
+      }
     }
     __syncthreads();  // every thread's stores precede the releases below
     const int t = static_cast<int>(threadIdx.x);
-    if (t < a.npes && t != me && k < v_rounds(v.send_len[t], slot)) {
+    if (t < a.npes && t != me && k < v_rounds(v.send_len[t], slot) && flag_on(a, kPhaseVData, me, t)) {
       if (k == 0) *reinterpret_cast<volatile std::uint64_t*>(flag_on(a, kPhaseVLen, me, t)) = v.send_len[t];
       dev::detail::st_release_sys(flag_on(a, kPhaseVData, me, t), v_value(a.e, k));
     }
@@ -450,7 +467,10 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
         dev::group_copy<dev::Scope::kBlock>(a.out + v.recv_off[q] + base + lo,
                                             a.data + static_cast<std::size_t>(q) * slot + lo, hi - lo);
       __syncthreads();  // the slot is read before the ack frees it
-      if (threadIdx.x == 0) dev::detail::st_release_sys(flag_on(a, kPhaseVAck, me, q), v_value(a.e, k));
+      if (threadIdx.x == 0) {
+        if (std::uint64_t* ack = flag_on(a, kPhaseVAck, me, q)) dev::detail::st_release_sys(ack, v_value(a.e, k));
+        else dev::signal_op(my_flag(a, kPhaseVAck, me), v_value(a.e, k), dev::SignalOp::kSet, world_pe(a, q));
+      }
     }
   }
   end_launch(a);
@@ -1358,13 +1378,16 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
                          v.recv_len);
       }))
     return;
-  NVST_REQUIRE(!t.cross_node, "nvst::coll::all_to_allv: not yet across nodes (team ", t.handle,
-               " spans nodes; its kernel streams through NVLink peers' memory); all_to_all works there");
   v.a = base_args(fn, t);
   v.a.in_base = static_cast<const char*>(in);
   v.a.out = static_cast<char*>(out);
-  std::size_t most = 0;
-  for (std::size_t p = 0; p < un; ++p) most = std::max({most, v.send_len[p], v.recv_len[p]});
+  std::size_t most = 0, in_end = 0, out_end = 0;
+  for (std::size_t p = 0; p < un; ++p) {
+    most = std::max({most, v.send_len[p], v.recv_len[p]});
+    in_end = std::max(in_end, v.send_off[p] + v.send_len[p]);
+    out_end = std::max(out_end, v.recv_off[p] + v.recv_len[p]);
+  }
+  v.a.push_blocking = t.cross_node && overlaps(in, in_end, out, out_end);
   // The grid must be the same on every PE (block b talks to block b).
   alltoallv_kernel<<<max_blocks(), threads_for(std::min(most, v.a.slot_bytes)), 0, stream>>>(v);
   NVST_CHECK_LAUNCH();

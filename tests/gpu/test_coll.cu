@@ -54,7 +54,7 @@ int run_pe() {
   nvst::coll::prepare();
   // The world spans logical nodes (NVST_NODE_SIZE): members of other nodes
   // are reached through the proxy, where twoshot (reads of peers' memory)
-  // and all_to_allv are refused with a message, checked once below.
+  // is refused with a message, checked once below.
   const bool cross = nvst::team_n_pes(nvst::Team::kNode) < n;
   auto refused = [&](const std::function<void()>& call, const std::string& what) {
     std::string m;
@@ -215,12 +215,9 @@ int run_pe() {
   if (cross) {
     refused([&] { nvst::coll::all_reduce(in, out, 100, DType::kF32, RedOp::kSum, s, Algo::kTwoShot); },
             "all_reduce twoshot");
-    const std::vector<std::size_t> ones(static_cast<std::size_t>(n), 1), displs(static_cast<std::size_t>(n), 0);
-    refused([&] { nvst::coll::all_to_allv(b_in, ones, displs, b_out, ones, displs, DType::kF32, s); }, "all_to_allv");
   }
   for (DType t : kAllDTypes)
     for (std::size_t big : {std::size_t{0}, std::size_t{1}, big_count}) {
-      if (cross) break;
       if (t != DType::kF32 && big > 1) continue;
       const std::size_t es = nvst::coll::dtype_size(t);
       ++salt;
@@ -257,8 +254,7 @@ int run_pe() {
                             " root " + std::to_string(root) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
       }
   // all_to_all, all_to_allv and reduce captured in one graph, replayed with
-  // new inputs (b_in: all_to_all's input, then the others'); across nodes
-  // without all_to_allv (refused there).
+  // new inputs (b_in: all_to_all's input, then the others').
   {
     const std::size_t count = 3001;
     const VLayout l = make_v_layout(n, 4242, 3000);
@@ -269,8 +265,7 @@ int run_pe() {
     cudaGraphExec_t exec;
     NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     nvst::coll::all_to_all(b_in, b_out, count, DType::kF32, s);
-    if (!cross)
-      nvst::coll::all_to_allv(b_in + v_in, l.counts[me], l.send_displs[me], b_out + v_out, rc, l.recv_displs[me],
+    nvst::coll::all_to_allv(b_in + v_in, l.counts[me], l.send_displs[me], b_out + v_out, rc, l.recv_displs[me],
                               DType::kF32, s);
     nvst::coll::reduce(b_in + r_in, b_out + r_out, count, DType::kI32, RedOp::kSum, n - 1, s);
     NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
@@ -299,13 +294,13 @@ int run_pe() {
       NVST_CHECK_CUDA(cudaMemcpy(got.data(), b_out, got.size(), cudaMemcpyDeviceToHost));
       auto a2a_want = a2a_expected(me, a2a, count * 4);
       for (std::size_t i = 0; i < a2a_bytes; ++i) bad += got[i] != a2a_want[i];
-      for (std::size_t i = 0; !cross && i < v_want.size(); ++i) bad += got[v_out + i] != v_want[i];
+      for (std::size_t i = 0; i < v_want.size(); ++i) bad += got[v_out + i] != v_want[i];
       for (std::size_t i = 0; i < count * 4; ++i) bad += got[r_out + i] != r_want[i];
       nvst::barrier_all();  // every PE has read its output before the next inputs
     }
     NVST_CHECK_CUDA(cudaGraphExecDestroy(exec));
     NVST_CHECK_CUDA(cudaGraphDestroy(g));
-    check(bad == 0, std::string(cross ? "all_to_all and reduce" : "all_to_all, all_to_allv and reduce") +
+    check(bad == 0, std::string("all_to_all, all_to_allv and reduce") + (cross ? " across nodes" : "") +
                         " in one CUDA graph, 3 replays with new inputs" +
                         (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
   }
@@ -363,7 +358,7 @@ int run_pe() {
     for (nvst::Team team : {x, y}) {
       const std::vector<int> w = members(team);
       // A team across nodes (every member sees one off its node) skips
-      // what is refused there (twoshot, all_to_allv).
+      // what is refused there (twoshot).
       const bool team_cross = !on_my_node(w);
       const std::string tn = std::string(team == x ? "team x" : "team y") + (team_cross ? " across nodes" : "");
       const int tn_pes = static_cast<int>(w.size()), ti = nvst::team_my_pe(team);
@@ -416,8 +411,7 @@ int run_pe() {
       std::vector<std::vector<std::uint8_t>> vin;
       for (int p = 0; p < tn_pes; ++p) vin.push_back(make_input(DType::kF32, l.in_len[p], w[p], salt, g_seed));
       const auto rc = l.recv_counts(ti);
-      if (!team_cross)
-        note(run_case(vin[ti], 0, 0, v_expected(l, ti, vin, 4),
+      note(run_case(vin[ti], 0, 0, v_expected(l, ti, vin, 4),
                       [&](char* i, char* o) {
                         nvst::coll::all_to_allv(i, l.counts[ti], l.send_displs[ti], o, rc, l.recv_displs[ti],
                                                 DType::kF32, s, team);
