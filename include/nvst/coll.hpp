@@ -43,9 +43,10 @@
 // the proxy and the fabric (in/out are host memory, `stream` is ignored);
 // that is what CI tests, and there a team may span logical nodes.
 // GPU teams across nodes: the push kernels send a member of another node
-// its part as a put_signal through the proxy (docs/07); twoshot and
-// all_to_allv refuse such teams with a message. Not yet: hierarchical forms
-// of the other collectives, or any timing across nodes.
+// its part as a put_signal through the proxy, the ring its segment, and
+// all_to_allv its rounds (docs/07); twoshot refuses such teams with a
+// message. Not yet: hierarchical forms of the collectives other than
+// all_reduce, or any timing across nodes.
 // Reductions: sum, max, min, prod; integer sums and products wrap.
 //  - reduce: the oneshot kernel, pushing to the root only; only the root
 //    reduces.
