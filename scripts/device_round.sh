@@ -8,6 +8,8 @@
 #   internode  2 GPUs as 2 logical nodes: the proxy path only
 #   shared-coll  one GPU: collectives at 2 and 4 PEs on one node, then 3
 #           logical nodes of 1 (correctness only)
+#   shared-check  one GPU: collectives at 2 PEs on one node and as 1+1
+#           nodes, and the device API across nodes (a quick recheck)
 #   shared-coll-internode  one GPU: collectives across logical nodes, 2 PEs
 #           as 1+1; shared-coll-2x2: 4 PEs as 2x2 (correctness only)
 #   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
@@ -156,6 +158,12 @@ case "$MODE" in
     step coll_2pe 150 "$BIN/nvst_coll_tests" --np 2
     step coll_4pe_shared 240 "$BIN/nvst_coll_tests" --np 4
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step coll_internode_3pe 300 "$BIN/nvst_coll_tests" --np 3
+    ;;
+  shared-check)  # one GPU, after a refactor: the collectives at 2 PEs on one node and as 1+1 nodes, the proxy path
+    export NVST_TEST_SHARE_GPUS=1
+    step coll_2pe 150 "$BIN/nvst_coll_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step coll_internode_2pe 280 "$BIN/nvst_coll_tests" --np 2
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 120 "$BIN/nvst_gpu_tests" --np 2
     ;;
   shared-coll-2x2)  # one GPU, 4 PEs as 2x2 logical nodes (over 250 s in r21: a call of its own)
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm

@@ -197,6 +197,21 @@ __device__ __forceinline__ std::uint64_t* my_flag(const Args& a, int phase, int 
   return a.flags + (static_cast<std::size_t>(phase) * kMaxPes + from) * kMaxBlocks + blockIdx.x;
 }
 
+// flags[phase][from][block] on member `pe`, where this PE can store to it
+// (itself, an NVLink peer); null for a member of another node.
+__device__ __forceinline__ std::uint64_t* flag_on(const Args& a, int phase, int from, int pe) {
+  std::uint64_t* f = my_flag(a, phase, from);
+  return pe == a.me ? f : reinterpret_cast<std::uint64_t*>(dev::peer_address(f, world_pe(a, pe)));
+}
+
+// Sets this block's flag for this PE (flags[phase][me][block]) to v on
+// member p: a release store where it can reach the word, else a signal
+// through the proxy (after this PE's earlier commands to p). One thread.
+__device__ __forceinline__ void tell(const Args& a, int phase, int p, std::uint64_t v) {
+  if (std::uint64_t* f = flag_on(a, phase, a.me, p)) dev::detail::st_release_sys(f, v);
+  else dev::signal_op(my_flag(a, phase, a.me), v, dev::SignalOp::kSet, world_pe(a, p));
+}
+
 // Publishes [lo, hi) of `in` in this PE's workspace, then tells every PE
 // (phase `phase`) and waits until every PE has told this one. A member of
 // another node is told by a signal through the proxy, unless this block's
@@ -207,17 +222,9 @@ __device__ __forceinline__ void publish_and_wait(const Args& a, const char* src,
   __syncthreads();  // every thread's stores precede the releases below
   const int t = static_cast<int>(threadIdx.x);
   if (t < a.npes) {
-    std::uint64_t* mine = my_flag(a, phase, a.me);
-    const int pe = world_pe(a, t);
-    if (t == a.me) {
-      dev::detail::st_release_sys(mine, a.e);
-    } else if (char* peer = dev::peer_address(mine, pe)) {
-      dev::detail::st_release_sys(reinterpret_cast<std::uint64_t*>(peer), a.e);
-    } else if (phase != 0 || !(flagged_by_put() >> t & 1ull)) {
-      dev::signal_op(mine, a.e, dev::SignalOp::kSet, pe);  // through the proxy
-    }
+    if (phase != 0 || !(flagged_by_put() >> t & 1ull)) tell(a, phase, t, a.e);
     dev::detail::wait_until_impl<std::uint64_t>(my_flag(a, phase, t), dev::Cmp::kGe, a.e,
-                                                dev::FailKind::kWaitTimeout, pe);
+                                                dev::FailKind::kWaitTimeout, world_pe(a, t));
   }
   __syncthreads();
 }
@@ -370,11 +377,6 @@ struct VArgs {
   std::size_t send_off[kMaxPes], send_len[kMaxPes], recv_off[kMaxPes], recv_len[kMaxPes];
 };
 
-// flags[phase][from][block] on PE `pe`.
-__device__ __forceinline__ std::uint64_t* flag_on(const Args& a, int phase, int from, int pe) {
-  std::uint64_t* f = my_flag(a, phase, from);
-  return pe == a.me ? f : reinterpret_cast<std::uint64_t*>(dev::peer_address(f, world_pe(a, pe)));
-}
 // Rounds a message of `len` bytes takes through a slot (at least one: the
 // first round carries the byte count).
 __device__ __forceinline__ std::size_t v_rounds(std::size_t len, std::size_t slot) {
@@ -440,7 +442,7 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
         dev::signal_op(my_flag(a, kPhaseVLen, me), v.send_len[p], dev::SignalOp::kSet, pe);
       std::uint64_t* flag = my_flag(a, kPhaseVData, me);
       if (hi <= lo) {
-        if (threadIdx.x == 0) dev::signal_op(flag, v_value(a.e, k), dev::SignalOp::kSet, pe);
+        if (threadIdx.x == 0) tell(a, kPhaseVData, p, v_value(a.e, k));
       } else if (a.push_blocking) {  // out overlaps in: the proxy must read src before this block writes out
         dev::putmem_signal_block(slot_sym, src, hi - lo, flag, v_value(a.e, k), dev::SignalOp::kSet, pe);
       } else {
@@ -467,10 +469,7 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
         dev::group_copy<dev::Scope::kBlock>(a.out + v.recv_off[q] + base + lo,
                                             a.data + static_cast<std::size_t>(q) * slot + lo, hi - lo);
       __syncthreads();  // the slot is read before the ack frees it
-      if (threadIdx.x == 0) {
-        if (std::uint64_t* ack = flag_on(a, kPhaseVAck, me, q)) dev::detail::st_release_sys(ack, v_value(a.e, k));
-        else dev::signal_op(my_flag(a, kPhaseVAck, me), v_value(a.e, k), dev::SignalOp::kSet, world_pe(a, q));
-      }
+      if (threadIdx.x == 0) tell(a, kPhaseVAck, q, v_value(a.e, k));
     }
   }
   end_launch(a);
@@ -534,20 +533,17 @@ __device__ __forceinline__ void ring_combine(T* dst, T* out, const T* recv, cons
 template <typename T, RedOp OP>
 __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
   begin_launch(a);
-  const int n = a.npes, me = a.me, left = (me + n - 1) % n;
-  const int right_pe = world_pe(a, (me + 1) % n);
+  const int n = a.npes, me = a.me, left = (me + n - 1) % n, right = (me + 1) % n;
+  const int right_pe = world_pe(a, right);
   std::size_t lo, hi;  // this block's part of every segment's slice
   block_range<T>(a.ring_c, lo, hi);
   const std::size_t region = a.ring_c * sizeof(T);
-  char* right_ws = n > 1 ? dev::peer_address(a.data, right_pe) : nullptr;  // null: across nodes
+  char* right_ws = dev::peer_address(a.data, right_pe);  // null: across nodes
   const T* in = reinterpret_cast<const T*>(a.in);
   T* out = reinterpret_cast<T*>(a.out);
   const int last = ring::steps(n);  // receive-only: the last segment to arrive
   for (int k = 0; k <= last; ++k) {
-    const int s = ((me - k) % n + n) % n;
-    const std::size_t seg0 = static_cast<std::size_t>(s) * a.ring_seg;
-    const std::size_t seg_len = a.n > seg0 ? std::min(a.ring_seg, a.n - seg0) : 0;
-    const std::size_t from = std::min(seg_len, a.ring_off + lo), to = std::min(seg_len, a.ring_off + hi);
+    const auto [from, to] = ring::step_span(me, k, n, a.n, a.ring_seg, a.ring_off + lo, a.ring_off + hi);
     const T* recv = nullptr;
     if (k > 0) {  // the left neighbour's step k - 1 is here
       if (threadIdx.x == 0)
@@ -560,20 +556,16 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
     T* dst = nullptr;
     if (send)
       dst = reinterpret_cast<T*>((right_ws ? right_ws : a.red) + static_cast<std::size_t>(k) * region) + lo;
-    ring_combine<T, OP>(dst, k >= n - 1 ? out + seg0 + from : nullptr, recv, k <= n - 1 ? in + seg0 + from : nullptr,
-                        to - from, a.vec_ok);
+    ring_combine<T, OP>(dst, k >= n - 1 ? out + from : nullptr, recv, k <= n - 1 ? in + from : nullptr, to - from,
+                        a.vec_ok);
     if (!send) continue;
     __syncthreads();  // every thread's stores precede the release
-    std::uint64_t* flag = my_flag(a, kPhaseRing, me);  // flags[ring][me][block] on the right neighbour
-    if (right_ws) {
-      if (threadIdx.x == 0)
-        dev::detail::st_release_sys(reinterpret_cast<std::uint64_t*>(dev::peer_address(flag, right_pe)),
-                                    ring_value(a.e, k));
-    } else if (to > from) {
+    if (right_ws || to == from) {
+      if (threadIdx.x == 0) tell(a, kPhaseRing, right, ring_value(a.e, k));
+    } else {  // another node: the staged slice and the flag in one command
       dev::putmem_signal_nbi_block(a.data + static_cast<std::size_t>(k) * region + lo * sizeof(T), dst,
-                                   (to - from) * sizeof(T), flag, ring_value(a.e, k), dev::SignalOp::kSet, right_pe);
-    } else if (threadIdx.x == 0) {
-      dev::signal_op(flag, ring_value(a.e, k), dev::SignalOp::kSet, right_pe);
+                                   (to - from) * sizeof(T), my_flag(a, kPhaseRing, me), ring_value(a.e, k),
+                                   dev::SignalOp::kSet, right_pe);
     }
   }
   end_launch(a);
@@ -862,17 +854,15 @@ void host_ring_combine(T* dst, T* out, const T* recv, const T* own, std::size_t 
 void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
   const int n = c.t.npes, me = c.t.me, left = (me + n - 1) % n, right_pe = c.t.world_pe((me + 1) % n);
   const int last = ring::steps(n);
-  const std::size_t es = dtype_size(dtype), seg = ring::segment_elems(count, n, es), v = 16 / es;
-  const std::size_t per = std::max(v, c.w.chunk / es / static_cast<std::size_t>(std::max(1, last)) / v * v);
+  const std::size_t es = dtype_size(dtype), seg = ring::segment_elems(count, n, es);
+  const std::size_t per = ring::slice_elems(c.w.chunk, n, es);
   std::vector<char> stage(static_cast<std::size_t>(std::max(1, last)) * per * es);
   for (std::size_t off = 0; off < seg; off += per) {
     const std::size_t region = std::min(per, seg - off) * es;
     const std::uint64_t e = ++c.w.epoch;
     char* buf = c.w.data[e & 1];
     for (int k = 0; k <= last; ++k) {
-      const std::size_t seg0 = static_cast<std::size_t>(((me - k) % n + n) % n) * seg;
-      const std::size_t seg_len = count > seg0 ? std::min(seg, count - seg0) : 0;
-      const std::size_t from = std::min(seg_len, off), to = std::min(seg_len, off + region / es);
+      const auto [from, to] = ring::step_span(me, k, n, count, seg, off, off + region / es);
       const char* recv = nullptr;
       if (k > 0) {
         nvst::signal_wait_until(&c.w.vring[left], nvst::Cmp::kGe, ring_value(e, k - 1));
@@ -881,9 +871,9 @@ void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::siz
       char* dst = k < last ? stage.data() + static_cast<std::size_t>(k) * region : nullptr;
       with_host_type(dtype, [&](auto zero) {
         using T = decltype(zero);
-        host_ring_combine<T>(reinterpret_cast<T*>(dst), k >= n - 1 ? reinterpret_cast<T*>(out) + seg0 + from : nullptr,
-                             reinterpret_cast<const T*>(recv),
-                             k <= n - 1 ? reinterpret_cast<const T*>(in) + seg0 + from : nullptr, to - from, op);
+        host_ring_combine<T>(reinterpret_cast<T*>(dst), k >= n - 1 ? reinterpret_cast<T*>(out) + from : nullptr,
+                             reinterpret_cast<const T*>(recv), k <= n - 1 ? reinterpret_cast<const T*>(in) + from : nullptr,
+                             to - from, op);
       });
       if (k < last)
         nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(k) * region, dst, (to - from) * es, &c.w.vring[me],
@@ -1124,13 +1114,12 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
 // the workspace allows (steps regions per buffer).
 void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t count, DType dtype, RedOp op,
                      cudaStream_t stream) {
-  const std::size_t es = dtype_size(dtype), seg = ring::segment_elems(count, t.npes, es), v = 16 / es;
+  const std::size_t es = dtype_size(dtype), seg = ring::segment_elems(count, t.npes, es);
   const Args proto = base_args("all_reduce", t);
-  const std::size_t regions = static_cast<std::size_t>(std::max(1, ring::steps(t.npes)));
-  const std::size_t per = std::max(v, g_ws[static_cast<std::size_t>(t.handle)].chunk / es / regions / v * v);
+  const std::size_t per = ring::slice_elems(g_ws[static_cast<std::size_t>(t.handle)].chunk, t.npes, es);
   for (std::size_t off = 0; off < seg; off += per) {
     Args a = proto;
-    a.in = a.in_base = static_cast<const char*>(in);
+    a.in = static_cast<const char*>(in);
     a.out = static_cast<char*>(out);
     a.n = count;
     a.ring_seg = seg;

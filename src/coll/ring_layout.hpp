@@ -29,4 +29,25 @@ inline constexpr int first_member(std::size_t i, std::size_t count, int npes, st
 // Steps a ring all_reduce takes: n - 1 to reduce, n - 1 to share.
 inline constexpr int steps(int npes) { return 2 * npes - 2; }
 
+// Elements of every segment one launch takes: as many as fit when each of
+// the steps(n) regions of a workspace buffer of `chunk_bytes` holds one
+// slice (at least one 16-byte vector).
+inline constexpr std::size_t slice_elems(std::size_t chunk_bytes, int npes, std::size_t elem_bytes) {
+  const std::size_t v = 16 / elem_bytes, regions = static_cast<std::size_t>(steps(npes) > 1 ? steps(npes) : 1);
+  const std::size_t per = chunk_bytes / elem_bytes / regions / v * v;
+  return per > v ? per : v;
+}
+
+// Elements [from, to) of the buffer that member `me` sends at step k: those
+// of segment (me - k) mod n at [lo, hi) of the segment, clipped to its end.
+struct Span {
+  std::size_t from, to;
+};
+inline constexpr Span step_span(int me, int k, int npes, std::size_t count, std::size_t seg, std::size_t lo,
+                                std::size_t hi) {
+  const std::size_t seg0 = static_cast<std::size_t>(((me - k) % npes + npes) % npes) * seg;
+  const std::size_t len = count > seg0 ? (count - seg0 < seg ? count - seg0 : seg) : 0;
+  return {seg0 + (lo < len ? lo : len), seg0 + (hi < len ? hi : len)};
+}
+
 }  // namespace nvst::coll::ring

@@ -177,6 +177,10 @@ struct Proxy::State {
     *op = InFlight{{}, 0, kind, pe, -1, -1, -1, Clock::now()};
     return op;
   }
+  bool in_heap(std::uint64_t addr) const {  // this PE's symmetric heap
+    const auto base = reinterpret_cast<std::uintptr_t>(heap);
+    return addr >= base && addr - base < heap_bytes;
+  }
   void commit(InFlight* op) {  // the post succeeded
     free_ops.pop_back();
     op_busy[static_cast<std::size_t>(op - pool)] = 1;
@@ -718,8 +722,9 @@ bool Proxy::step() {
       case proxy::Op::kPut:
       case proxy::Op::kPutSignal:
       case proxy::Op::kSignal:
+        // The symmetric heap (most kernel sources) is known without asking.
         s.cur_by_kernel = from == s.dev_consumer.get() && kind != proxy::Op::kSignal && c.bytes &&
-                          !driver_knows(reinterpret_cast<const void*>(c.src));
+                          !s.in_heap(c.src) && !driver_knows(reinterpret_cast<const void*>(c.src));
         s.active = true;
         s.cur_since = Clock::now();
         s.cur = c;
