@@ -12,6 +12,8 @@
 #           nodes, and the device API across nodes (a quick recheck)
 #   shared-coll-internode  one GPU: collectives across logical nodes, 2 PEs
 #           as 1+1; shared-coll-2x2: 4 PEs as 2x2 (correctness only)
+#   shared-ep-nodes  one GPU: the EP Buffer as 1+1 logical nodes, on one
+#           node at 2 PEs (regression), then as 2x2 (correctness only)
 #   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
 #           proxy's counters (refused posts, most in flight) on stderr
 #   coll    collectives: tests and `nvst bench coll`
@@ -164,6 +166,12 @@ case "$MODE" in
     step coll_2pe 150 "$BIN/nvst_coll_tests" --np 2
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step coll_internode_2pe 280 "$BIN/nvst_coll_tests" --np 2
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step gpu_internode_shm 120 "$BIN/nvst_gpu_tests" --np 2
+    ;;
+  shared-ep-nodes)  # one GPU: EP dispatch/combine (both modes) across logical nodes, and on one node as before
+    export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
+    NVST_NODE_SIZE=1 step ep_internode_2pe 200 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress ${EP_LL_STRESS:-100}
+    step ep_2pe 150 "$BIN/nvst_ep_tests" --np 2 --stress 1000 --ll-stress 200
+    NVST_NODE_SIZE=2 step ep_2x2 240 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-300} --ll-stress ${EP_LL_STRESS:-100}
     ;;
   shared-coll-2x2)  # one GPU, 4 PEs as 2x2 logical nodes (over 250 s in r21: a call of its own)
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm

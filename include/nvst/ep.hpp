@@ -24,8 +24,13 @@
 // the same Config, shape, x_type/use_fp8 and optional arguments (the first
 // dispatch of a handle checks shape and Config across PEs; later calls trust
 // them: the kernels count each other's blocks, so a PE with another num_sms
-// would let the others read too early). Intra-node (NVLink) only for now: a
-// Buffer over PEs of several nodes is refused with a message.
+// would let the others read too early). Across nodes (logical nodes too)
+// both modes work: node peers are reached over NVLink, PEs of other nodes
+// through the proxy (src/ep/intranode.cu and low_latency.cu say how). This
+// is flat, not DeepEP's hierarchical scheme: a token bound for two PEs of
+// one remote node crosses twice. A Buffer that spans nodes takes half as
+// much normal-mode memory again (a send stage) and, in low-latency mode, a
+// far section per expert and source.
 //
 // Failures: argument errors throw nvst::Error on the PE that made them; if
 // its peers went ahead, their kernels stop after NVST_DEVICE_TIMEOUT_S

@@ -8,7 +8,10 @@ Method names, arguments and return values follow DeepEP:
 get_dispatch_layout, dispatch, combine, low_latency_dispatch,
 low_latency_combine, EventOverlap, Config, the size hints. Differences,
 all checked with a clear error rather than silently ignored:
- - intra-node only (every rank of the group on one host, over NVLink);
+ - across nodes the kernels are flat, not hierarchical: NVLink to the
+   ranks of this node, the proxy to the others (a token bound for two
+   ranks of one remote node crosses twice); the stage this needs comes out
+   of the symmetric heap beside num_nvl_bytes, not out of num_rdma_bytes;
  - the dispatch computes its layout itself: the layout tensors a caller
    passes (num_tokens_per_rank, ...) are checked for shape, not read;
  - Config's chunk sizes are accepted and unused (our kernels do not chunk);
@@ -56,7 +59,7 @@ class Config:
         return _nvst.ep.nvl_size_hint(4096 * num_ranks, hidden, 8, False)
 
     def get_rdma_buffer_size_hint(self, hidden_bytes, num_ranks):
-        return 0  # intra-node only
+        return 0  # nothing: across nodes the Buffer sizes its send stage from num_nvl_bytes
 
 
 class EventOverlap:

@@ -101,6 +101,8 @@ struct Buffer::Impl {
   std::size_t nvl_bytes = 0;
   char* dispatch_region = nullptr;
   char* combine_region = nullptr;
+  char* send_region = nullptr;  // staging of dispatch rows to other nodes (cross_node only)
+  bool cross_node = false;      // some PEs are on other nodes
   std::uint64_t* ready = nullptr;
   std::uint64_t* done = nullptr;
   detail::LaunchCounters* counters = nullptr;
@@ -113,6 +115,8 @@ struct Buffer::Impl {
   std::vector<void*> ll_symmetric;  // what to nvst::free
   detail::LaunchCounters* ll_counters = nullptr;  // [2 sets][dispatch, combine]
   int* ll_recv_count = nullptr;                   // [2][E_local]
+  bool ll_fp8[2] = {};   // use_fp8 of each set's last send (its receive half needs it)
+  std::vector<void*> ll_device;  // cross-node stages (cudaFree)
   int ll_next = 0;       // the set the next dispatch uses
   int ll_last_sent = 0;  // the set of the last dispatch's send half
 };
@@ -134,7 +138,9 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
     a.recv_begin[r] = handle.recv_offset(r, rank_);
     a.peer_send_offset[r] = handle.send_offset(r, rank_);
   }
+  a.send_offset[n_pes_] = handle.send_offset(rank_, n_pes_);
   a.recv_begin[n_pes_] = handle.num_recv_tokens;
+  a.send_region = m.send_region;
   a.dispatch_region = m.dispatch_region;
   a.dr = dr;
   a.combine_region = m.combine_region;
@@ -152,10 +158,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
   NVST_REQUIRE(nvst::device() >= 0, "nvst::ep::Buffer: this PE has no GPU (host-memory heaps); the EP buffer needs GPUs");
   rank_ = nvst::my_pe();
   n_pes_ = nvst::n_pes();
-  NVST_REQUIRE(nvst::team_n_pes(nvst::Team::kNode) == n_pes_,
-               "nvst::ep::Buffer: the ", n_pes_, " PEs span several nodes (this node has ",
-               nvst::team_n_pes(nvst::Team::kNode),
-               "); dispatch/combine across nodes is not implemented yet (NVLink within one node only)");
+  Impl& m = *impl_;
+  m.cross_node = nvst::team_n_pes(nvst::Team::kNode) != n_pes_;
   NVST_REQUIRE(n_pes_ <= kMaxNormalPes, "nvst::ep::Buffer: at most ", kMaxNormalPes, " PEs");
   {  // Blocks count each other's blocks: every PE must launch the same grids.
     const int sms = detail::device_sm_count();
@@ -167,12 +171,14 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     }
   }
   NVST_REQUIRE(num_max_dispatch_tokens_per_rank >= 0, "nvst::ep::Buffer: negative num_max_dispatch_tokens_per_rank");
-  Impl& m = *impl_;
-  const std::size_t want = 2 * align16(num_nvl_bytes / 2) +
-                           (num_max_dispatch_tokens_per_rank > 0
-                                ? low_latency_size_hint(num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_,
-                                                        ll_num_experts, ll_num_topk)
-                                : 0);
+  std::size_t want = (m.cross_node ? 3 : 2) * align16(num_nvl_bytes / 2);
+  if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0) {
+    want += low_latency_size_hint(num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts, ll_num_topk);
+    if (m.cross_node)  // two sets of far sections (and far_n)
+      want += 2 * (static_cast<std::size_t>(ll_num_experts) * num_max_dispatch_tokens_per_rank *
+                       detail::ll_far_record_bytes(ll_hidden) +
+                   static_cast<std::size_t>(ll_num_experts) * 4 + 512);
+  }
   NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
                want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
                " MiB are free; raise NVST_SYMMETRIC_SIZE (or InitOptions::heap_bytes)");
@@ -180,6 +186,7 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     m.nvl_bytes = align16(num_nvl_bytes / 2) * 2;
     m.dispatch_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
     m.combine_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+    if (m.cross_node) m.send_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
     m.ready = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.counters), sizeof(detail::LaunchCounters)));
@@ -226,6 +233,20 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
       a.combine_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.dispatch_counters = m.ll_counters + 2 * b;
       a.combine_counters = m.ll_counters + 2 * b + 1;
+      if (m.cross_node) {  // see LowLatencyArgs: records from and to other nodes
+        a.far_rec = detail::ll_far_record_bytes(ll_hidden);
+        a.far_x = static_cast<char*>(sym(rows * a.far_rec));
+        a.far_n = static_cast<int*>(sym(static_cast<std::size_t>(n_pes_) * el * sizeof(int)));
+        void* stage = nullptr;
+        NVST_CHECK_CUDA(cudaMalloc(&stage, static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * a.far_rec));
+        m.ll_device.push_back(stage);
+        a.far_stage = static_cast<char*>(stage);
+        void* count = nullptr;
+        NVST_CHECK_CUDA(cudaMalloc(&count, 2 * static_cast<std::size_t>(ll_num_experts) * sizeof(int)));
+        m.ll_device.push_back(count);
+        NVST_CHECK_CUDA(cudaMemset(count, 0, 2 * static_cast<std::size_t>(ll_num_experts) * sizeof(int)));
+        a.far_count = static_cast<int*>(count);
+      }
     }
     detail::preload_ll_kernels();
   }
@@ -241,12 +262,14 @@ Buffer::~Buffer() {
     for (auto it = m.ll_symmetric.rbegin(); it != m.ll_symmetric.rend(); ++it) nvst::free(*it);
     if (m.done) nvst::free(m.done);
     if (m.ready) nvst::free(m.ready);
+    if (m.send_region) nvst::free(m.send_region);
     if (m.combine_region) nvst::free(m.combine_region);
     if (m.dispatch_region) nvst::free(m.dispatch_region);
   } catch (const std::exception&) {
     // A destructor must not throw; the runtime's finalize reclaims the heap.
   }
   cudaFree(m.counters);
+  for (void* p : m.ll_device) cudaFree(p);
   cudaFree(m.ll_counters);
   cudaFree(m.ll_recv_count);
   cudaFree(m.d_tokens_per_rank);
@@ -343,7 +366,9 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     // Every PE checks every PE's totals, so all fail together, not some hang.
     for (int p = 0; p < R; ++p) {
       const int recv = h.recv_offset(R, p), sent = h.send_offset(p, R);
-      NVST_REQUIRE(recv <= dr.capacity && sent <= cr.capacity, "nvst::ep::dispatch: PE ", p, " receives ", recv,
+      // Across nodes the sent rows are also staged in DispatchRegion layout.
+      NVST_REQUIRE(recv <= dr.capacity && sent <= cr.capacity && (!m.cross_node || sent <= dr.capacity),
+                   "nvst::ep::dispatch: PE ", p, " receives ", recv,
                    " and sends ", sent, " rows; this Buffer holds ", std::min(dr.capacity, cr.capacity),
                    ": make num_nvl_bytes at least Buffer::nvl_size_hint(", std::max(recv, sent), ", ...) = ",
                    Buffer::nvl_size_hint(std::max(recv, sent), in.hidden, in.num_topk, in.x_type));
@@ -356,7 +381,8 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
                  handle.num_topk, " of ", handle.num_experts, " experts; this call has ", in.num_tokens,
                  ", top-", in.num_topk, " of ", in.num_experts);
     for (int p = 0; p < n_pes_; ++p)
-      NVST_REQUIRE(handle.recv_offset(n_pes_, p) <= dr.capacity && handle.send_offset(p, n_pes_) <= cr.capacity,
+      NVST_REQUIRE(handle.recv_offset(n_pes_, p) <= dr.capacity && handle.send_offset(p, n_pes_) <= cr.capacity &&
+                       (!m.cross_node || handle.send_offset(p, n_pes_) <= dr.capacity),
                    "nvst::ep::dispatch: the handle's rows do not fit this shape's buffer (see nvl_size_hint)");
   }
 
@@ -419,12 +445,13 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
     m.ll_next ^= 1;
     m.ll_last_sent = set;
   }
+  if (phase != Phase::kReceive) m.ll_fp8[set] = in.use_fp8;
   detail::LowLatencyArgs a = m.ll[set];
-  a.use_fp8 = in.use_fp8;
+  a.use_fp8 = m.ll_fp8[set];  // a receive half follows its send's choice
   detail::launch_ll_dispatch(a, in, phase, stream);
   LowLatencyDispatchOutput out;
   out.recv_x = a.x;
-  out.recv_x_scales = in.use_fp8 ? a.scales : nullptr;
+  out.recv_x_scales = a.use_fp8 ? a.scales : nullptr;
   out.recv_count = a.recv_count;
   out.recv_src_info = a.src_info;
   out.max_rows_per_expert = n_pes_ * m.ll_max_tokens;

@@ -49,13 +49,49 @@ __device__ __forceinline__ void launch_end(LaunchCounters* c, unsigned long long
   }
 }
 
-// Threads 0..n_pes-1 of the block each add 1 to counters[me] on one PE
-// (release: after __syncthreads, every thread's earlier stores come first).
-__device__ __forceinline__ void signal_all_pes(std::uint64_t* counters) {
+// Threads 0..n_pes-1 of the block each add 1 to counters[me] on one node
+// peer (an NVLink atomic, release: after __syncthreads, every thread's
+// earlier stores come first). A PE of another node is told the launch's
+// total instead, `far_total` (see tell_far), by block 0 alone; with
+// far_total 0 it is left out: the caller tells it after its puts to it.
+__device__ __forceinline__ void signal_all_pes(std::uint64_t* counters, std::uint64_t far_total) {
   __syncthreads();
   const dev::DeviceState& s = dev::state();
-  if (threadIdx.x < static_cast<unsigned>(s.n_pes))
-    dev::detail::atom_add_release_sys(pe_ptr(counters + s.my_pe, static_cast<int>(threadIdx.x)), 1);
+  const int p = static_cast<int>(threadIdx.x);
+  if (p >= s.n_pes) return;
+  if (dev::on_node(p)) dev::detail::atom_add_release_sys(pe_ptr(counters + s.my_pe, p), 1);
+  else if (far_total != 0 && blockIdx.x == 0) dev::signal_op(counters + s.my_pe, far_total, dev::SignalOp::kSet, p);
+}
+
+// What a PE of another node is told instead of B additions: counters[me]
+// there reaches `total` = this launch's base + gridDim.x, the same value the
+// additions would give (only this PE writes that word, and every PE counts
+// the same launches). A SET through the proxy, which the receiving proxy
+// applies with a copy-engine write, after this PE's earlier commands to
+// that PE. An ADD would need a kernel there, which cannot start while a
+// launch that waits for this very signal holds every SM (the low-latency
+// kernels do: their first cross-node run hung that way).
+__device__ __forceinline__ void tell_far(std::uint64_t* counters, int pe, std::uint64_t total) {
+  dev::signal_op(counters + dev::state().my_pe, total, dev::SignalOp::kSet, pe);
+}
+
+// Called by every thread of every block after its stores: true in the one
+// block that arrives last, whose threads then see every block's stores
+// (each block fences at system scope before it counts itself, so the
+// proxy's copy engine sees them too). Resets the count for the next launch.
+__device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count) {
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence_system();
+    last = atomicAdd(count, 1ull) == gridDim.x - 1;
+    if (last) {
+      *reinterpret_cast<volatile unsigned long long*>(count) = 0;
+      __threadfence_system();
+    }
+  }
+  __syncthreads();
+  return last;
 }
 
 // Threads 0..n_pes-1 each wait until counters[p] >= target; then the block
@@ -96,7 +132,7 @@ __device__ __forceinline__ T load_cg(const T* p) {
 // (the promise is: valid until the dispatch after next).
 __device__ __forceinline__ unsigned long long enter_send_half(const LaunchCounters* c, std::uint64_t* ready) {
   const unsigned long long base = launch_base(c);
-  signal_all_pes(ready);
+  signal_all_pes(ready, base + gridDim.x);
   wait_all_pes(ready, base + 1);
   return base;
 }

@@ -1,5 +1,6 @@
-// Normal-mode dispatch and combine over NVLink: every PE stores straight
-// into its peers' receive regions (symmetric memory mapped by the runtime).
+// Normal-mode dispatch and combine: every PE stores straight into its node
+// peers' receive regions (symmetric memory mapped by the runtime), and puts
+// through the proxy to PEs of other nodes.
 //
 // Dispatch, one kernel, B blocks on every PE:
 //  1. ready: each block tells every peer "my PE started this launch", and
@@ -10,21 +11,36 @@
 //     every PE that owns one of its experts, at row recv_offset[r] +
 //     send_pos[t][r]: rows arrive packed by source PE, in token order.
 //     topk_idx is translated to the receiver's local experts on the way.
-//  3. done: each block adds 1 to done[me] on every peer after its stores
-//     (release); the kernel ends once every peer's B blocks have done so.
+//     A row for a PE of another node is stored the same way into this PE's
+//     send_region instead, at row send_offset[r] + send_pos[t][r], so the
+//     rows for each such PE end up contiguous, in the receiver's order.
+//  3. done: each block adds 1 to done[me] on every node peer after its
+//     stores (release). Across nodes, the block that finishes packing last
+//     puts each array's run of rows to each PE of another node (five puts,
+//     the last one carrying done = base + B, the value B additions would
+//     give: tell_far in ep_device.cuh), then quiets before the kernel ends so
+//     the staging may be reused. Either way every PE's done[me] grows by B.
+//     The kernel ends once every peer's B blocks have done so.
 //
 // Combine, two kernels. Send (config.num_sms blocks): ready as above; each
 // received row i from another PE s (its j-th row there) goes back to PE s's
-// combine region at row peer_send_offset[s] + j; done as above. Reduce
+// combine region at row peer_send_offset[s] + j; done as above. The rows
+// from a PE of another node are contiguous in x, so block 0 puts them back
+// in one put (and the weights in a second, carrying done). Reduce
 // (every SM, a short memory-bound pass): wait for every PE's done, then sum
 // each token's rows in PE order in fp32 (deterministic), plus the bias,
 // rounded once to bf16. A PE's rows to itself never move: the reduction
 // reads them in `x`. (One kernel with num_sms blocks spent 60% of its time
 // in the reduction on 24 SMs: 201 GB/s against NCCL's 379, r1 of the ep round.)
+//
+// This is flat, not hierarchical: every row to another node crosses on its
+// own (a token for two PEs of one remote node crosses twice; DeepEP sends it
+// once to one of them and forwards over NVLink).
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "device/device_runtime.hpp"
 #include "ep/ep_device.cuh"
@@ -37,6 +53,42 @@ namespace {
 
 constexpr int kMaxDstPerPass = 8;
 
+
+// Thread r < n_pes of the calling block: if PE r is on another node, puts
+// the rows this PE packed for it (send_region, rows [send_offset[r],
+// send_offset[r + 1])) into its dispatch region at recv_offset[r], array by
+// array, the last put setting done[me] to `done_total` (see tell_far). The
+// proxy applies one PE's commands to another PE in order, so the signal
+// lands after all five.
+__device__ __forceinline__ void put_rows_to_other_nodes(const NormalArgs& a, int scales_per_row, bool weights,
+                                                        std::uint64_t done_total) {
+  const dev::DeviceState& s = dev::state();
+  const int r = static_cast<int>(threadIdx.x);
+  if (r >= s.n_pes || dev::on_node(r)) return;
+  const std::size_t first = static_cast<std::size_t>(a.send_offset[r]);
+  const std::size_t n = static_cast<std::size_t>(a.send_offset[r + 1]) - first;
+  const std::size_t at = static_cast<std::size_t>(a.recv_offset[r]);
+  const std::size_t K = static_cast<std::size_t>(a.num_topk);
+  // {array offset, bytes per row} in the order sent; src_idx last (signal).
+  const std::size_t arrays[5][2] = {{a.dr.x, a.dr.row_bytes},
+                                    {a.dr.scales, static_cast<std::size_t>(scales_per_row) * 4},
+                                    {a.dr.topk_idx, K * 8},
+                                    {a.dr.topk_weights, weights ? K * 4 : 0},
+                                    {a.dr.src_idx, 4}};
+  std::uint64_t* done = a.done + s.my_pe;
+  if (n == 0) {
+    tell_far(a.done, r, done_total);
+    return;
+  }
+  for (int i = 0; i < 5; ++i) {
+    const auto [off, row] = std::pair{arrays[i][0], arrays[i][1]};
+    if (row == 0) continue;
+    char* dst = a.dispatch_region + off + at * row;
+    const char* src = a.send_region + off + first * row;
+    if (i < 4) dev::putmem_nbi(dst, src, n * row, r);
+    else dev::putmem_signal_nbi(dst, src, n * row, done, done_total, dev::SignalOp::kSet, r);
+  }
+}
 
 // Bounded for the widest Config (1024 threads): at most 64 registers.
 __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchInput in) {
@@ -51,21 +103,24 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
     const int* pos = a.send_pos + static_cast<std::size_t>(t) * npes;
     // Destinations in groups of kMaxDstPerPass (one pass reads the row once).
     for (int r0 = 0; r0 < npes; r0 += kMaxDstPerPass) {
-      char* dst_x[kMaxDstPerPass];
+      char* dst_region[kMaxDstPerPass];
       int dst_pe[kMaxDstPerPass], dst_row[kMaxDstPerPass];
+      char* dst_x[kMaxDstPerPass];
       int n = 0;
       for (int r = r0; r < npes && r < r0 + kMaxDstPerPass; ++r) {
         const int p = pos[r];
         if (p < 0) continue;
+        const bool near = dev::on_node(r);  // else: staged here for the put
         dst_pe[n] = r;
-        dst_row[n] = a.recv_offset[r] + p;
-        dst_x[n] = pe_ptr(a.dispatch_region, r) + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
+        dst_region[n] = near ? pe_ptr(a.dispatch_region, r) : a.send_region;
+        dst_row[n] = (near ? a.recv_offset[r] : a.send_offset[r]) + p;
+        dst_x[n] = dst_region[n] + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
         ++n;
       }
       if (n == 0) continue;
       warp_copy_row_multi<kMaxDstPerPass>(dst_x, n, x + static_cast<std::size_t>(t) * a.dr.row_bytes, a.dr.row_bytes);
       for (int d = 0; d < n; ++d) {
-        char* region = pe_ptr(a.dispatch_region, dst_pe[d]);
+        char* region = dst_region[d];
         const std::size_t row = static_cast<std::size_t>(dst_row[d]);
         if (scales_per_row) {
           float* sc = reinterpret_cast<float*>(region + a.dr.scales) + row * scales_per_row;
@@ -85,8 +140,12 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
       }
     }
   }
-  signal_all_pes(a.done);
+  signal_all_pes(a.done, 0);
+  const bool across = a.send_region != nullptr;
+  const bool shipper = across && last_block_to_arrive(&a.counters->blocks_packed);
+  if (shipper) put_rows_to_other_nodes(a, scales_per_row, in.topk_weights != nullptr, base + gridDim.x);
   wait_all_pes(a.done, base + gridDim.x);
+  if (shipper && threadIdx.x == 0) dev::proxy_quiet();  // the next dispatch rewrites send_region
   launch_end(a.counters, base);
 }
 
@@ -100,12 +159,34 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
   const auto [warp_id, total_warps, lane] = warp_grid();
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
   const char* x = static_cast<const char*>(in.x);
+  const std::size_t K = static_cast<std::size_t>(a.num_topk);
+  // Rows from PEs of other nodes: one put each of x and weights, by block 0
+  // (done set to base + B with the last one, as in put_rows_to_other_nodes).
+  const int far = static_cast<int>(threadIdx.x);
+  if (blockIdx.x == 0 && far < npes && !dev::on_node(far)) {
+    const std::size_t lo = static_cast<std::size_t>(a.recv_begin[far]);
+    const std::size_t n = static_cast<std::size_t>(a.recv_begin[far + 1]) - lo;
+    const std::size_t at = static_cast<std::size_t>(a.peer_send_offset[far]);
+    std::uint64_t* done = a.done + me;
+    char* dst_x = a.combine_region + a.cr.x + at * row_bytes;
+    const std::uint64_t total = base + gridDim.x;  // see tell_far
+    if (n == 0) {
+      tell_far(a.done, far, total);
+    } else if (in.topk_weights) {
+      dev::putmem_nbi(dst_x, x + lo * row_bytes, n * row_bytes, far);
+      dev::putmem_signal_nbi(a.combine_region + a.cr.topk_weights + at * K * 4, in.topk_weights + lo * K, n * K * 4,
+                             done, total, dev::SignalOp::kSet, far);
+    } else {
+      dev::putmem_signal_nbi(dst_x, x + lo * row_bytes, n * row_bytes, done, total, dev::SignalOp::kSet, far);
+    }
+  }
   const int own_lo = a.recv_begin[me], own_hi = a.recv_begin[me + 1];
   const int remote = num_recv - (own_hi - own_lo);
   for (int j = warp_id; j < remote; j += total_warps) {
     const int i = j < own_lo ? j : j + (own_hi - own_lo);  // skip this PE's own rows
     int src = 0;
     while (src + 1 < npes && a.recv_begin[src + 1] <= i) ++src;
+    if (!dev::on_node(src)) continue;  // went above
     const int row = a.peer_send_offset[src] + (i - a.recv_begin[src]);
     char* region = pe_ptr(a.combine_region, src);
     char* dst = region + a.cr.x + static_cast<std::size_t>(row) * row_bytes;
@@ -114,7 +195,9 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
       reinterpret_cast<float*>(region + a.cr.topk_weights)[static_cast<std::size_t>(row) * a.num_topk + lane] =
           in.topk_weights[static_cast<std::size_t>(i) * a.num_topk + lane];
   }
-  signal_all_pes(a.done);
+  signal_all_pes(a.done, 0);
+  // x may be rewritten once the combine is done: the proxy must have read it.
+  if (blockIdx.x == 0 && threadIdx.x == 0) dev::proxy_quiet();
   launch_end(a.counters, base);
 }
 

@@ -18,6 +18,7 @@ int device_sm_count();
 struct LaunchCounters {
   unsigned long long blocks_before;  // blocks of all earlier launches of this kind
   unsigned long long blocks_done;    // blocks of the current launch that finished
+  unsigned long long blocks_packed;  // dispatch across nodes: blocks done packing (see intranode.cu)
 };
 
 // Also fills send_pos [T, R] (row of token t in its stream to PE r, or -1)
@@ -45,7 +46,7 @@ struct NormalArgs {
   XType x_type;
   const int* send_pos;          // [T, R]
   int recv_offset[64];          // rows before mine in PE r's receive region (dispatch)
-  int send_offset[64];          // rows before PE r's in my combine region
+  int send_offset[65];          // rows before PE r's in my combine region (and send stream); [R]: all
   int recv_begin[65];           // my received rows from PE s: [recv_begin[s], recv_begin[s+1])
   int peer_send_offset[64];     // rows before mine in PE s's combine region
   char* dispatch_region;        // symmetric
@@ -55,6 +56,9 @@ struct NormalArgs {
   std::uint64_t* ready;         // symmetric [R]
   std::uint64_t* done;          // symmetric [R]
   LaunchCounters* counters;     // device
+  // Symmetric staging for dispatch rows to PEs of other nodes (DispatchRegion
+  // layout, row send_offset[r] + send_pos); nullptr when every PE is on this node.
+  char* send_region;
 };
 
 void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const Config& c, cudaStream_t stream);
@@ -80,7 +84,21 @@ struct LowLatencyArgs {
   std::uint64_t* combine_done;  // symmetric [R]
   LaunchCounters* dispatch_counters;
   LaunchCounters* combine_counters;
+  // Across nodes (all nullptr when every PE is on this node). A row for a
+  // PE of another node cannot claim its slot with a remote atomic; it goes
+  // as one record [src_info: 16 B][scales: H / 128 x 4][x] into a section
+  // of its own, and the receive half moves it into the packed rows.
+  char* far_x;                  // symmetric [E_local][R][M] records
+  int* far_n;                   // symmetric [R][E_local]: records PE s sent to local expert e
+  char* far_stage;              // device [M * K] records to other nodes, staged for the put
+  int* far_count;               // device [2][num_experts]: records per expert so far, and a copy to put
+  std::size_t far_rec;          // bytes of a record slot (x as bf16)
 };
+// A record of LowLatencyArgs::far_x for rows of `hidden`: where its scales
+// and x start (16-byte aligned), and the bytes of a slot (x as bf16).
+constexpr std::size_t ll_far_scales_at() { return 16; }
+constexpr std::size_t ll_far_x_at(int hidden) { return 16 + (static_cast<std::size_t>(hidden) / 128 * 4 + 15) / 16 * 16; }
+constexpr std::size_t ll_far_record_bytes(int hidden) { return ll_far_x_at(hidden) + static_cast<std::size_t>(hidden) * 2; }
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase,
                         cudaStream_t stream);

@@ -16,6 +16,18 @@
 // PE, then out[t] = sum over k of w[t][k] * row[t][k] in fp32 (k in order,
 // one fused multiply-add each), rounded once to bf16.
 //
+// Across nodes: a row for a PE of another node cannot claim a slot with a
+// remote atomic. The warp writes it as one record (source info, scales, x)
+// into a local stage and puts it to the owner's far section for (expert,
+// this PE) at this PE's own running count for that expert. The block that
+// finishes last puts those counts to each such PE, setting its
+// dispatch_done word to what B additions would (tell_far, ep_device.cuh).
+// The receive half then moves each far section's records, source by
+// source, behind the rows its node peers stored, so the output is packed as
+// on one node. Combine: a row for another node goes back as one put; the
+// last block then tells combine_done there the same way. Both send halves
+// end with a quiet: their stage and x may be rewritten once they are done.
+//
 // Buffers alternate between two sets (DeepEP's double buffering): a result
 // stays valid until the dispatch after next. Each send half first waits
 // until every PE has reached it (one NVLink round trip), so a fast PE never
@@ -72,6 +84,26 @@ __device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_
   }
 }
 
+// Block that finished last, thread r < n_pes for each PE r of another
+// node: put the counts of this PE's records to r's experts into r's far_n,
+// setting dispatch_done to base + B (after every record: one PE's commands to another
+// are applied in order). The counts are copied first and then zeroed for
+// the next launch; the quiet at the end of the kernel covers the copy.
+__device__ __forceinline__ void put_far_counts(const LowLatencyArgs& a, int experts_per_pe, std::uint64_t done_total) {
+  const dev::DeviceState& s = dev::state();
+  int* sent = a.far_count + a.num_experts;
+  for (int e = threadIdx.x; e < a.num_experts; e += blockDim.x) {
+    sent[e] = a.far_count[e];
+    a.far_count[e] = 0;
+  }
+  __syncthreads();
+  const int r = static_cast<int>(threadIdx.x);
+  if (r >= s.n_pes || dev::on_node(r)) return;
+  __threadfence_system();
+  dev::putmem_signal_nbi(a.far_n + s.my_pe * experts_per_pe, sent + r * experts_per_pe,
+                         experts_per_pe * sizeof(int), a.dispatch_done + s.my_pe, done_total, dev::SignalOp::kSet, r);
+}
+
 __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in) {
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
@@ -81,6 +113,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   const int rows_per_expert = npes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * (a.use_fp8 ? 1 : 2);
   const int scales_per_row = a.hidden / 128;
+  const std::size_t far_x_at = ll_far_x_at(a.hidden);
   const int tasks = in.num_tokens * a.num_topk;
   for (int task = w.warp_id; task < tasks; task += w.total_warps) {
     const std::int64_t e = in.topk_idx[task];
@@ -90,37 +123,87 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
                 static_cast<std::uint64_t>(a.num_experts), -1);
     const int t = task / a.num_topk, k = task % a.num_topk;
     const int r = static_cast<int>(e) / experts_per_pe, local = static_cast<int>(e) % experts_per_pe;
+    const bool near = dev::on_node(r);
     int slot = 0;
-    if (w.lane == 0) slot = atomicAdd_system(pe_ptr(a.slot_counter + local, r), 1);
+    if (w.lane == 0)
+      slot = near ? atomicAdd_system(pe_ptr(a.slot_counter + local, r), 1) : atomicAdd(a.far_count + e, 1);
     slot = __shfl_sync(0xffffffffu, slot, 0);
     // More rows than a buffer holds: a token names one expert twice.
-    if (slot >= rows_per_expert)
+    if (slot >= (near ? rows_per_expert : a.max_tokens))
       dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
                 static_cast<std::uint64_t>(a.num_experts), -1);
+    // Near: the row's arrays on PE r. Far: the parts of a record in the stage.
     const std::size_t row = static_cast<std::size_t>(local) * rows_per_expert + slot;
-    char* dst = pe_ptr(a.x, r) + row * row_bytes;
+    char* record = a.far_stage + static_cast<std::size_t>(task) * a.far_rec;
+    char* dst = near ? pe_ptr(a.x, r) + row * row_bytes : record + far_x_at;
+    float* dst_scales = near ? pe_ptr(a.scales, r) + row * scales_per_row
+                             : reinterpret_cast<float*>(record + ll_far_scales_at());
+    int* dst_info = near ? pe_ptr(a.src_info, r) + row * 3 : reinterpret_cast<int*>(record);
     const auto* src = static_cast<const __nv_bfloat16*>(in.x) + static_cast<std::size_t>(t) * a.hidden;
     if (a.use_fp8) {
-      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), pe_ptr(a.scales, r) + row * scales_per_row, src,
-                        a.hidden, w.lane);
+      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), dst_scales, src, a.hidden, w.lane);
     } else {
       char* d = dst;
       warp_copy_row_multi<1>(&d, 1, reinterpret_cast<const char*>(src), row_bytes);
     }
-    if (w.lane < 3) pe_ptr(a.src_info, r)[row * 3 + w.lane] = w.lane == 0 ? me : (w.lane == 1 ? t : k);
+    if (w.lane < 3) dst_info[w.lane] = w.lane == 0 ? me : (w.lane == 1 ? t : k);
+    if (!near) {  // the record, up to the end of its x, into r's far section (expert local, source me)
+      const std::size_t at = (static_cast<std::size_t>(local) * npes + me) * a.max_tokens + slot;
+      dev::putmem_nbi_warp(a.far_x + at * a.far_rec, record, far_x_at + row_bytes, r);
+    }
   }
-  signal_all_pes(a.dispatch_done);
+  signal_all_pes(a.dispatch_done, 0);
+  if (a.far_x != nullptr && last_block_to_arrive(&a.dispatch_counters->blocks_packed)) {
+    put_far_counts(a, experts_per_pe, base + gridDim.x);
+    if (threadIdx.x == 0) dev::proxy_quiet();  // every block's puts read their records by now
+  }
   launch_end(a.dispatch_counters, base);
 }
 
-// One block: wait for every PE's send half, publish the counts, reset.
+// Wait for every PE's send half; then, per local expert, the rows node
+// peers stored are slot_counter[e] rows; records from PEs of other nodes
+// move in behind them, source by source. recv_count gets the total and the
+// slot counter is reset. One block per expert (one block when on one node).
 __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe) {
+  const dev::DeviceState& s = dev::state();
   const unsigned long long target =
       *reinterpret_cast<const volatile unsigned long long*>(&a.dispatch_counters->blocks_before);
   wait_all_pes(a.dispatch_done, target);
-  for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
-    a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
-    a.slot_counter[e] = 0;
+  if (a.far_x == nullptr) {
+    for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
+      a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
+      a.slot_counter[e] = 0;
+    }
+    return;
+  }
+  const int rows_per_expert = s.n_pes * a.max_tokens;
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * (a.use_fp8 ? 1 : 2);
+  const int scales_per_row = a.hidden / 128;
+  const std::size_t far_x_at = ll_far_x_at(a.hidden);
+  const int warp = static_cast<int>(threadIdx.x >> 5), warps = static_cast<int>(blockDim.x >> 5);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (int e = blockIdx.x; e < experts_per_pe; e += gridDim.x) {
+    int at = *reinterpret_cast<volatile int*>(a.slot_counter + e);
+    for (int src = 0; src < s.n_pes; ++src) {
+      if (dev::on_node(src)) continue;
+      const int n = load_cg(a.far_n + src * experts_per_pe + e);
+      for (int j = warp; j < n; j += warps) {
+        const char* record = a.far_x + ((static_cast<std::size_t>(e) * s.n_pes + src) * a.max_tokens + j) * a.far_rec;
+        const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + at + j;
+        char* d = a.x + row * row_bytes;
+        warp_copy_row_multi<1>(&d, 1, record + far_x_at, row_bytes);
+        if (a.use_fp8)
+          for (int i = lane; i < scales_per_row; i += 32)
+            a.scales[row * scales_per_row + i] = load_cg(reinterpret_cast<const float*>(record + ll_far_scales_at()) + i);
+        if (lane < 3) a.src_info[row * 3 + lane] = load_cg(reinterpret_cast<const int*>(record) + lane);
+      }
+      at += n;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      a.recv_count[e] = at;
+      a.slot_counter[e] = 0;
+    }
   }
 }
 
@@ -142,11 +225,24 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
       const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
       const int* info = a.src_info + row * 3;  // written by the source PE
       const int src = load_cg(info), t = load_cg(info + 1), k = load_cg(info + 2);
-      char* dst = pe_ptr(a.combine_x, src) + (static_cast<std::size_t>(t) * a.num_topk + k) * row_bytes;
-      warp_copy_row_multi<1>(&dst, 1, x + row * row_bytes, row_bytes);
+      const std::size_t to = (static_cast<std::size_t>(t) * a.num_topk + k) * row_bytes;
+      if (dev::on_node(src)) {
+        char* dst = pe_ptr(a.combine_x, src) + to;
+        warp_copy_row_multi<1>(&dst, 1, x + row * row_bytes, row_bytes);
+      } else {
+        dev::putmem_nbi_warp(a.combine_x + to, x + row * row_bytes, row_bytes, src);
+      }
     }
   }
-  signal_all_pes(a.combine_done);
+  signal_all_pes(a.combine_done, 0);
+  // PEs of other nodes: combine_done = base + B after every block's puts, then a
+  // quiet (x may be rewritten once the send half is done).
+  if (a.far_x != nullptr && last_block_to_arrive(&a.combine_counters->blocks_packed)) {
+    const int r = static_cast<int>(threadIdx.x);
+    if (r < s.n_pes && !dev::on_node(r)) tell_far(a.combine_done, r, base + gridDim.x);
+    __syncthreads();
+    if (threadIdx.x == 0) dev::proxy_quiet();
+  }
   launch_end(a.combine_counters, base);
 }
 
@@ -189,7 +285,9 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
     NVST_CHECK_LAUNCH();
   }
   if (phase != Phase::kSend) {
-    ll_dispatch_recv<<<1, 256, 0, stream>>>(a, a.num_experts / nvst::n_pes());
+    const int experts_per_pe = a.num_experts / nvst::n_pes();
+    const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
+    ll_dispatch_recv<<<blocks, 256, 0, stream>>>(a, experts_per_pe);
     NVST_CHECK_LAUNCH();
   }
 }

@@ -113,29 +113,30 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
     bool* d_in;
     NVST_CHECK_CUDA(cudaMalloc(&d_rank, R * sizeof(int)));
     NVST_CHECK_CUDA(cudaMalloc(&d_expert, sh.E * sizeof(int)));
-    NVST_CHECK_CUDA(cudaMalloc(&d_node, sizeof(int)));
+    // Logical nodes of NVST_NODE_SIZE PEs: PE r is on node r / node_size.
+    const int node_size = nvst::team_n_pes(nvst::Team::kNode), nodes = R / node_size;
+    NVST_CHECK_CUDA(cudaMalloc(&d_node, nodes * sizeof(int)));
     NVST_CHECK_CUDA(cudaMalloc(&d_in, std::max(1, T * R)));
     nvst::ep::get_dispatch_layout(d_topk, T, sh.K, sh.E, {d_rank, d_node, d_expert, d_in}, s);
     NVST_CHECK_CUDA(cudaStreamSynchronize(s));
-    auto rank = download(d_rank, R), expert = download(d_expert, sh.E), node = download(d_node, 1);
+    auto rank = download(d_rank, R), expert = download(d_expert, sh.E), node = download(d_node, nodes);
     auto in = download(reinterpret_cast<const std::uint8_t*>(d_in), static_cast<std::size_t>(T) * R);
-    std::vector<int> want_rank(R, 0), want_expert(sh.E, 0);
-    int want_node = 0;
+    std::vector<int> want_rank(R, 0), want_expert(sh.E, 0), want_node(nodes, 0);
     for (int t = 0; t < T; ++t) {
-      bool any = false;
+      std::vector<bool> any(nodes, false);
       for (int r = 0; r < R; ++r) {
         const bool g = goes_to(mine, t, sh.K, r, el);
         want_rank[r] += g;
-        any |= g;
+        if (g) any[r / node_size] = true;
         err.add((in[static_cast<std::size_t>(t) * R + r] != 0) != g, "is_token_in_rank");
       }
-      want_node += any;
+      for (int n = 0; n < nodes; ++n) want_node[n] += any[n];
       for (int k = 0; k < sh.K; ++k)
         if (mine.topk[static_cast<std::size_t>(t) * sh.K + k] >= 0) ++want_expert[mine.topk[static_cast<std::size_t>(t) * sh.K + k]];
     }
     err.add(rank != want_rank, "num_tokens_per_rank");
     err.add(expert != want_expert, "num_tokens_per_expert");
-    err.add(node[0] != want_node, "num_tokens_per_node");
+    err.add(node != want_node, "num_tokens_per_node");
     for (void* p : {static_cast<void*>(d_rank), static_cast<void*>(d_expert), static_cast<void*>(d_node), static_cast<void*>(d_in)})
       NVST_CHECK_CUDA(cudaFree(p));
   }
