@@ -14,6 +14,8 @@
 #           as 1+1; shared-coll-2x2: 4 PEs as 2x2 (correctness only)
 #   shared-ep-nodes  one GPU: the EP Buffer as 1+1 logical nodes, on one
 #           node at 2 PEs (regression), then as 2x2 (correctness only)
+#   shared-ep-stress  one GPU: 10^4 random routings (10^3 low latency) as
+#           2x2 logical nodes; shared-ep-san: memcheck and tcp as 1+1
 #   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
 #           proxy's counters (refused posts, most in flight) on stderr
 #   coll    collectives: tests and `nvst bench coll`
@@ -172,6 +174,15 @@ case "$MODE" in
     NVST_NODE_SIZE=1 step ep_internode_2pe 200 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress ${EP_LL_STRESS:-100}
     step ep_2pe 150 "$BIN/nvst_ep_tests" --np 2 --stress 1000 --ll-stress 200
     NVST_NODE_SIZE=2 step ep_2x2 240 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-300} --ll-stress ${EP_LL_STRESS:-100}
+    ;;
+  shared-ep-stress)  # one GPU: the 10^4 iterations, as 2x2 logical nodes
+    export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
+    NVST_NODE_SIZE=2 step ep_2x2_stress 560 "$BIN/nvst_ep_tests" --np 4 --stress 10000 --ll-stress 1000
+    ;;
+  shared-ep-san)  # one GPU: compute-sanitizer over the cross-node EP path, and the tcp provider
+    export NVST_TEST_SHARE_GPUS=1
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step memcheck_ep_internode 300 $SAN --tool memcheck "$BIN/nvst_ep_tests" --np 2 --stress 10 --ll-stress 5
+    NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step ep_internode_tcp 200 "$BIN/nvst_ep_tests" --np 2 --stress 500 --ll-stress 200
     ;;
   shared-coll-2x2)  # one GPU, 4 PEs as 2x2 logical nodes (over 250 s in r21: a call of its own)
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
