@@ -16,6 +16,8 @@
 #           node at 2 PEs (regression), then as 2x2 (correctness only)
 #   shared-ep-stress  one GPU: 10^4 random routings (10^3 low latency) as
 #           2x2 logical nodes; shared-ep-san: memcheck and tcp as 1+1
+#   shared-torch-nodes  one GPU: the Python package's cross-node checks
+#           (ep.Buffer included) at 2 and 3 ranks of a logical node each
 #   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
 #           proxy's counters (refused posts, most in flight) on stderr
 #   coll    collectives: tests and `nvst bench coll`
@@ -183,6 +185,13 @@ case "$MODE" in
     export NVST_TEST_SHARE_GPUS=1
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step memcheck_ep_internode 300 $SAN --tool memcheck "$BIN/nvst_ep_tests" --np 2 --stress 10 --ll-stress 5
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step ep_internode_tcp 200 "$BIN/nvst_ep_tests" --np 2 --stress 500 --ll-stress 200
+    ;;
+  shared-torch-nodes)  # one GPU: torch_job.py's cross-node checks on gloo (BIN/.. is the build)
+    export NVST_TEST_SHARE_GPUS=1 NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm
+    step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
+    export PYTHONPATH="$BIN/../python"
+    step torch_2pe_internode 200 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
+    step torch_3pe_internode 200 python3 -m torch.distributed.run --standalone --nproc_per_node=3 tests/python/torch_job.py
     ;;
   shared-coll-2x2)  # one GPU, 4 PEs as 2x2 logical nodes (over 250 s in r21: a call of its own)
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm

@@ -133,6 +133,9 @@ class Buffer:
         self._ll = None  # created by the first low_latency_dispatch
         self._ll_shape = None
         self._comm = torch.cuda.Stream()
+        # Across nodes every call waits for its kernels before returning:
+        # see _finish.
+        self._across_nodes = _nvst.team_n_pes(_nvst.TEAM_NODE) != _nvst.n_pes()
 
     # ---- DeepEP's static helpers ------------------------------------------------
     @staticmethod
@@ -174,9 +177,22 @@ class Buffer:
             self._comm.wait_stream(compute)
         return compute
 
+    def _settle(self, work):
+        """Across nodes, waits for `work` (an event or a stream) to finish.
+        Known limitation: while a kernel waits for the proxy, a copy into
+        pageable host memory queued behind it (x.cpu() after
+        event.current_stream_wait()) holds the CUDA driver until that kernel
+        ends, and the proxy's own CUDA calls wait for the driver: a deadlock,
+        ended by NVST_DEVICE_TIMEOUT_S (docs/09). Waiting here costs the
+        overlap, not correctness. Not under graph capture: a replay is the
+        caller's to order."""
+        if self._across_nodes and not torch.cuda.is_current_stream_capturing():
+            work.synchronize()
+
     def _finish(self, compute, async_finish, tensors):
         event = torch.cuda.Event()
         event.record(self._comm)
+        self._settle(event)
         if not async_finish:  # the caller's stream waits: its later reuse of them is ordered
             compute.wait_event(event)
             return EventOverlap(None)
@@ -368,6 +384,7 @@ class Buffer:
         phase = "send" if return_recv_hook else "both"
         out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
                                       stream.cuda_stream, phase)
+        self._settle(stream)
         E_local = num_experts // self.group_size
         rows = out["max_rows_per_expert"]
         recv_x = tensor_at(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, self)
@@ -382,6 +399,7 @@ class Buffer:
         def receive():
             ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
                                     current_stream(), "receive", index)
+            self._settle(torch.cuda.current_stream())
         return recv_x, recv_count, handle, event, receive if return_recv_hook else None
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
@@ -419,9 +437,11 @@ class Buffer:
         args = (x.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
                 out.data_ptr())
         self._ll.low_latency_combine(*args, stream.cuda_stream, phase)
+        self._settle(stream)
         event = self._finish(compute, True, [x, topk_idx, topk_weights, out]) if async_finish else EventOverlap(None)
         ll = self._ll
 
         def receive():
             ll.low_latency_combine(*args, current_stream(), "receive")
+            self._settle(torch.cuda.current_stream())
         return out, event, receive if return_recv_hook else None

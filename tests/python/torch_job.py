@@ -250,6 +250,10 @@ def routing(T, K, E, seed, masked=False):
 
 
 def gather_all(t):
+    if SHARE:  # gloo gathers host tensors
+        out = [torch.empty_like(t, device="cpu") for _ in range(WORLD)]
+        dist.all_gather(out, t.cpu())
+        return [o.to(DEV) for o in out]
     out = [torch.empty_like(t) for _ in range(WORLD)]
     dist.all_gather(out, t)
     return out
@@ -261,7 +265,7 @@ def gather_all_padded(t, M):
     return gather_all(pad)
 
 
-@check("ep.Buffer normal mode equals a PyTorch reference (bf16, fp8, cached, combine)")
+@check("ep.Buffer normal mode equals a PyTorch reference (bf16, fp8, cached, combine)", internode=True)
 def _():
     T, H, K, E = 513, 256, 4, 8 * WORLD
     El = E // WORLD
@@ -327,7 +331,7 @@ def _():
     buf.destroy()
 
 
-@check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, combine)")
+@check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, combine)", internode=True)
 def _():
     M, H, K, E = 64, 512, 4, 4 * WORLD
     El = E // WORLD
