@@ -64,6 +64,24 @@ TEST(EpHost, SizeHintsHoldTheRowsTheyAreAskedFor) {
   EXPECT_THROW(nvst::ep::Buffer::nvl_size_hint(-1, 7168, 8, XType::kBF16), nvst::Error);
 }
 
+// A low-latency record for another node: [src_info 16 B][scales][x]. The
+// kernels copy x with 16-byte vectors and put the record up to the end of
+// x, so x must start 16-byte aligned after every scale, and a slot must hold
+// a bf16 row.
+TEST(EpHost, FarRecordKeepsXAlignedAfterItsScales) {
+  using namespace nvst::ep::detail;
+  for (int hidden : {128, 256, 384, 1024, 2048, 7168}) {
+    SCOPED_TRACE(testing::Message() << "hidden " << hidden);
+    const std::size_t scales = static_cast<std::size_t>(hidden) / 128 * 4;
+    EXPECT_EQ(ll_far_scales_at(), 16u);
+    EXPECT_EQ(ll_far_x_at(hidden) % 16, 0u);
+    EXPECT_GE(ll_far_x_at(hidden), ll_far_scales_at() + scales);
+    EXPECT_LT(ll_far_x_at(hidden), ll_far_scales_at() + scales + 16);
+    EXPECT_EQ(ll_far_record_bytes(hidden), ll_far_x_at(hidden) + static_cast<std::size_t>(hidden) * 2);
+    EXPECT_EQ(ll_far_record_bytes(hidden) % 16, 0u);  // records in an array stay aligned
+  }
+}
+
 TEST(EpHost, BufferNeedsInitAndGpus) {
   auto res = run_pes(2, [](int) {
     std::string msg = error_of([] { nvst::ep::Buffer b(1 << 20); });
