@@ -189,6 +189,10 @@ class Buffer {
   // Bytes of num_nvl_bytes that hold `num_recv_tokens` received rows (the
   // most any PE receives) of this shape. DeepEP's get_dispatch_size_hint.
   static std::size_t nvl_size_hint(int num_recv_tokens, int hidden, int num_topk, XType x_type);
+  // Symmetric heap of the low-latency buffers on one node. Across nodes the
+  // Buffer also takes half num_nvl_bytes again (the send stage) and about as
+  // much as the x buffers again (the far sections); the constructor checks
+  // the heap for the whole and says how much it needs.
   static std::size_t low_latency_size_hint(int num_max_dispatch_tokens_per_rank, int hidden, int n_pes,
                                            int num_experts, int num_topk);
 

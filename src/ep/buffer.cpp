@@ -109,6 +109,12 @@ struct Buffer::Impl {
   int* d_tokens_per_rank = nullptr;
   int* d_tokens_per_expert = nullptr;
   int scratch_experts = 0;
+  // Pinned landing place of the counts of a first dispatch: a copy into
+  // pageable memory would hold the driver until earlier work on the stream
+  // ends, and across nodes that work may wait for the proxy, whose CUDA
+  // calls would then wait for the driver (docs/09).
+  int* h_counts = nullptr;
+  std::size_t h_counts_len = 0;
   // Low-latency mode: two alternating sets.
   int ll_max_tokens = 0, ll_hidden = 0, ll_num_experts = 0, ll_num_topk = 0;
   detail::LowLatencyArgs ll[2]{};
@@ -274,6 +280,7 @@ Buffer::~Buffer() {
   cudaFree(m.ll_recv_count);
   cudaFree(m.d_tokens_per_rank);
   cudaFree(m.d_tokens_per_expert);
+  cudaFreeHost(m.h_counts);
 }
 
 std::size_t Buffer::nvl_size_hint(int num_rows, int hidden, int num_topk, XType x_type) {
@@ -338,10 +345,17 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
                              config.threads_per_block};
     std::vector<int> mine(sizeof(hdr) / sizeof(int) + R + E);
     std::memcpy(mine.data(), &hdr, sizeof(hdr));
-    int* counts = mine.data() + sizeof(hdr) / sizeof(int);
-    NVST_CHECK_CUDA(cudaMemcpyAsync(counts, m.d_tokens_per_rank, R * sizeof(int), cudaMemcpyDeviceToHost, stream));
-    NVST_CHECK_CUDA(cudaMemcpyAsync(counts + R, m.d_tokens_per_expert, E * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    if (m.h_counts_len < static_cast<std::size_t>(R + E)) {
+      NVST_CHECK_CUDA(cudaFreeHost(m.h_counts));
+      m.h_counts = nullptr;
+      NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), (R + E) * sizeof(int)));
+      m.h_counts_len = static_cast<std::size_t>(R + E);
+    }
+    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts, m.d_tokens_per_rank, R * sizeof(int), cudaMemcpyDeviceToHost, stream));
+    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts + R, m.d_tokens_per_expert, E * sizeof(int), cudaMemcpyDeviceToHost,
+                                    stream));
     NVST_CHECK_CUDA(cudaStreamSynchronize(stream));
+    std::memcpy(mine.data() + sizeof(hdr) / sizeof(int), m.h_counts, (R + E) * sizeof(int));
     const std::vector<std::byte> all = nvst::bootstrap_allgather(mine.data(), mine.size() * sizeof(int));
     const std::size_t stride = mine.size();
     auto row_of = [&](int p) { return reinterpret_cast<const int*>(all.data()) + static_cast<std::size_t>(p) * stride; };

@@ -187,6 +187,11 @@ __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe) {
     for (int src = 0; src < s.n_pes; ++src) {
       if (dev::on_node(src)) continue;
       const int n = load_cg(a.far_n + src * experts_per_pe + e);
+      // Node peers' slots were bounded by the buffer, not by the far rows
+      // still to come: a token naming one expert twice could fill it.
+      if (n < 0 || n > rows_per_expert - at)
+        dev::fail(dev::FailKind::kBadArgument, src, static_cast<std::uint64_t>(e), static_cast<std::uint64_t>(at),
+                  static_cast<std::uint64_t>(n), -1);
       for (int j = warp; j < n; j += warps) {
         const char* record = a.far_x + ((static_cast<std::size_t>(e) * s.n_pes + src) * a.max_tokens + j) * a.far_rec;
         const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + at + j;

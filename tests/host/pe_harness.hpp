@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <functional>
 #include <string>
@@ -31,6 +32,19 @@ struct PeResult {
 };
 
 using Env = std::vector<std::pair<std::string, std::string>>;
+
+// libfabric's shm provider names each endpoint's region /dev/shm/<pid>:...
+// and unlinks it only when the endpoint is closed. A PE that was killed, or
+// left through _exit() after an error, leaves its 16 MiB behind, and a later
+// process that gets the same pid fails fi_enable with EBUSY (CI did, after
+// 270 such files had piled up on one machine). The parent removes its dead
+// children's regions.
+inline void remove_shm_regions_of(pid_t pid) {
+  std::error_code ec;
+  const std::string prefix = std::to_string(pid) + ":";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
+}
 
 inline std::vector<PeResult> run_pes(int n, const std::function<int(int)>& fn, const Env& env = {},
                                      double deadline_s = 45, UniqueId* id_out = nullptr) {
@@ -73,6 +87,7 @@ inline std::vector<PeResult> run_pes(int n, const std::function<int(int)>& fn, c
       if (::waitpid(pids[static_cast<std::size_t>(r)], &status, WNOHANG) ==
           pids[static_cast<std::size_t>(r)]) {
         out[static_cast<std::size_t>(r)].status = status;
+        remove_shm_regions_of(pids[static_cast<std::size_t>(r)]);
         pids[static_cast<std::size_t>(r)] = -1;
         --live;
       }
