@@ -24,6 +24,11 @@ void require_aligned(const void* p, const char* what) {
                " must be 16-byte aligned (got ", p, ")");
 }
 
+// Bytes of one set's far sections: [E_local][R][M] records = E x M.
+std::size_t far_x_bytes(int max_tokens, int hidden, int num_experts) {
+  return static_cast<std::size_t>(num_experts) * max_tokens * nvst::ep::detail::ll_far_record_bytes(hidden);
+}
+
 void check_hidden(int hidden, bool fp8, const char* what) {
   NVST_REQUIRE(hidden > 0 && hidden % (fp8 ? 128 : 8) == 0, "nvst::ep::", what, ": hidden (", hidden,
                ") must be a positive multiple of ", fp8 ? 128 : 8, fp8 ? " (one fp8 scale per 128 channels)" : "");
@@ -180,10 +185,9 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
   std::size_t want = (m.cross_node ? 3 : 2) * align16(num_nvl_bytes / 2);
   if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0) {
     want += low_latency_size_hint(num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts, ll_num_topk);
-    if (m.cross_node)  // two sets of far sections (and far_n)
-      want += 2 * (static_cast<std::size_t>(ll_num_experts) * num_max_dispatch_tokens_per_rank *
-                       detail::ll_far_record_bytes(ll_hidden) +
-                   static_cast<std::size_t>(ll_num_experts) * 4 + 512);
+    if (m.cross_node)  // two sets of far sections and far_n, as allocated below
+      want += 2 * (align16(far_x_bytes(num_max_dispatch_tokens_per_rank, ll_hidden, ll_num_experts)) +
+                   align16(static_cast<std::size_t>(ll_num_experts) * sizeof(int)) + 512);
   }
   NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
                want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
@@ -241,8 +245,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
       a.combine_counters = m.ll_counters + 2 * b + 1;
       if (m.cross_node) {  // see LowLatencyArgs: records from and to other nodes
         a.far_rec = detail::ll_far_record_bytes(ll_hidden);
-        a.far_x = static_cast<char*>(sym(rows * a.far_rec));
-        a.far_n = static_cast<int*>(sym(static_cast<std::size_t>(n_pes_) * el * sizeof(int)));
+        a.far_x = static_cast<char*>(sym(far_x_bytes(m.ll_max_tokens, ll_hidden, ll_num_experts)));
+        a.far_n = static_cast<int*>(sym(static_cast<std::size_t>(ll_num_experts) * sizeof(int)));  // [R][E_local]
         void* stage = nullptr;
         NVST_CHECK_CUDA(cudaMalloc(&stage, static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * a.far_rec));
         m.ll_device.push_back(stage);
@@ -322,6 +326,12 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
   }
   const detail::DispatchRegion dr = detail::DispatchRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk, in.x_type);
   const detail::CombineRegion cr = detail::CombineRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk);
+  // Whether a PE receiving `recv` rows and sending `sent` fits this shape's
+  // regions (across nodes the sent rows are also staged in DispatchRegion
+  // layout, in send_region).
+  auto rows_fit = [&](int recv, int sent) {
+    return recv <= dr.capacity && sent <= cr.capacity && (!m.cross_node || sent <= dr.capacity);
+  };
 
   if (!handle.valid()) {
     DispatchHandle h;  // assigned to `handle` only once complete
@@ -380,8 +390,7 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     // Every PE checks every PE's totals, so all fail together, not some hang.
     for (int p = 0; p < R; ++p) {
       const int recv = h.recv_offset(R, p), sent = h.send_offset(p, R);
-      // Across nodes the sent rows are also staged in DispatchRegion layout.
-      NVST_REQUIRE(recv <= dr.capacity && sent <= cr.capacity && (!m.cross_node || sent <= dr.capacity),
+      NVST_REQUIRE(rows_fit(recv, sent),
                    "nvst::ep::dispatch: PE ", p, " receives ", recv,
                    " and sends ", sent, " rows; this Buffer holds ", std::min(dr.capacity, cr.capacity),
                    ": make num_nvl_bytes at least Buffer::nvl_size_hint(", std::max(recv, sent), ", ...) = ",
@@ -395,8 +404,7 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
                  handle.num_topk, " of ", handle.num_experts, " experts; this call has ", in.num_tokens,
                  ", top-", in.num_topk, " of ", in.num_experts);
     for (int p = 0; p < n_pes_; ++p)
-      NVST_REQUIRE(handle.recv_offset(n_pes_, p) <= dr.capacity && handle.send_offset(p, n_pes_) <= cr.capacity &&
-                       (!m.cross_node || handle.send_offset(p, n_pes_) <= dr.capacity),
+      NVST_REQUIRE(rows_fit(handle.recv_offset(n_pes_, p), handle.send_offset(p, n_pes_)),
                    "nvst::ep::dispatch: the handle's rows do not fit this shape's buffer (see nvl_size_hint)");
   }
 

@@ -75,6 +75,32 @@ __device__ __forceinline__ void tell_far(std::uint64_t* counters, int pe, std::u
   dev::signal_op(counters + dev::state().my_pe, total, dev::SignalOp::kSet, pe);
 }
 
+// Bytes to put to a PE of another node: `bytes` from `src` (local) to `dst`
+// (symmetric, the target's copy).
+struct FarRun {
+  char* dst;
+  const void* src;
+  std::size_t bytes;
+};
+// Puts the non-empty runs to PE `pe` (another node), the last of them also
+// setting counters[me] there to `total`; with nothing to put, only that
+// (tell_far). The proxy applies one PE's commands to another in order, so
+// the signal lands after every run. One thread calls it.
+__device__ __forceinline__ void put_runs_then_tell(const FarRun* runs, int n, std::uint64_t* counters, int pe,
+                                                   std::uint64_t total) {
+  int last = -1;
+  for (int i = 0; i < n; ++i)
+    if (runs[i].bytes) last = i;
+  if (last < 0) {
+    tell_far(counters, pe, total);
+    return;
+  }
+  for (int i = 0; i < last; ++i)
+    if (runs[i].bytes) dev::putmem_nbi(runs[i].dst, runs[i].src, runs[i].bytes, pe);
+  dev::putmem_signal_nbi(runs[last].dst, runs[last].src, runs[last].bytes, counters + dev::state().my_pe, total,
+                         dev::SignalOp::kSet, pe);
+}
+
 // Called by every thread of every block after its stores: true in the one
 // block that arrives last, whose threads then see every block's stores
 // (each block fences at system scope before it counts itself, so the

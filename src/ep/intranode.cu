@@ -40,7 +40,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 
 #include "device/device_runtime.hpp"
 #include "ep/ep_device.cuh"
@@ -57,37 +56,27 @@ constexpr int kMaxDstPerPass = 8;
 // Thread r < n_pes of the calling block: if PE r is on another node, puts
 // the rows this PE packed for it (send_region, rows [send_offset[r],
 // send_offset[r + 1])) into its dispatch region at recv_offset[r], array by
-// array, the last put setting done[me] to `done_total` (see tell_far). The
-// proxy applies one PE's commands to another PE in order, so the signal
-// lands after all five.
+// array, src_idx last with done[me] = `done_total` (put_runs_then_tell).
 __device__ __forceinline__ void put_rows_to_other_nodes(const NormalArgs& a, int scales_per_row, bool weights,
                                                         std::uint64_t done_total) {
-  const dev::DeviceState& s = dev::state();
   const int r = static_cast<int>(threadIdx.x);
-  if (r >= s.n_pes || dev::on_node(r)) return;
+  if (r >= dev::state().n_pes || dev::on_node(r)) return;
   const std::size_t first = static_cast<std::size_t>(a.send_offset[r]);
   const std::size_t n = static_cast<std::size_t>(a.send_offset[r + 1]) - first;
   const std::size_t at = static_cast<std::size_t>(a.recv_offset[r]);
   const std::size_t K = static_cast<std::size_t>(a.num_topk);
-  // {array offset, bytes per row} in the order sent; src_idx last (signal).
+  // {array offset, bytes per row}; an array this dispatch does not carry has 0.
   const std::size_t arrays[5][2] = {{a.dr.x, a.dr.row_bytes},
                                     {a.dr.scales, static_cast<std::size_t>(scales_per_row) * 4},
                                     {a.dr.topk_idx, K * 8},
                                     {a.dr.topk_weights, weights ? K * 4 : 0},
                                     {a.dr.src_idx, 4}};
-  std::uint64_t* done = a.done + s.my_pe;
-  if (n == 0) {
-    tell_far(a.done, r, done_total);
-    return;
-  }
+  FarRun runs[5];
   for (int i = 0; i < 5; ++i) {
-    const auto [off, row] = std::pair{arrays[i][0], arrays[i][1]};
-    if (row == 0) continue;
-    char* dst = a.dispatch_region + off + at * row;
-    const char* src = a.send_region + off + first * row;
-    if (i < 4) dev::putmem_nbi(dst, src, n * row, r);
-    else dev::putmem_signal_nbi(dst, src, n * row, done, done_total, dev::SignalOp::kSet, r);
+    const std::size_t off = arrays[i][0], row = arrays[i][1];
+    runs[i] = {a.dispatch_region + off + at * row, a.send_region + off + first * row, n * row};
   }
+  put_runs_then_tell(runs, 5, a.done, r, done_total);
 }
 
 // Bounded for the widest Config (1024 threads): at most 64 registers.
@@ -160,25 +149,17 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
   const char* x = static_cast<const char*>(in.x);
   const std::size_t K = static_cast<std::size_t>(a.num_topk);
-  // Rows from PEs of other nodes: one put each of x and weights, by block 0
-  // (done set to base + B with the last one, as in put_rows_to_other_nodes).
+  // Rows from PEs of other nodes: one put each of x and weights, by block 0,
+  // the last with done = base + B.
   const int far = static_cast<int>(threadIdx.x);
   if (blockIdx.x == 0 && far < npes && !dev::on_node(far)) {
     const std::size_t lo = static_cast<std::size_t>(a.recv_begin[far]);
     const std::size_t n = static_cast<std::size_t>(a.recv_begin[far + 1]) - lo;
     const std::size_t at = static_cast<std::size_t>(a.peer_send_offset[far]);
-    std::uint64_t* done = a.done + me;
-    char* dst_x = a.combine_region + a.cr.x + at * row_bytes;
-    const std::uint64_t total = base + gridDim.x;  // see tell_far
-    if (n == 0) {
-      tell_far(a.done, far, total);
-    } else if (in.topk_weights) {
-      dev::putmem_nbi(dst_x, x + lo * row_bytes, n * row_bytes, far);
-      dev::putmem_signal_nbi(a.combine_region + a.cr.topk_weights + at * K * 4, in.topk_weights + lo * K, n * K * 4,
-                             done, total, dev::SignalOp::kSet, far);
-    } else {
-      dev::putmem_signal_nbi(dst_x, x + lo * row_bytes, n * row_bytes, done, total, dev::SignalOp::kSet, far);
-    }
+    const FarRun runs[2] = {
+        {a.combine_region + a.cr.x + at * row_bytes, x + lo * row_bytes, n * row_bytes},
+        {a.combine_region + a.cr.topk_weights + at * K * 4, in.topk_weights + lo * K, in.topk_weights ? n * K * 4 : 0}};
+    put_runs_then_tell(runs, 2, a.done, far, base + gridDim.x);
   }
   const int own_lo = a.recv_begin[me], own_hi = a.recv_begin[me + 1];
   const int remote = num_recv - (own_hi - own_lo);

@@ -100,8 +100,9 @@ __device__ __forceinline__ void put_far_counts(const LowLatencyArgs& a, int expe
   const int r = static_cast<int>(threadIdx.x);
   if (r >= s.n_pes || dev::on_node(r)) return;
   __threadfence_system();
-  dev::putmem_signal_nbi(a.far_n + s.my_pe * experts_per_pe, sent + r * experts_per_pe,
-                         experts_per_pe * sizeof(int), a.dispatch_done + s.my_pe, done_total, dev::SignalOp::kSet, r);
+  const FarRun run{reinterpret_cast<char*>(a.far_n + s.my_pe * experts_per_pe), sent + r * experts_per_pe,
+                   experts_per_pe * sizeof(int)};
+  put_runs_then_tell(&run, 1, a.dispatch_done, r, done_total);
 }
 
 __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in) {
