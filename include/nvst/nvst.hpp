@@ -65,6 +65,10 @@ int n_pes();
 // -1 when this PE has no GPU (host heap).
 int device();
 HeapKind heap_kind();
+// True in programs linked to nvst::nvst_nvshmem (HeapKind::kNvshmem works).
+bool nvshmem_backend_built();
+// NVSHMEM's version there ("3.4.5"), "" elsewhere.
+std::string nvshmem_backend_version();
 const char* heap_kind_name(HeapKind kind);
 
 // A team is a set of PEs, as NVSHMEM's nvshmem_team_t: world (all), node

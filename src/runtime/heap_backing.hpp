@@ -46,7 +46,7 @@ std::unique_ptr<HeapBacking> make_cudaipc_heap(std::size_t bytes, const NodeCont
 // nvst::nvst_nvshmem only; heap_nvshmem_absent.cpp elsewhere says so).
 // Collective over the world: NVSHMEM is initialised with a unique ID that
 // travels through our bootstrap, then the heap is one nvshmem_malloc.
-bool nvshmem_backend_built();
+// (nvshmem_backend_built and nvshmem_backend_version are public: nvst.hpp.)
 std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeContext& node, int world);
 // The host API's operations in a job on NVSHMEM.
 namespace nvshmem_ops {

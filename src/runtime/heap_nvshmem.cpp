@@ -89,6 +89,10 @@ class NvshmemHeap final : public HeapBacking {
 }  // namespace
 
 bool nvshmem_backend_built() { return true; }
+std::string nvshmem_backend_version() {
+  return std::to_string(NVSHMEM_VENDOR_MAJOR_VERSION) + "." + std::to_string(NVSHMEM_VENDOR_MINOR_VERSION) + "." +
+         std::to_string(NVSHMEM_VENDOR_PATCH_VERSION);
+}
 
 std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeContext& node, int world) {
   return std::make_unique<NvshmemHeap>(bytes, node, world);

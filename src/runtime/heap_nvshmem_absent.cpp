@@ -13,6 +13,7 @@ namespace {
 }  // namespace
 
 bool nvshmem_backend_built() { return false; }
+std::string nvshmem_backend_version() { return ""; }
 std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t, const NodeContext&, int) { absent("nvst::init"); }
 namespace nvshmem_ops {
 void barrier_all() { absent("barrier_all"); }

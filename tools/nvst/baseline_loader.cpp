@@ -27,6 +27,10 @@ void bootstrap_broadcast_cb(void* data, std::size_t bytes, int root) { nvst::boo
 
 NvshmemBaseline load_nvshmem_baseline() {
   NvshmemBaseline b;
+  if (nvst::nvshmem_backend_built()) {  // a second NVSHMEM in one process: no
+    b.why_not = "nvst_nvshmem links NVSHMEM itself; NVSHMEM's own columns come from plain nvst";
+    return b;
+  }
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path exe_dir = fs::read_symlink("/proc/self/exe", ec).parent_path();

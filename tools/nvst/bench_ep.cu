@@ -13,6 +13,12 @@
 // test_low_latency.py): normal dispatch = received rows x row bytes (fp8:
 // x (1 + 4/128) with the scales), combine = received rows x hidden x 2;
 // low latency = this PE's (token, expert) selections x the same row bytes.
+//
+// In a program linked to NVSHMEM (nvst_nvshmem) a second pass runs the same
+// kernels again on NVSHMEM (issue 8): the runtime restarts with its heap in
+// nvshmem_malloc memory, the node peers' copies reached through nvshmem_ptr,
+// and the rows land in the table's "nvst@nvshmem" column, checked against
+// NCCL's result of the first pass like ours.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -118,9 +124,15 @@ struct Case {
   int T, H, K, E;
 };
 
+// The name of ours' rows in a pass on NVSHMEM's heap.
+constexpr const char* kOnNvshmem = "nvst@nvshmem";
+
 class EpBench {
  public:
-  EpBench(const BenchOptions& o) : o_(o), me_(nvst::my_pe()), n_(nvst::n_pes()) {
+  // `impl` names ours' rows ("nvst", or kOnNvshmem on NVSHMEM's heap); the
+  // NCCL baseline and the SM sweep run only in the pass named "nvst".
+  EpBench(const BenchOptions& o, Report& report, const std::string& impl)
+      : o_(o), me_(nvst::my_pe()), n_(nvst::n_pes()), impl_(impl), first_pass_(impl == "nvst"), report_(report) {
     ncclUniqueId nid{};
     if (me_ == 0) check_nccl(ncclGetUniqueId(&nid), "ncclGetUniqueId");
     nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
@@ -129,7 +141,6 @@ class EpBench {
     NVST_CHECK_CUDA(cudaEventCreate(&t0_));
     NVST_CHECK_CUDA(cudaEventCreate(&t1_));
     NVST_CHECK_CUDA(cudaMalloc(&wrong_, sizeof(*wrong_)));
-    report_.label = o.label;
   }
   ~EpBench() {
     ncclCommDestroy(comm_);
@@ -138,13 +149,6 @@ class EpBench {
 
   void normal(const Case& c);
   void low_latency(const Case& c);
-  void finish() {
-    if (me_ != 0) return;
-    progress_done();
-    std::printf("\n# %d PEs; bytes per PE by DeepEP's accounting; time = slowest PE's median\n", n_);
-    report_.print_table("nvst", {"nccl_a2av"});
-    report_.write_json(o_.json_path);
-  }
 
  private:
   // Median time of op (us) on this PE, then the slowest PE's, everywhere.
@@ -211,13 +215,22 @@ class EpBench {
     return off;
   }
 
+  // Ours' row name for `sms` SMs: impl_ at DeepEP's 24, else nvst_smN.
+  std::string impl_at(int sms) const { return sms == nvst::ep::Config{}.num_sms ? impl_ : "nvst_sm" + std::to_string(sms); }
+  // SM counts to time: the sweep in the first pass, DeepEP's 24 after it.
+  std::vector<int> sm_counts() const {
+    return first_pass_ ? std::vector<int>{24, 32, 48, 64} : std::vector<int>{nvst::ep::Config{}.num_sms};
+  }
+
   const BenchOptions& o_;
   int me_, n_;
+  std::string impl_;
+  bool first_pass_;
   ncclComm_t comm_{};
   cudaStream_t s_{};
   cudaEvent_t t0_{}, t1_{};
   unsigned long long* wrong_ = nullptr;
-  Report report_;
+  Report& report_;
 };
 
 std::vector<std::int64_t> random_topk(int T, int K, int E, int pe, std::uint64_t salt) {
@@ -299,7 +312,7 @@ void EpBench::normal(const Case& c) {
                                      c.H, ref_out);
   };
 
-  add("dispatch_bf16 (layout + counts, host sync)" + tag, "nvst", bf16_bytes, t_first, 0);
+  add("dispatch_bf16 (layout + counts, host sync)" + tag, impl_, bf16_bytes, t_first, 0);
   for (bool fp8 : {false, true}) {
     const std::string op = std::string(fp8 ? "dispatch_fp8" : "dispatch_bf16") + tag;
     in.x = fp8 ? static_cast<const void*>(x8) : static_cast<const void*>(x);
@@ -307,18 +320,20 @@ void EpBench::normal(const Case& c) {
     in.x_type = fp8 ? XType::kFP8 : XType::kBF16;
     const std::size_t row_bytes = static_cast<std::size_t>(c.H) * (fp8 ? 1 : 2);
     const double bytes = fp8 ? fp8_bytes : bf16_bytes;
+    // NCCL's receive buffers are the reference in every pass; its time
+    // counts in the first only.
     progress(op + " nccl");
     const double t_nccl = time_op([&] { nccl_dispatch(in.x, row_bytes, fp8); });
-    for (int sms : {24, 32, 48, 64}) {
-      progress(op + " nvst sm" + std::to_string(sms));
+    for (int sms : sm_counts()) {
+      progress(op + " " + impl_ + " sm" + std::to_string(sms));
       nvst::ep::Config cs;
       cs.num_sms = sms;
       const double t = time_op([&] { out = buf.dispatch(in, h, cs, s_); });
       long long wrong = diff(out.recv_x, recv_buf, static_cast<std::size_t>(recv) * row_bytes);
       if (fp8) wrong += diff(out.recv_x_scales, recv_sc, static_cast<std::size_t>(recv) * spr * 4);
-      add(op, sms == cfg.num_sms ? "nvst" : "nvst_sm" + std::to_string(sms), bytes, t, wrong);
+      add(op, impl_at(sms), bytes, t, wrong);
     }
-    add(op, "nccl_a2av", bytes, t_nccl, 0);
+    if (first_pass_) add(op, "nccl_a2av", bytes, t_nccl, 0);
   }
   // Combine the bf16 rows as they were received.
   in.x = x;
@@ -330,15 +345,15 @@ void EpBench::normal(const Case& c) {
   const std::string op = std::string("combine_bf16") + tag;
   progress(op + " nccl");
   const double t_nccl = time_op([&] { nccl_combine(y); });
-  for (int sms : {24, 32, 48, 64}) {
-    progress(op + " nvst sm" + std::to_string(sms));
+  for (int sms : sm_counts()) {
+    progress(op + " " + impl_ + " sm" + std::to_string(sms));
     nvst::ep::Config cs;
     cs.num_sms = sms;
     NVST_CHECK_CUDA(cudaMemsetAsync(our_out, 0xFF, TH * 2, s_));
     const double t = time_op([&] { buf.combine({y, nullptr, nullptr, c.H}, h, {our_out, nullptr}, cs, s_); });
-    add(op, sms == cfg.num_sms ? "nvst" : "nvst_sm" + std::to_string(sms), bf16_bytes, t, diff(our_out, ref_out, TH * 2));
+    add(op, impl_at(sms), bf16_bytes, t, diff(our_out, ref_out, TH * 2));
   }
-  add(op, "nccl_a2av", bf16_bytes, t_nccl, 0);
+  if (first_pass_) add(op, "nccl_a2av", bf16_bytes, t_nccl, 0);
   NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(x8), static_cast<void*>(sc), static_cast<void*>(topk),
                   static_cast<void*>(w), static_cast<void*>(send_buf), static_cast<void*>(recv_buf),
@@ -387,7 +402,7 @@ void EpBench::low_latency(const Case& c) {
     const long long wrong = static_cast<long long>(std::llabs(static_cast<long long>(mean_over_pes(got) * n_ + 0.5) -
                                                               static_cast<long long>(selections * n_)));
     const double bytes = mean_over_pes(selections * (fp8 ? c.H + c.H / 128 * 4 + 16 : c.H * 2));
-    add(op, "nvst", bytes, t, wrong);
+    add(op, impl_, bytes, t, wrong);
   }
   // Combine: two dispatches (both buffer sets), then combines alternating
   // between them, as consecutive calls must.
@@ -400,7 +415,7 @@ void EpBench::low_latency(const Case& c) {
   const double t = time_op([&] {
     buf.low_latency_combine({y, topk, w, c.T, c.H, c.K, c.E, (k++ & 1) ? d1.buffer_index : d0.buffer_index}, out, s_);
   });
-  add(op, "nvst", mean_over_pes(selections * c.H * 2), t, 0);
+  add(op, impl_, mean_over_pes(selections * c.H * 2), t, 0);
   NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(topk), static_cast<void*>(w), static_cast<void*>(y),
                   static_cast<void*>(out), static_cast<void*>(counts)})
@@ -410,25 +425,47 @@ void EpBench::low_latency(const Case& c) {
 }  // namespace
 
 int bench_ep(const BenchOptions& o) {
-  nvst::InitOptions init;
-  init.heap_bytes = std::size_t{3} << 30;  // DeepEP's shapes: ~1 GiB normal + ~1 GiB low-latency at 8 PEs
-  nvst::init(init);
-  NVST_REQUIRE(nvst::device() >= 0, "nvst bench ep needs GPUs");
-  {
-    EpBench b(o);
-    // DeepEP's test configurations (tests/test_intranode.py, test_low_latency.py)
-    // and a smaller model.
-    b.normal({"deepep", 4096, 7168, 8, 256});
-    b.normal({"small", 4096, 4096, 6, 64});
-    b.low_latency({"deepep", 128, 7168, 8, 256});
-    // The same decode shape in normal mode: its NCCL column is the
-    // all-to-all-v baseline for the low-latency rows.
-    b.normal({"decode", 128, 7168, 8, 256});
-    b.finish();
-    NVST_CHECK_CUDA(cudaDeviceSynchronize());
-    nvst::barrier_all();
+  Report report;
+  report.label = o.label;
+  // Ours, then (in a program linked to NVSHMEM) the same kernels on its heap.
+  std::vector<std::pair<nvst::HeapKind, const char*>> passes{{nvst::HeapKind::kAuto, "nvst"}};
+  if (nvst::nvshmem_backend_built()) passes.emplace_back(nvst::HeapKind::kNvshmem, kOnNvshmem);
+  bool rank0 = false;
+  int n = 0;
+  for (const auto& [kind, impl] : passes) {
+    nvst::InitOptions init;
+    init.heap_bytes = std::size_t{3} << 30;  // DeepEP's shapes: ~1 GiB normal + ~1 GiB low-latency at 8 PEs
+    init.heap_kind = kind;
+    nvst::init(init);
+    NVST_REQUIRE(nvst::device() >= 0, "nvst bench ep needs GPUs");
+    rank0 = nvst::my_pe() == 0;
+    n = nvst::n_pes();
+    if (kind == nvst::HeapKind::kNvshmem) {
+      report.nvshmem_version = nvst::nvshmem_backend_version();
+      report.notes.push_back("nvst@nvshmem: the same EP kernels on NVSHMEM " + report.nvshmem_version +
+                             " (heap from nvshmem_malloc, node peers through nvshmem_ptr), DeepEP's 24 SMs");
+    }
+    {
+      EpBench b(o, report, impl);
+      // DeepEP's test configurations (tests/test_intranode.py, test_low_latency.py)
+      // and a smaller model.
+      b.normal({"deepep", 4096, 7168, 8, 256});
+      b.normal({"small", 4096, 4096, 6, 64});
+      b.low_latency({"deepep", 128, 7168, 8, 256});
+      // The same decode shape in normal mode: its NCCL column is the
+      // all-to-all-v baseline for the low-latency rows.
+      b.normal({"decode", 128, 7168, 8, 256});
+      NVST_CHECK_CUDA(cudaDeviceSynchronize());
+      nvst::barrier_all();
+    }
+    nvst::finalize();
   }
-  nvst::finalize();
+  if (rank0) {
+    progress_done();
+    std::printf("\n# %d PEs; bytes per PE by DeepEP's accounting; time = slowest PE's median\n", n);
+    report.print_table("nvst", {"nccl_a2av"}, {kOnNvshmem});
+    report.write_json(o.json_path);
+  }
   return 0;
 }
 
