@@ -13,7 +13,17 @@ CUDA="${CUDA_HOME:-/usr/local/cuda}"
 OUT="$BUILD/python/nvshmem_tutorial"
 SUFFIX="$("$PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')"
 DLINK="$BUILD/CMakeFiles/nvst_python.dir/cmake_device_link.o"
-for f in "$BUILD/src/libnvst.a" "$DLINK"; do
+# A build that found NVSHMEM linked the module to libnvst_nvshmem.a, and its
+# device-link object then names NVSHMEM's device symbols: link it the same
+# way, with this machine's nvidia-nvshmem wheel.
+LIBNVST="$BUILD/src/libnvst.a"; NVSHMEM_LIBS=()
+if grep -aq nvshmemi "$DLINK" 2>/dev/null; then
+  LIBNVST="$BUILD/src/libnvst_nvshmem.a"
+  NV="${NVSHMEM_DIR:-$("$PY" -c 'import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],"nvshmem"))')}"
+  [[ -f "$NV/lib/libnvshmem_host.so.3" ]] || { echo "build_python_module: this build uses NVSHMEM and $NV/lib has no libnvshmem_host.so.3 (pip install nvidia-nvshmem-cu13==3.4.5)" >&2; exit 1; }
+  NVSHMEM_LIBS=("$NV/lib/libnvshmem_device.a" "$NV/lib/libnvshmem_host.so.3" "-Wl,-rpath,$NV/lib")
+fi
+for f in "$LIBNVST" "$DLINK"; do
   [[ -f "$f" ]] || { echo "build_python_module: $f is missing (run scripts/build.sh first)" >&2; exit 1; }
 done
 lib() {  # a shared library by its full name (runtime packages have no unversioned .so)
@@ -34,6 +44,6 @@ done
 for p in "${pids[@]}"; do wait "$p"; done  # set -e: a failed compile stops here
 # The empty device_link.cu object only served CMake's device-link step; the
 # device-link object itself is reused as is.
-g++ -shared -o "$OUT/_nvst$SUFFIX" "$TMP"/bindings*.o "$DLINK" "$BUILD/src/libnvst.a" \
+g++ -shared -o "$OUT/_nvst$SUFFIX" "$TMP"/bindings*.o "$DLINK" "$LIBNVST" "${NVSHMEM_LIBS[@]}" \
   "$CUDA/lib64/libcudart_static.a" -L"$CUDA/lib64" -lcudadevrt -lrt -lpthread -ldl "$FABRIC" "$HWLOC"
-echo "built $OUT/_nvst$SUFFIX for $("$PY" --version)"
+echo "built $OUT/_nvst$SUFFIX for $("$PY" --version)${NVSHMEM_LIBS:+ with NVSHMEM}"

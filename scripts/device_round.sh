@@ -18,6 +18,8 @@
 #           2x2 logical nodes; shared-ep-san: memcheck and tcp as 1+1
 #   shared-torch-nodes  one GPU: the Python package's cross-node checks
 #           (ep.Buffer included) at 2 and 3 ranks of a logical node each
+#   shared-torch-nvshmem  one GPU: the Python package on the NVSHMEM backend
+#           (1 rank, and 2 sharing the GPU on gloo), then on ours
 #   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
 #           proxy's counters (refused posts, most in flight) on stderr
 #   coll    collectives: tests and `nvst bench coll`
@@ -192,6 +194,18 @@ case "$MODE" in
     export PYTHONPATH="$BIN/../python"
     step torch_2pe_internode 200 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
     step torch_3pe_internode 200 python3 -m torch.distributed.run --standalone --nproc_per_node=3 tests/python/torch_job.py
+    ;;
+  shared-torch-nvshmem)  # one GPU: the Python package on the NVSHMEM backend (issues 6, 8), and on ours as a control
+    step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
+    export PYTHONPATH="$BIN/../python"
+    NV_LIB=$(python3 -c "import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],'nvshmem','lib'))")
+    export LD_LIBRARY_PATH="$NV_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    TR="python3 -m torch.distributed.run --standalone"
+    NVST_BACKEND=nvshmem step torch_1pe_nvshmem 200 $TR --nproc_per_node=1 tests/python/torch_job.py
+    step torch_1pe_ours 200 $TR --nproc_per_node=1 tests/python/torch_job.py
+    NVST_TEST_SHARE_GPUS=1 NVST_BACKEND=nvshmem step torch_2pe_shared_nvshmem 200 $TR --nproc_per_node=2 tests/python/torch_job.py
+    NVST_TEST_SHARE_GPUS=1 step torch_2pe_shared_ours 200 $TR --nproc_per_node=2 tests/python/torch_job.py
+    NVST_TEST_SHARE_GPUS=1 NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step torch_2pe_internode 200 $TR --nproc_per_node=2 tests/python/torch_job.py
     ;;
   shared-coll-2x2)  # one GPU, 4 PEs as 2x2 logical nodes (over 250 s in r21: a call of its own)
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm

@@ -14,6 +14,36 @@ With PyTorch installed, on GPUs (launched with torchrun):
  - nvshmem_tutorial.distributed: collectives named as in torch.distributed;
  - nvshmem_tutorial.ep: DeepEP's Buffer API.
 """
+import ctypes as _ctypes
+import os as _os
+
+
+def _preload_nvshmem():
+    """A build with NVSHMEM (nvshmem_backend_built()) links
+    libnvshmem_host.so.3, which the nvidia-nvshmem wheel installs where the
+    loader does not look: load it by its full path first (NVSHMEM_DIR/lib,
+    else the wheel's). Builds without NVSHMEM need nothing and lose nothing."""
+    dirs = [_os.path.join(_os.environ["NVSHMEM_DIR"], "lib")] if _os.environ.get("NVSHMEM_DIR") else []
+    try:
+        import nvidia  # the namespace package of NVIDIA's wheels
+        dirs += [_os.path.join(p, "nvshmem", "lib") for p in nvidia.__path__]
+    except ImportError:
+        pass
+    for d in dirs:
+        lib = _os.path.join(d, "libnvshmem_host.so.3")
+        if _os.path.exists(lib):
+            _ctypes.CDLL(lib, mode=_ctypes.RTLD_GLOBAL)
+            return
+
+
+_preload_nvshmem()
+try:
+    from . import _nvst  # noqa: F401
+except ImportError as _e:
+    if "libnvshmem_host" in str(_e):
+        raise ImportError(f"nvshmem_tutorial was built with NVSHMEM and cannot find its host library ({_e}): "
+                          "pip install nvidia-nvshmem-cu13==3.4.5 or set NVSHMEM_DIR") from _e
+    raise
 from ._nvst import (  # noqa: F401
     TEAM_NODE,
     TEAM_WORLD,
@@ -35,6 +65,8 @@ from ._nvst import (  # noqa: F401
     initialized,
     my_pe,
     n_pes,
+    nvshmem_backend_built,
+    nvshmem_backend_version,
     put,
     put_signal,
     quiet,

@@ -68,12 +68,21 @@ def _gloo_group(group):
     return dist.new_group(ranks=dist.get_process_group_ranks(group), backend="gloo")
 
 
-def init_from_torch(group=None):
+def init_from_torch(group=None, backend=""):
     """Joins the ranks of a torch.distributed group (default: the world) into
     one nvst job on the GPU each rank has selected (torch.cuda.set_device).
     Rank 0 of the group creates the unique ID; it travels through a gloo
-    group. Collective over the group; a second call is a no-op."""
+    group. backend: 'nvst', 'nvshmem' (NVIDIA's NVSHMEM underneath, one node;
+    builds with nvshmem_backend_built() only) or '' (NVST_BACKEND, default
+    nvst). Collective over the group; a second call is a no-op, or an error
+    when it asks for another backend than the job runs on."""
+    if backend not in ("", "nvst", "nvshmem"):
+        raise ValueError(f"nvshmem_tutorial.init_from_torch: backend {backend!r} is not one of 'nvst', 'nvshmem'")
     if _nvst.initialized():
+        running = "nvshmem" if _nvst.heap_kind() == "nvshmem" else "nvst"
+        if backend and backend != running:
+            raise RuntimeError(f"nvshmem_tutorial.init_from_torch: the job already runs on backend {running!r}; "
+                               f"{backend!r} needs a new process")
         return
     if not dist.is_initialized():
         raise RuntimeError("nvshmem_tutorial.init_from_torch: torch.distributed is not initialised "
@@ -94,7 +103,7 @@ def init_from_torch(group=None):
     os.environ["NVST_LOCAL_RANK"] = str(sum(1 for h in hosts[:rank] if h == mine))
     os.environ["NVST_LOCAL_WORLD_SIZE"] = str(hosts.count(mine))
     os.environ["NVST_DEVICE"] = str(torch.cuda.current_device())
-    _nvst.init_with_unique_id(ids[0], rank, world)
+    _nvst.init_with_unique_id(ids[0], rank, world, backend)
     _state["group"] = group
 
 

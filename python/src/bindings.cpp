@@ -75,6 +75,26 @@ void check_range(const Symmetric& s, std::size_t offset, std::size_t bytes, cons
                           " bytes");
 }
 
+// The InitOptions of a Python init call: backend "" leaves the choice to
+// NVST_BACKEND (the runtime's default), "nvst" or "nvshmem" pick one.
+nvst::InitOptions init_options(const std::string& backend, const char* fn) {
+  nvst::InitOptions o;
+  if (backend == "nvshmem") {
+    if (!nvst::nvshmem_backend_built())
+      throw py::value_error(std::string("nvshmem_tutorial.") + fn +
+                            ": backend 'nvshmem' is not in this build (it was built without NVSHMEM: "
+                            "pip install nvidia-nvshmem-cu13==3.4.5, then rebuild)");
+    o.heap_kind = nvst::HeapKind::kNvshmem;
+  } else if (backend == "nvst") {
+    o.heap_kind = nvst::HeapKind::kAuto;
+    ::setenv("NVST_BACKEND", "nvst", 1);  // kAuto would read it
+  } else if (!backend.empty()) {
+    throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": backend '" + backend +
+                          "' is not one of 'nvst', 'nvshmem'");
+  }
+  return o;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_nvst, m) {
@@ -93,23 +113,34 @@ PYBIND11_MODULE(_nvst, m) {
       "address as the other PEs reach it; empty = every PE runs on this host (loopback).");
   m.def(
       "init_with_unique_id",
-      [](const std::string& uid, int rank, int nranks) {
+      [](const std::string& uid, int rank, int nranks, const std::string& backend) {
         if (nranks < 1 || rank < 0 || rank >= nranks)
           throw py::value_error("nvshmem_tutorial.init_with_unique_id: rank " + std::to_string(rank) +
                                 " out of range for " + std::to_string(nranks) + " ranks");
+        const nvst::InitOptions options = init_options(backend, "init_with_unique_id");
         ::setenv("NVST_UNIQUE_ID", uid.c_str(), 1);
         ::setenv("NVST_RANK", std::to_string(rank).c_str(), 1);
         ::setenv("NVST_WORLD_SIZE", std::to_string(nranks).c_str(), 1);
         ::setenv("NVST_LOCAL_RANK", std::to_string(rank).c_str(), 0);
         ::setenv("NVST_LOCAL_WORLD_SIZE", std::to_string(nranks).c_str(), 0);
         py::gil_scoped_release nogil;
-        nvst::init();
+        nvst::init(options);
       },
-      py::arg("unique_id"), py::arg("rank"), py::arg("nranks"));
-  m.def("init", [] {
-    py::gil_scoped_release nogil;
-    nvst::init();
-  }, "Joins the job the environment describes (torchrun, mpirun, NVST_*).");
+      py::arg("unique_id"), py::arg("rank"), py::arg("nranks"), py::arg("backend") = "",
+      "Joins the job of unique_id as `rank` of `nranks`. backend: 'nvst' (ours), 'nvshmem' (NVIDIA's "
+      "NVSHMEM underneath; builds with nvshmem_backend_built() only) or '' (NVST_BACKEND, default nvst).");
+  m.def(
+      "init",
+      [](const std::string& backend) {
+        const nvst::InitOptions options = init_options(backend, "init");
+        py::gil_scoped_release nogil;
+        nvst::init(options);
+      },
+      py::arg("backend") = "", "Joins the job the environment describes (torchrun, mpirun, NVST_*); backend as "
+      "for init_with_unique_id.");
+  m.def("nvshmem_backend_built", &nvst::nvshmem_backend_built,
+        "True when this build links NVSHMEM (the nvidia-nvshmem wheel was found at build time).");
+  m.def("nvshmem_backend_version", &nvst::nvshmem_backend_version);
   m.def("finalize", [] {
     py::gil_scoped_release nogil;
     nvst::finalize();

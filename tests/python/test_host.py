@@ -169,3 +169,29 @@ def test_unique_id_for_a_job_across_hosts():
     assert nt.get_unique_id().split(":")[1] == "127.0.0.1"
     with pytest.raises(RuntimeError, match="host"):
         nt.get_unique_id("bad:host")
+
+
+def test_backend_choice_is_checked():
+    # Refused before anything starts: an unknown backend, and NVSHMEM where
+    # this build has none.
+    with pytest.raises(ValueError, match="'bogus' is not one of 'nvst', 'nvshmem'"):
+        nt.init(backend="bogus")
+    assert isinstance(nt.nvshmem_backend_built(), bool)
+    if not nt.nvshmem_backend_built():
+        assert nt.nvshmem_backend_version() == ""
+        with pytest.raises(ValueError, match="not in this build"):
+            nt.init(backend="nvshmem")
+        return
+    assert nt.nvshmem_backend_version().count(".") == 2
+    # Built with NVSHMEM: on a host without a GPU it says so (in a child:
+    # init_with_unique_id sets NVST_* in the environment of its process).
+    import subprocess
+    import sys
+    code = ("import nvshmem_tutorial as nt\n"
+            "try:\n"
+            "    nt.init_with_unique_id(nt.get_unique_id(), 0, 1, backend='nvshmem')\n"
+            "except nt.NvstError as e:\n"
+            "    print('REFUSED', e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert "REFUSED" in r.stdout and "needs a GPU" in r.stdout, (r.stdout, r.stderr)

@@ -29,11 +29,12 @@ LOCAL = int(os.environ.get("LOCAL_RANK", "0"))
 # check that the rest refuses clearly.
 INTERNODE = os.environ.get("NVST_NODE_SIZE") == "1"
 # NVST_TEST_SHARE_GPUS=1: ranks share GPUs (a one-GPU machine). NCCL wants a
-# GPU per rank, so torch.distributed runs on gloo, and only the cross-node
-# checks run (they compare with references computed locally).
+# GPU per rank, so torch.distributed runs on gloo, and only the checks that
+# also run across nodes run (they compare with references computed locally).
 SHARE = os.environ.get("NVST_TEST_SHARE_GPUS") == "1"
-if SHARE and not INTERNODE:
-    sys.exit("torch_job.py: NVST_TEST_SHARE_GPUS=1 needs NVST_NODE_SIZE=1 (only the cross-node checks run on gloo)")
+SUBSET = INTERNODE or SHARE
+# NVST_BACKEND=nvshmem: the job runs on NVIDIA's NVSHMEM (one node).
+BACKEND = os.environ.get("NVST_BACKEND") or "nvst"
 LOCAL %= torch.cuda.device_count()
 torch.cuda.set_device(LOCAL)
 DEV = torch.device("cuda", LOCAL)
@@ -50,7 +51,7 @@ failures = []
 
 def check(name, internode=False):
     def run(fn):
-        if INTERNODE and not internode:
+        if SUBSET and not internode:
             return fn
         try:
             fn()
@@ -90,7 +91,14 @@ def raises(exc, fn, what):
 @check("init: ranks agree with torch.distributed", internode=True)
 def _():
     assert nt.my_pe() == RANK and nt.n_pes() == WORLD, (nt.my_pe(), nt.n_pes())
-    assert nt.heap_kind() in ("cumem", "cudaipc"), nt.heap_kind()
+    assert nt.heap_kind() in (("nvshmem",) if BACKEND == "nvshmem" else ("cumem", "cudaipc")), nt.heap_kind()
+    # The other backend needs a new process (or is not in this build).
+    other = "nvst" if BACKEND == "nvshmem" else "nvshmem"
+    if other == "nvshmem" and not nt.nvshmem_backend_built():
+        raises(ValueError, lambda: nt.NvshmemBuffer(None, RANK, WORLD, 1 << 20, 0, backend=other), "absent backend")
+    else:
+        raises(RuntimeError, lambda: nt.init_from_torch(None, other), "a second backend")
+    raises(ValueError, lambda: nt.NvshmemBuffer(None, RANK, WORLD, 1 << 20, 0, backend="bogus"), "unknown backend")
 
 
 @check("symmetric tensors: peer views read and write the peer's copy")
@@ -206,7 +214,7 @@ def _():
 
 @check("NvshmemBuffer: send/recv ring (multi-slot), all_gather", internode=True)
 def _():
-    buf = nt.NvshmemBuffer(None, RANK, WORLD, num_nvl_bytes=WORLD << 20, num_rdma_bytes=0)
+    buf = nt.NvshmemBuffer(None, RANK, WORLD, num_nvl_bytes=WORLD << 20, num_rdma_bytes=0, backend=BACKEND)
     dst, src = (RANK + 1) % WORLD, (RANK - 1) % WORLD
     if WORLD == 1:  # no peer to send to: that is refused, and all_gather is a copy
         raises(ValueError, lambda: buf.send(torch.ones(4, device=DEV), 0), "send to oneself")
