@@ -41,5 +41,9 @@ void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, 
 void preload_kernels(std::initializer_list<const void*> kernels);
 // The runtime's own (host API, proxy), at init.
 void preload_runtime_kernels();
+// A kernel of the CUDA module that holds the runtime's device code (and, in
+// nvst_nvshmem, NVSHMEM's device library): relocatable device code is linked
+// into one module per program, so this names that module.
+const void* a_kernel_of_this_module();
 
 }  // namespace nvst::detail

@@ -33,6 +33,7 @@ Api load_all() {
   load(a.MemGetAllocationGranularity, "cuMemGetAllocationGranularity");
   load(a.MemExportToShareableHandle, "cuMemExportToShareableHandle");
   load(a.MemImportFromShareableHandle, "cuMemImportFromShareableHandle");
+  load(a.FuncGetModule, "cuFuncGetModule");
   return a;
 }
 }  // namespace

@@ -20,6 +20,7 @@ struct Api {
   decltype(&::cuMemGetAllocationGranularity) MemGetAllocationGranularity;
   decltype(&::cuMemExportToShareableHandle) MemExportToShareableHandle;
   decltype(&::cuMemImportFromShareableHandle) MemImportFromShareableHandle;
+  decltype(&::cuFuncGetModule) FuncGetModule;
 };
 
 // Loaded on first use (after the runtime has a context); throws if a symbol

@@ -7,14 +7,17 @@
 //
 // NVSHMEM is initialised once per process and not finalised by
 // nvst::finalize (it cannot start again in the same process); a later
-// nvst::init with the same rank and world reuses it.
+// nvst::init with the same rank and world reuses it, and so does a first
+// one in a process where someone else (nvshmem4py, say) started NVSHMEM.
 #include <cstdlib>
 #include <string>
 
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
+#include "device/device_runtime.hpp"
 #include "nvst/error.hpp"
+#include "runtime/driver_api.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/heap_backing.hpp"
 
@@ -24,10 +27,34 @@ namespace {
 
 int g_rank = -1, g_world = -1;
 
+// NVSHMEM's device library keeps its state in each CUDA module that links
+// it. nvshmemx_init_attr, called from here, fills this program's module
+// itself; when someone else started NVSHMEM (nvshmem4py, the application)
+// nothing filled it yet, and nvshmemx_cumodule_init does, as for a module
+// loaded after NVSHMEM started.
+void init_device_state_of_this_module() {
+  cudaFunction_t fn = nullptr;
+  NVST_CHECK_CUDA(cudaGetFuncBySymbol(&fn, detail::a_kernel_of_this_module()));
+  CUmodule module = nullptr;
+  NVST_CHECK_CU(driver::api().FuncGetModule(&module, reinterpret_cast<CUfunction>(fn)));
+  NVST_REQUIRE(nvshmemx_cumodule_init(module) == 0, "nvshmemx_cumodule_init failed for nvst's device code");
+}
+
 void start_nvshmem(const NodeContext& node, int world, std::size_t heap_bytes) {
   if (g_rank >= 0) {
     NVST_REQUIRE(g_rank == node.rank && g_world == world, "NVSHMEM was started in this process as PE ", g_rank,
                  " of ", g_world, " and cannot start again as PE ", node.rank, " of ", world);
+    return;
+  }
+  if (nvshmemx_init_status() >= NVSHMEM_STATUS_IS_INITIALIZED) {
+    // Started before nvst::init by someone else: join it, if it numbers the
+    // PEs as our job does (its heap must also hold ours: NVSHMEM_SYMMETRIC_SIZE).
+    NVST_REQUIRE(nvshmem_my_pe() == node.rank && nvshmem_n_pes() == world, "NVSHMEM was started outside nvst as PE ",
+                 nvshmem_my_pe(), " of ", nvshmem_n_pes(), "; nvst's job has this process as PE ", node.rank, " of ",
+                 world, " (start both from the same ranks)");
+    init_device_state_of_this_module();
+    g_rank = node.rank;
+    g_world = world;
     return;
   }
   // NVLink multicast stays off whatever the environment says (shared GPU

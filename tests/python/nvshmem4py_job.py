@@ -1,0 +1,140 @@
+"""NVSHMEM started by nvshmem4py, then nvshmem_tutorial on it (issues 6, 8).
+
+Run under torchrun where nvshmem4py-cu13 is installed (the GPU machines get
+it as wheels carried from here; scripts/device_round.sh shared-nvshmem4py):
+  torchrun --nproc_per_node=N tests/python/nvshmem4py_job.py
+NVST_TEST_SHARE_GPUS=1 lets ranks share one GPU (torch.distributed on gloo).
+
+What it checks, every result against data computed here:
+ - nvshmem4py starts NVSHMEM (UID bootstrap, the UID sent over torch);
+   init_from_torch(backend="nvshmem") joins it instead of starting its own;
+ - nvshmem4py's tensors as sources of our puts, into our symmetric tensors;
+ - our kernels on that NVSHMEM (NvshmemBuffer send/recv calls nvshmem_*
+   from device code: the device state nvst set up for its own module);
+ - nvshmem4py's own put and reduce on its tensors still work beside ours.
+Prints "DONE <failures> failure(s)" per rank; exits with the failure count.
+"""
+import os
+import sys
+import traceback
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+LOCAL = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+SHARE = os.environ.get("NVST_TEST_SHARE_GPUS") == "1"
+torch.cuda.set_device(LOCAL)
+DEV = torch.device("cuda", LOCAL)
+if SHARE:
+    dist.init_process_group("gloo")
+else:
+    dist.init_process_group("nccl", device_id=DEV)
+GLOO = dist.new_group(backend="gloo")
+
+import nvshmem.core as nvshmem  # noqa: E402 - after torch.distributed, as a job would
+from cuda.core import Device  # noqa: E402
+
+# nvshmem4py starts NVSHMEM: rank 0's unique ID goes to every rank over gloo.
+device = Device(LOCAL)
+device.set_current()
+uid = nvshmem.get_unique_id(empty=RANK != 0)
+uid_bytes = torch.from_numpy(uid._data.view(np.int8).copy())
+dist.broadcast(uid_bytes, 0, group=GLOO)
+uid._data.view(np.int8)[:] = uid_bytes.numpy()
+nvshmem.init(device=device, uid=uid, rank=RANK, nranks=WORLD, initializer_method="uid")
+
+import nvshmem_tutorial as nt  # noqa: E402
+
+nt.init_from_torch(backend="nvshmem")
+failures = []
+
+
+def check(name):
+    def run(fn):
+        try:
+            fn()
+            print(f"[rank {RANK}] PASS {name}", flush=True)
+        except Exception as e:  # noqa: BLE001 - reported, counted
+            failures.append(name)
+            print(f"[rank {RANK}] FAIL {name}: {e}\n{traceback.format_exc()}", flush=True)
+        torch.cuda.synchronize()
+        dist.barrier(group=GLOO)
+        return fn
+    return run
+
+
+def rand(n, seed):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    return torch.randn(n, generator=g).to(DEV)
+
+
+@check("nvst joined the NVSHMEM that nvshmem4py started")
+def _():
+    assert nt.heap_kind() == "nvshmem", nt.heap_kind()
+    assert nt.my_pe() == nvshmem.my_pe() == RANK and nt.n_pes() == nvshmem.n_pes() == WORLD
+
+
+@check("nvshmem4py tensor -> nvst put -> nvst symmetric tensor of the next rank")
+def _():
+    n = 100_003
+    theirs = nvshmem.tensor((n,), dtype=torch.float32)
+    theirs.copy_(rand(n, 10 + RANK))
+    ours = nt.nvshmem_alloc_tensor((n,), torch.float32)
+    ours.fill_(-7)
+    nt.nvshmem_barrier()
+    nt.nvshmem_put_tensor(ours, theirs, (RANK + 1) % WORLD)
+    nt.nvshmem_barrier()
+    assert torch.equal(ours, rand(n, 10 + (RANK - 1) % WORLD)), "received rows differ"
+    nt.nvshmem_free_tensor(ours)
+    nvshmem.free_tensor(theirs)
+
+
+@check("nvst kernels on it: NvshmemBuffer send/recv ring")
+def _():
+    buf = nt.NvshmemBuffer(None, RANK, WORLD, num_nvl_bytes=WORLD << 20, num_rdma_bytes=0, backend="nvshmem")
+    if WORLD > 1:
+        n = (3 << 20) // 2 + 5  # more than one slot
+        x = rand(n, 20 + RANK).half()
+        got = torch.full((n,), 9, dtype=torch.float16, device=DEV)
+        if RANK % 2 == 0:
+            buf.send(x, (RANK + 1) % WORLD)
+            buf.recv(got, (RANK - 1) % WORLD)
+        else:
+            buf.recv(got, (RANK - 1) % WORLD)
+            buf.send(x, (RANK + 1) % WORLD)
+        torch.cuda.synchronize()
+        assert torch.equal(got, rand(n, 20 + (RANK - 1) % WORLD).half()), "send/recv data differ"
+    buf.barrier()
+    buf.destroy()
+
+
+@check("nvshmem4py's own put and sum-reduce still work beside nvst")
+def _():
+    n = 4096
+    stream = torch.cuda.current_stream()
+    src = nvshmem.tensor((n,), dtype=torch.float32)
+    dst = nvshmem.tensor((n,), dtype=torch.float32)
+    src.copy_(rand(n, 30 + RANK))
+    dst.fill_(-1)
+    nvshmem.barrier_all(stream=stream)
+    nvshmem.put(dst, src, remote_pe=(RANK + 1) % WORLD, stream=stream)
+    nvshmem.barrier_all(stream=stream)
+    stream.synchronize()
+    assert torch.equal(dst, rand(n, 30 + (RANK - 1) % WORLD)), "nvshmem4py put"
+    nvshmem.reduce(nvshmem.Teams.TEAM_WORLD, dst, src, "sum", stream=stream)
+    stream.synchronize()
+    want = sum(rand(n, 30 + r) for r in range(WORLD))
+    torch.testing.assert_close(dst, want, rtol=1e-5, atol=1e-5)
+    nvshmem.free_tensor(src)
+    nvshmem.free_tensor(dst)
+
+
+dist.barrier(group=GLOO)
+print(f"[rank {RANK}] DONE {len(failures)} failure(s)", flush=True)
+nt.finalize()
+nvshmem.finalize()
+dist.destroy_process_group()
+sys.exit(len(failures))
