@@ -21,8 +21,8 @@
 #   shared-torch-nvshmem  one GPU: the Python package on the NVSHMEM backend
 #           (1 rank, and 2 sharing the GPU on gloo), then on ours
 #   shared-nvshmem4py  one GPU: nvshmem4py starts NVSHMEM and the package
-#           joins it (cp312 wheels of nvshmem4py-cu13 and its cuda-* deps
-#           in BIN/../wheels312, carried), 1 rank and 2 sharing the GPU
+#           joins it (the cp312 wheel of nvshmem4py-cu13 0.4.1 in
+#           BIN/../wheels312, carried), 1 rank and 2 sharing the GPU
 #   shared-proxy  one GPU: the proxy path only, PEs time-sharing it, with the
 #           proxy's counters (refused posts, most in flight) on stderr
 #   coll    collectives: tests and `nvst bench coll`
@@ -210,9 +210,10 @@ case "$MODE" in
     NVST_TEST_SHARE_GPUS=1 step torch_2pe_shared_ours 200 $TR --nproc_per_node=2 tests/python/torch_job.py
     NVST_TEST_SHARE_GPUS=1 NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step torch_2pe_internode 200 $TR --nproc_per_node=2 tests/python/torch_job.py
     ;;
-  shared-nvshmem4py)  # one GPU: nvshmem4py starts NVSHMEM, the Python package joins it (wheels: BIN/../wheels312)
+  shared-nvshmem4py)  # one GPU: nvshmem4py starts NVSHMEM, the Python package joins it (wheel: BIN/../wheels312)
+    # The machines have its dependencies (cuda-core, cuda-bindings, cuda-pathfinder, with torch), not it.
     step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
-    step pip_nvshmem4py 120 python3 -m pip install -q --no-deps --target /tmp/nvshmem4py "$BIN"/../wheels312/*.whl
+    step pip_nvshmem4py 120 python3 -m pip install -q --no-deps --target /tmp/nvshmem4py "$BIN"/../wheels312/nvshmem4py*.whl
     export PYTHONPATH="$BIN/../python:/tmp/nvshmem4py" NVSHMEM_SYMMETRIC_SIZE=3G
     NV_LIB=$(python3 -c "import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],'nvshmem','lib'))")
     export LD_LIBRARY_PATH="$NV_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
