@@ -87,6 +87,22 @@ fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
 }
 }  // namespace
 
+// Marks the proxy thread as inside a CUDA call for the watchdog (see
+// Proxy::watch) for the lifetime of the mark.
+class CudaCallMark {
+ public:
+  CudaCallMark(Proxy& p, const char* what) : p_(p) {
+    p_.cuda_call_what_.store(what, std::memory_order_relaxed);
+    p_.cuda_call_since_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  }
+  ~CudaCallMark() { p_.cuda_call_since_ns_.store(0, std::memory_order_release); }
+  CudaCallMark(const CudaCallMark&) = delete;
+  CudaCallMark& operator=(const CudaCallMark&) = delete;
+
+ private:
+  Proxy& p_;
+};
+
 // One posted fabric operation. Lives in the registered scratch area so that
 // `value` can be the local operand of an atomic.
 struct Proxy::InFlight {
@@ -301,10 +317,32 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
   thread_ = std::thread([this] { run(); });
+  if (device_ >= 0) watchdog_ = std::thread([this] { watch(); });
+}
+
+void Proxy::watch() {
+  std::int64_t reported = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::int64_t since = cuda_call_since_ns_.load(std::memory_order_acquire);
+    if (since == 0 || since == reported) continue;
+    const double stuck_s =
+        std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since)).count();
+    if (stuck_s < kStuckCudaCallS) continue;
+    reported = since;
+    const char* what = cuda_call_what_.load(std::memory_order_relaxed);
+    std::fprintf(stderr,
+                 "%sproxy: stuck for %.1f s in a CUDA call (%s): another CUDA call of this process holds the "
+                 "driver. Usually that is a copy to pageable host memory (torch's .cpu(), cudaMemcpy into a "
+                 "std::vector) queued behind a kernel that waits on this proxy, which cannot finish while the proxy "
+                 "is stuck. Copy into pinned memory, or synchronize before such a copy (docs/09-expert-parallel.md)\n",
+                 detail::rank_prefix().c_str(), stuck_s, what ? what : "?");
+  }
 }
 
 Proxy::~Proxy() {
   stop_.store(true);
+  if (watchdog_.joinable()) watchdog_.join();
   if (thread_.get_id() == std::this_thread::get_id()) {
     // exit() called on the proxy thread itself (a library's crash handler
     // does that): it cannot join itself, and the process is ending.
@@ -535,6 +573,7 @@ bool Proxy::step() {
           busy = true;
           continue;
         }
+        CudaCallMark mark(*this, "landing a peer's put in the GPU heap");
         if (h->bytes)
           NVST_CHECK_CUDA(cudaMemcpyAsync(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader,
                                           h->bytes, cudaMemcpyHostToDevice, s.stream));
@@ -554,7 +593,11 @@ bool Proxy::step() {
       }
     }
     while (!s.applying.empty()) {
-      cudaError_t q = cudaEventQuery(s.applying.front().done);
+      cudaError_t q;
+      {
+        CudaCallMark mark(*this, "cudaEventQuery on a landed put");
+        q = cudaEventQuery(s.applying.front().done);
+      }
       if (q == cudaErrorNotReady) break;
       NVST_CHECK_CUDA(q);
       const int src = s.applying.front().src;
@@ -606,6 +649,7 @@ bool Proxy::step() {
       h->sig_value = c.sig_value;
       h->sig_op = c.sig_op;
       if (piece && s.gpu) {
+        CudaCallMark mark(*this, "staging a put's source from the GPU");
         if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
           detail::launch_stage_copy(stage + kInboxHeader, src, piece, s.stage_stream);
         else

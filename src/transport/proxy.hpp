@@ -95,6 +95,18 @@ class Proxy {
 
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
+  // The proxy's CUDA calls on the data path (GPU heaps) wait while another
+  // thread's call holds the driver, and one case never ends (docs/09: a
+  // pageable copy queued behind a kernel that waits on this proxy). The
+  // proxy thread says which call it is in since when (0: none); the watchdog
+  // thread reports one that took longer than kStuckCudaCallS, naming that
+  // cause, before the kernels' timeout reports only a missing signal.
+  static constexpr double kStuckCudaCallS = 3.0;
+  std::atomic<std::int64_t> cuda_call_since_ns_{0};
+  std::atomic<const char*> cuda_call_what_{nullptr};
+  std::thread watchdog_;
+  void watch();
+  friend class CudaCallMark;
   mutable std::mutex failure_mu_;
   std::string failure_;
   std::thread thread_;
