@@ -16,11 +16,11 @@ Prints "DONE <failures> failure(s)" per rank; exits with the failure count.
 """
 import os
 import sys
-import traceback
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from job_checks import Checks  # this folder (the script's own)
 
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
@@ -49,21 +49,7 @@ nvshmem.init(device=device, uid=uid, rank=RANK, nranks=WORLD, initializer_method
 import nvshmem_tutorial as nt  # noqa: E402
 
 nt.init_from_torch(backend="nvshmem")
-failures = []
-
-
-def check(name):
-    def run(fn):
-        try:
-            fn()
-            print(f"[rank {RANK}] PASS {name}", flush=True)
-        except Exception as e:  # noqa: BLE001 - reported, counted
-            failures.append(name)
-            print(f"[rank {RANK}] FAIL {name}: {e}\n{traceback.format_exc()}", flush=True)
-        torch.cuda.synchronize()
-        dist.barrier(group=GLOO)
-        return fn
-    return run
+check = Checks(RANK, lambda: dist.barrier(group=GLOO))
 
 
 def rand(n, seed):
@@ -136,8 +122,8 @@ def _():
 
 
 dist.barrier(group=GLOO)
-print(f"[rank {RANK}] DONE {len(failures)} failure(s)", flush=True)
+failed = check.done()
 nt.finalize()
 nvshmem.finalize()
 dist.destroy_process_group()
-sys.exit(len(failures))
+sys.exit(failed)

@@ -12,7 +12,6 @@ peer check what one rank can: a send to oneself refused, all_gather a copy.
 """
 import os
 import sys
-import traceback
 
 import torch
 import torch.distributed as dist
@@ -20,6 +19,7 @@ import torch.distributed as dist
 import nvshmem_tutorial as nt
 import nvshmem_tutorial.distributed as nd
 import nvshmem_tutorial.ep as deep_ep
+from job_checks import Checks
 
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
@@ -46,23 +46,11 @@ if os.environ.get("NVST_TEST_SIDE_STREAM"):  # everything on a stream of torch's
     torch.cuda.set_stream(torch.cuda.Stream())
 nt.init_from_torch()
 
-failures = []
+CHECKS = Checks(RANK, dist.barrier)
 
 
 def check(name, internode=False):
-    def run(fn):
-        if SUBSET and not internode:
-            return fn
-        try:
-            fn()
-            print(f"[rank {RANK}] PASS {name}", flush=True)
-        except Exception as e:  # noqa: BLE001 - reported, counted
-            failures.append(name)
-            print(f"[rank {RANK}] FAIL {name}: {e}\n{traceback.format_exc()}", flush=True)
-        torch.cuda.synchronize()
-        dist.barrier()
-        return fn
-    return run
+    return CHECKS(name, run=internode or not SUBSET)
 
 
 def rand(shape, dtype, seed):
@@ -395,7 +383,7 @@ def _():
 
 
 dist.barrier()
-print(f"[rank {RANK}] DONE {len(failures)} failure(s)", flush=True)
+failed = CHECKS.done()
 nt.finalize()
 dist.destroy_process_group()
-sys.exit(len(failures))
+sys.exit(failed)

@@ -1,0 +1,36 @@
+"""What the torchrun jobs of this folder share (torch_job.py,
+nvshmem4py_job.py): named checks that print PASS or FAIL (with the
+traceback) per rank, count the failures, and end with a barrier so the
+ranks move to the next check together."""
+import traceback
+
+import torch
+
+
+class Checks:
+    def __init__(self, rank, barrier):
+        self.rank = rank
+        self.barrier = barrier
+        self.failures = []
+
+    def __call__(self, name, run=True):
+        """Decorator: runs the function now as the check `name` (unless
+        run is False) and returns it."""
+        def decorate(fn):
+            if not run:
+                return fn
+            try:
+                fn()
+                print(f"[rank {self.rank}] PASS {name}", flush=True)
+            except Exception as e:  # noqa: BLE001 - reported, counted
+                self.failures.append(name)
+                print(f"[rank {self.rank}] FAIL {name}: {e}\n{traceback.format_exc()}", flush=True)
+            torch.cuda.synchronize()
+            self.barrier()
+            return fn
+        return decorate
+
+    def done(self):
+        """Prints the rank's verdict; returns the failure count (the exit status)."""
+        print(f"[rank {self.rank}] DONE {len(self.failures)} failure(s)", flush=True)
+        return len(self.failures)
