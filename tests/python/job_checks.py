@@ -1,10 +1,24 @@
 """What the torchrun jobs of this folder share (torch_job.py,
-nvshmem4py_job.py): named checks that print PASS or FAIL (with the
-traceback) per rank, count the failures, and end with a barrier so the
-ranks move to the next check together."""
+nvshmem4py_job.py): joining torch.distributed, and named checks that print
+PASS or FAIL (with the traceback) per rank, count the failures, and end
+with a barrier so the ranks move to the next check together."""
 import traceback
 
 import torch
+import torch.distributed as dist
+
+
+def join_torch(local_rank, share):
+    """Selects the rank's GPU and joins torch.distributed: on NCCL, or on gloo
+    when ranks share GPUs (share; NCCL wants a GPU per rank). Returns the
+    device."""
+    dev = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    if share:
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("nccl", device_id=dev)
+    return dev
 
 
 class Checks:

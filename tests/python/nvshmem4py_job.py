@@ -20,18 +20,13 @@ import sys
 import numpy as np
 import torch
 import torch.distributed as dist
-from job_checks import Checks  # this folder (the script's own)
+from job_checks import Checks, join_torch  # this folder (the script's own)
 
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
-LOCAL = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
 SHARE = os.environ.get("NVST_TEST_SHARE_GPUS") == "1"
-torch.cuda.set_device(LOCAL)
-DEV = torch.device("cuda", LOCAL)
-if SHARE:
-    dist.init_process_group("gloo")
-else:
-    dist.init_process_group("nccl", device_id=DEV)
+DEV = join_torch(int(os.environ.get("LOCAL_RANK", "0")), SHARE)
+LOCAL = DEV.index
 GLOO = dist.new_group(backend="gloo")
 
 import nvshmem.core as nvshmem  # noqa: E402 - after torch.distributed, as a job would

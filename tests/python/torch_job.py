@@ -19,7 +19,7 @@ import torch.distributed as dist
 import nvshmem_tutorial as nt
 import nvshmem_tutorial.distributed as nd
 import nvshmem_tutorial.ep as deep_ep
-from job_checks import Checks
+from job_checks import Checks, join_torch
 
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])
@@ -35,13 +35,8 @@ SHARE = os.environ.get("NVST_TEST_SHARE_GPUS") == "1"
 SUBSET = INTERNODE or SHARE
 # NVST_BACKEND=nvshmem: the job runs on NVIDIA's NVSHMEM (one node).
 BACKEND = os.environ.get("NVST_BACKEND") or "nvst"
-LOCAL %= torch.cuda.device_count()
-torch.cuda.set_device(LOCAL)
-DEV = torch.device("cuda", LOCAL)
-if SHARE:
-    dist.init_process_group("gloo")
-else:
-    dist.init_process_group("nccl", device_id=DEV)
+DEV = join_torch(LOCAL, SHARE)
+LOCAL = DEV.index
 if os.environ.get("NVST_TEST_SIDE_STREAM"):  # everything on a stream of torch's instead of the default one
     torch.cuda.set_stream(torch.cuda.Stream())
 nt.init_from_torch()
