@@ -26,14 +26,9 @@ _MIN_SLOT = 1 << 20
 
 class NvshmemBuffer:
     def __init__(self, group, rank, num_ranks, num_nvl_bytes, num_rdma_bytes, low_latency_mode=False,
-                 backend="nvst"):
-        if backend not in ("nvst", "nvshmem"):
-            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer: backend {backend!r} is not one of 'nvst', 'nvshmem'")
-        if backend == "nvshmem" and not _nvst.nvshmem_backend_built():
-            raise ValueError("nvshmem_tutorial.NvshmemBuffer: backend 'nvshmem' is not in this build (it was built "
-                             "without NVSHMEM: pip install nvidia-nvshmem-cu13==3.4.5, then rebuild)")
+                 backend=""):
+        # backend: as init_from_torch's ('' = the job's, NVST_BACKEND), which checks it.
         init_from_torch(group, backend)
-        self.backend = backend
         self.group = group
         self.group_size = dist.get_world_size(group)
         if rank != dist.get_rank(group) or num_ranks != self.group_size:

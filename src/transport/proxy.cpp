@@ -322,8 +322,11 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
 
 void Proxy::watch() {
   std::int64_t reported = 0;
-  while (!stop_.load(std::memory_order_relaxed)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(watchdog_mu_);
+      if (watchdog_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_.load(); })) return;
+    }
     const std::int64_t since = cuda_call_since_ns_.load(std::memory_order_acquire);
     if (since == 0 || since == reported) continue;
     const double stuck_s =
@@ -341,7 +344,11 @@ void Proxy::watch() {
 }
 
 Proxy::~Proxy() {
-  stop_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    stop_.store(true);
+  }
+  watchdog_cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (thread_.get_id() == std::this_thread::get_id()) {
     // exit() called on the proxy thread itself (a library's crash handler
@@ -767,8 +774,11 @@ bool Proxy::step() {
       case proxy::Op::kPutSignal:
       case proxy::Op::kSignal:
         // The symmetric heap (most kernel sources) is known without asking.
-        s.cur_by_kernel = from == s.dev_consumer.get() && kind != proxy::Op::kSignal && c.bytes &&
-                          !s.in_heap(c.src) && !driver_knows(reinterpret_cast<const void*>(c.src));
+        s.cur_by_kernel = from == s.dev_consumer.get() && kind != proxy::Op::kSignal && c.bytes && !s.in_heap(c.src);
+        if (s.cur_by_kernel) {
+          CudaCallMark mark(*this, "cudaPointerGetAttributes on a put's source");
+          s.cur_by_kernel = !driver_knows(reinterpret_cast<const void*>(c.src));
+        }
         s.active = true;
         s.cur_since = Clock::now();
         s.cur = c;

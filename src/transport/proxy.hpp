@@ -28,6 +28,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -105,6 +106,8 @@ class Proxy {
   std::atomic<std::int64_t> cuda_call_since_ns_{0};
   std::atomic<const char*> cuda_call_what_{nullptr};
   std::thread watchdog_;
+  std::mutex watchdog_mu_;  // with watchdog_cv_: the destructor wakes it at once
+  std::condition_variable watchdog_cv_;
   void watch();
   friend class CudaCallMark;
   mutable std::mutex failure_mu_;
