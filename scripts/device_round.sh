@@ -14,6 +14,8 @@
 #           as 1+1; shared-coll-2x2: 4 PEs as 2x2 (correctness only)
 #   shared-ep-nodes  one GPU: the EP Buffer as 1+1 logical nodes, on one
 #           node at 2 PEs (regression), then as 2x2 (correctness only)
+#   shared-ep-hier  one GPU: the hierarchical dispatch as 1+1, 2x2 and 3x2
+#           logical nodes (correctness only)
 #   shared-ep-stress  one GPU: 10^4 random routings (10^3 low latency) as
 #           2x2 logical nodes; shared-ep-san: memcheck and tcp as 1+1
 #   shared-torch-nodes  one GPU: the Python package's cross-node checks
@@ -181,6 +183,12 @@ case "$MODE" in
     NVST_NODE_SIZE=1 step ep_internode_2pe 200 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress ${EP_LL_STRESS:-100}
     step ep_2pe 150 "$BIN/nvst_ep_tests" --np 2 --stress 1000 --ll-stress 200
     NVST_NODE_SIZE=2 step ep_2x2 240 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-300} --ll-stress ${EP_LL_STRESS:-100}
+    ;;
+  shared-ep-hier)  # one GPU: the hierarchical dispatch (relays) as 1+1, 2x2 and 3x2 logical nodes
+    export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
+    NVST_NODE_SIZE=1 step ep_1+1 150 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress 50
+    NVST_NODE_SIZE=2 step ep_2x2 200 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-300} --ll-stress 50
+    NVST_NODE_SIZE=2 step ep_3x2 220 "$BIN/nvst_ep_tests" --np 6 --stress ${EP_STRESS_6:-100} --ll-stress 20
     ;;
   shared-ep-stress)  # one GPU: the 10^4 iterations, as 2x2 logical nodes
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm

@@ -26,11 +26,15 @@
 // them: the kernels count each other's blocks, so a PE with another num_sms
 // would let the others read too early). Across nodes (logical nodes too)
 // both modes work: node peers are reached over NVLink, PEs of other nodes
-// through the proxy (src/ep/intranode.cu and low_latency.cu say how). This
-// is flat, not DeepEP's hierarchical scheme: a token bound for two PEs of
-// one remote node crosses twice. A Buffer that spans nodes takes half as
-// much normal-mode memory again (a send stage) and, in low-latency mode, a
-// far section per expert and source.
+// through the proxy (src/ep/intranode.cu and low_latency.cu say how). Every
+// node must have the same number of PEs. The normal dispatch is
+// hierarchical, as DeepEP's: a token crosses to a node once, to the PE of
+// its sender's local rank there, which forwards it over NVLink; its combine
+// is flat (each PE's result crosses back on its own), and so is the
+// low-latency mode (as DeepEP's). A Buffer that spans nodes takes the
+// normal-mode memory again (a send stage and a relay region, each half of
+// num_nvl_bytes) and, in low-latency mode, a far section per expert and
+// source.
 //
 // Failures: argument errors throw nvst::Error on the PE that made them; if
 // its peers went ahead, their kernels stop after NVST_DEVICE_TIMEOUT_S
@@ -99,11 +103,21 @@ struct DispatchHandle {
   std::vector<int> num_recv_tokens_per_expert;   // [E_local], aligned up to expert_alignment
   std::shared_ptr<int> send_pos;                 // device [num_tokens, n_pes]: row of token t in its
                                                  // stream to PE r, -1 if t does not go to r
+  // Nodes (PEs [n * pes_per_node, (n + 1) * pes_per_node)). A token crosses
+  // to another node once, however many of its PEs it goes to.
+  int pes_per_node = 0;
+  std::vector<int> node_count;                   // [src * n_nodes + node]: tokens src sends to node
+  std::shared_ptr<int> node_pos;                 // device [num_tokens, n_nodes] when across nodes, else null
   bool valid() const { return n_pes > 0 && send_pos != nullptr; }
+  int n_nodes() const { return pes_per_node > 0 ? n_pes / pes_per_node : 0; }
   // Rows PE `src` put into PE `dst` before PE `src`'s own rows there start.
   int recv_offset(int src, int dst) const;
   // Rows of PE `src`'s combine buffer that come from PEs before `dst`.
   int send_offset(int src, int dst) const;
+  // Rows PE `src`'s dispatch sends to other nodes (one per token and node),
+  // and how many it would send if each PE were reached on its own.
+  int rows_to_other_nodes(int src) const;
+  int rows_to_other_nodes_flat(int src) const;
 };
 
 struct DispatchInput {
@@ -187,10 +201,12 @@ class Buffer {
   int num_ranks() const { return n_pes_; }
 
   // Bytes of num_nvl_bytes that hold `num_recv_tokens` received rows (the
-  // most any PE receives) of this shape. DeepEP's get_dispatch_size_hint.
+  // most any PE receives, sends, or across nodes relays) of this shape.
+  // DeepEP's get_dispatch_size_hint. Across nodes a relayed row also carries
+  // its positions on the target node: call it after nvst::init there.
   static std::size_t nvl_size_hint(int num_recv_tokens, int hidden, int num_topk, XType x_type);
   // Symmetric heap of the low-latency buffers on one node. Across nodes the
-  // Buffer also takes half num_nvl_bytes again (the send stage) and about as
+  // Buffer also takes num_nvl_bytes again (send stage, relay region) and about as
   // much as the x buffers again (the far sections); the constructor checks
   // the heap for the whole and says how much it needs.
   static std::size_t low_latency_size_hint(int num_max_dispatch_tokens_per_rank, int hidden, int n_pes,

@@ -217,11 +217,14 @@ class Buffer:
             per_rank = torch.empty(n, dtype=torch.int32, device=dev)
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((topk_idx.shape[0], n), dtype=torch.bool, device=dev)
+            # DeepEP's num_tokens_per_rdma_rank: tokens per node, when the job spans nodes.
+            n_nodes = n // _nvst.team_n_pes(_nvst.TEAM_NODE)
+            per_node = torch.empty(n_nodes, dtype=torch.int32, device=dev) if self._across_nodes else None
         _nvst.ep.get_dispatch_layout(topk_idx.data_ptr(), topk_idx.shape[0], topk_idx.shape[1], num_experts,
                                      per_rank.data_ptr(), per_expert.data_ptr(), in_rank.data_ptr(),
-                                     self._comm.cuda_stream)
-        event = self._finish(compute, async_finish, [topk_idx, per_rank, per_expert, in_rank])
-        return per_rank, None, per_expert, in_rank, event
+                                     self._comm.cuda_stream, per_node.data_ptr() if per_node is not None else 0)
+        event = self._finish(compute, async_finish, [topk_idx, per_rank, per_expert, in_rank, per_node])
+        return per_rank, per_node, per_expert, in_rank, event
 
     # ---- normal mode -----------------------------------------------------------
     def dispatch(self, x, handle=None, num_tokens_per_rank=None, num_tokens_per_rdma_rank=None,

@@ -59,9 +59,10 @@ void bind_ep(py::module_& m) {
   e.def(
       "get_dispatch_layout",
       [](std::uintptr_t topk_idx, int num_tokens, int num_topk, int num_experts, std::uintptr_t per_rank,
-         std::uintptr_t per_expert, std::uintptr_t in_rank, std::uintptr_t stream) {
+         std::uintptr_t per_expert, std::uintptr_t in_rank, std::uintptr_t stream, std::uintptr_t per_node) {
         ep::LayoutOutput out;
         out.num_tokens_per_rank = as<int>(per_rank);
+        out.num_tokens_per_node = as<int>(per_node);
         out.num_tokens_per_expert = as<int>(per_expert);
         out.is_token_in_rank = as<bool>(in_rank);
         py::gil_scoped_release nogil;
@@ -70,7 +71,7 @@ void bind_ep(py::module_& m) {
       },
       py::arg("topk_idx"), py::arg("num_tokens"), py::arg("num_topk"), py::arg("num_experts"),
       py::arg("num_tokens_per_rank"), py::arg("num_tokens_per_expert"), py::arg("is_token_in_rank"),
-      py::arg("stream"));
+      py::arg("stream"), py::arg("num_tokens_per_node") = 0);
   e.def("nvl_size_hint", [](int num_recv_tokens, int hidden, int num_topk, bool fp8) {
     return ep::Buffer::nvl_size_hint(num_recv_tokens, hidden, num_topk, fp8 ? ep::XType::kFP8 : ep::XType::kBF16);
   }, py::arg("num_recv_tokens"), py::arg("hidden"), py::arg("num_topk"), py::arg("fp8"));

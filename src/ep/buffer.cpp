@@ -72,21 +72,37 @@ int DispatchHandle::send_offset(int src, int dst) const {
   for (int r = 0; r < dst; ++r) sum += count[static_cast<std::size_t>(src) * n_pes + r];
   return sum;
 }
+int DispatchHandle::rows_to_other_nodes(int src) const {
+  const int N = n_nodes(), home = src / pes_per_node;
+  int sum = 0;
+  for (int n = 0; n < N; ++n)
+    if (n != home) sum += node_count[static_cast<std::size_t>(src) * N + n];
+  return sum;
+}
+int DispatchHandle::rows_to_other_nodes_flat(int src) const {
+  int sum = 0;
+  for (int r = 0; r < n_pes; ++r)
+    if (r / pes_per_node != src / pes_per_node) sum += count[static_cast<std::size_t>(src) * n_pes + r];
+  return sum;
+}
 
 namespace detail {
 
-DispatchRegion DispatchRegion::plan(std::size_t bytes, int hidden, int num_topk, XType x_type) {
+DispatchRegion DispatchRegion::plan(std::size_t bytes, int hidden, int num_topk, XType x_type, int positions) {
   DispatchRegion d;
   d.row_bytes = static_cast<std::size_t>(hidden) * xtype_size(x_type);
+  d.positions = positions;
   const std::size_t scales = x_type == XType::kFP8 ? static_cast<std::size_t>(hidden) / 128 * 4 : 0;
-  const std::size_t per_row = d.row_bytes + scales + static_cast<std::size_t>(num_topk) * 12 + 4;
-  d.capacity = bytes > 5 * 16 ? static_cast<int>(std::min<std::size_t>((bytes - 5 * 16) / per_row, 1u << 30)) : 0;
+  const std::size_t per_row = d.row_bytes + scales + static_cast<std::size_t>(num_topk) * 12 + 4 +
+                              static_cast<std::size_t>(positions) * 4;
+  d.capacity = bytes > 6 * 16 ? static_cast<int>(std::min<std::size_t>((bytes - 6 * 16) / per_row, 1u << 30)) : 0;
   const std::size_t c = static_cast<std::size_t>(d.capacity);
   d.x = 0;
   d.scales = align16(c * d.row_bytes);
   d.topk_idx = d.scales + align16(c * scales);
   d.topk_weights = d.topk_idx + align16(c * num_topk * 8);
   d.src_idx = d.topk_weights + align16(c * num_topk * 4);
+  d.dst_pos = d.src_idx + align16(c * 4);
   return d;
 }
 
@@ -106,12 +122,14 @@ struct Buffer::Impl {
   std::size_t nvl_bytes = 0;
   char* dispatch_region = nullptr;
   char* combine_region = nullptr;
-  char* send_region = nullptr;  // staging of dispatch rows to other nodes (cross_node only)
-  bool cross_node = false;      // some PEs are on other nodes
+  char* send_region = nullptr;   // staging of dispatch rows to other nodes (cross_node only)
+  char* relay_region = nullptr;  // rows from other nodes to forward (cross_node only)
+  bool cross_node = false;       // some PEs are on other nodes
+  int pes_per_node = 0;          // G: node n is PEs [n * G, (n + 1) * G)
   std::uint64_t* ready = nullptr;
   std::uint64_t* done = nullptr;
   detail::LaunchCounters* counters = nullptr;
-  int* d_tokens_per_rank = nullptr;
+  int* d_tokens_per_rank = nullptr;  // [R + N]: per PE, then per node
   int* d_tokens_per_expert = nullptr;
   int scratch_experts = 0;
   // Pinned landing place of the counts of a first dispatch: a copy into
@@ -151,7 +169,25 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
   }
   a.send_offset[n_pes_] = handle.send_offset(rank_, n_pes_);
   a.recv_begin[n_pes_] = handle.num_recv_tokens;
+  // Across nodes: the staging and relay offsets (intranode.cu).
+  const int G = m.pes_per_node, N = n_pes_ / G, node = rank_ / G, g = rank_ % G;
+  a.pes_per_node = G;
+  a.n_nodes = N;
+  a.node_pos = handle.node_pos.get();
+  auto node_count = [&](int src, int n) {
+    return n == src / G ? 0 : handle.node_count[static_cast<std::size_t>(src) * N + n];
+  };
+  a.node_send_offset[0] = 0;
+  a.relay_begin[0] = 0;
+  for (int n = 0; n < N; ++n) {
+    a.node_send_offset[n + 1] = a.node_send_offset[n] + node_count(rank_, n);
+    a.relay_begin[n + 1] = a.relay_begin[n] + node_count(n * G + g, node);
+    a.relay_put_offset[n] = 0;  // rows before mine at my relay on node n: from local rank g of nodes before mine
+    for (int k = 0; k < node; ++k) a.relay_put_offset[n] += node_count(k * G + g, n);
+    for (int j = 0; j < G; ++j) a.relay_dst_offset[n * G + j] = handle.recv_offset(n * G + g, node * G + j);
+  }
   a.send_region = m.send_region;
+  a.relay_region = m.relay_region;
   a.dispatch_region = m.dispatch_region;
   a.dr = dr;
   a.combine_region = m.combine_region;
@@ -170,19 +206,24 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
   rank_ = nvst::my_pe();
   n_pes_ = nvst::n_pes();
   Impl& m = *impl_;
-  m.cross_node = nvst::team_n_pes(nvst::Team::kNode) != n_pes_;
+  m.pes_per_node = nvst::team_n_pes(nvst::Team::kNode);
+  m.cross_node = m.pes_per_node != n_pes_;
   NVST_REQUIRE(n_pes_ <= kMaxNormalPes, "nvst::ep::Buffer: at most ", kMaxNormalPes, " PEs");
   {  // Blocks count each other's blocks: every PE must launch the same grids.
-    const int sms = detail::device_sm_count();
-    const auto all = nvst::bootstrap_allgather(&sms, sizeof(sms));
+    // And the relays pair PEs of one local rank: nodes must be alike.
+    const int mine[3] = {detail::device_sm_count(), m.pes_per_node, nvst::team_my_pe(nvst::Team::kNode)};
+    const auto all = nvst::bootstrap_allgather(mine, sizeof(mine));
     for (int p = 0; p < n_pes_; ++p) {
-      const int other = reinterpret_cast<const int*>(all.data())[p];
-      NVST_REQUIRE(other == sms, "nvst::ep::Buffer: PE ", p, "'s GPU has ", other, " SMs and PE ", rank_, "'s has ",
-                   sms, "; every PE needs the same (MIG slices of different sizes?)");
+      const int* other = reinterpret_cast<const int*>(all.data()) + 3 * p;
+      NVST_REQUIRE(other[0] == mine[0], "nvst::ep::Buffer: PE ", p, "'s GPU has ", other[0], " SMs and PE ", rank_,
+                   "'s has ", mine[0], "; every PE needs the same (MIG slices of different sizes?)");
+      NVST_REQUIRE(other[1] == mine[1] && other[2] == p % mine[1], "nvst::ep::Buffer: PE ", p, " is PE ", other[2],
+                   " of a node of ", other[1], " and PE ", rank_, "'s node has ", mine[1],
+                   "; every node needs the same number of PEs, in rank order");
     }
   }
   NVST_REQUIRE(num_max_dispatch_tokens_per_rank >= 0, "nvst::ep::Buffer: negative num_max_dispatch_tokens_per_rank");
-  std::size_t want = (m.cross_node ? 3 : 2) * align16(num_nvl_bytes / 2);
+  std::size_t want = (m.cross_node ? 4 : 2) * align16(num_nvl_bytes / 2);
   if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0) {
     want += low_latency_size_hint(num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts, ll_num_topk);
     if (m.cross_node)  // two sets of far sections and far_n, as allocated below
@@ -196,7 +237,10 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     m.nvl_bytes = align16(num_nvl_bytes / 2) * 2;
     m.dispatch_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
     m.combine_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
-    if (m.cross_node) m.send_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+    if (m.cross_node) {
+      m.send_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+      m.relay_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+    }
     m.ready = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.counters), sizeof(detail::LaunchCounters)));
@@ -272,6 +316,7 @@ Buffer::~Buffer() {
     for (auto it = m.ll_symmetric.rbegin(); it != m.ll_symmetric.rend(); ++it) nvst::free(*it);
     if (m.done) nvst::free(m.done);
     if (m.ready) nvst::free(m.ready);
+    if (m.relay_region) nvst::free(m.relay_region);
     if (m.send_region) nvst::free(m.send_region);
     if (m.combine_region) nvst::free(m.combine_region);
     if (m.dispatch_region) nvst::free(m.dispatch_region);
@@ -289,11 +334,14 @@ Buffer::~Buffer() {
 
 std::size_t Buffer::nvl_size_hint(int num_rows, int hidden, int num_topk, XType x_type) {
   NVST_REQUIRE(num_rows >= 0 && hidden > 0 && num_topk > 0, "nvst::ep::Buffer::nvl_size_hint: bad shape");
+  // Across nodes a relayed row carries one position per PE of the node.
+  const int G = nvst::initialized() ? nvst::team_n_pes(nvst::Team::kNode) : 0;
+  const bool across = G > 0 && G != nvst::n_pes();
   const std::size_t row = static_cast<std::size_t>(hidden) * xtype_size(x_type) +
                           (x_type == XType::kFP8 ? static_cast<std::size_t>(hidden) / 128 * 4 : 0) +
-                          static_cast<std::size_t>(num_topk) * 12 + 4;
+                          static_cast<std::size_t>(num_topk) * 12 + 4 + (across ? static_cast<std::size_t>(G) * 4 : 0);
   const std::size_t crow = static_cast<std::size_t>(hidden) * 2 + static_cast<std::size_t>(num_topk) * 4;
-  return 2 * (std::max(row, crow) * static_cast<std::size_t>(num_rows) + 5 * 16);
+  return 2 * (std::max(row, crow) * static_cast<std::size_t>(num_rows) + 6 * 16);
 }
 
 std::size_t Buffer::low_latency_size_hint(int max_tokens, int hidden, int n_pes, int num_experts, int num_topk) {
@@ -326,11 +374,36 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
   }
   const detail::DispatchRegion dr = detail::DispatchRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk, in.x_type);
   const detail::CombineRegion cr = detail::CombineRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk);
-  // Whether a PE receiving `recv` rows and sending `sent` fits this shape's
-  // regions (across nodes the sent rows are also staged in DispatchRegion
-  // layout, in send_region).
-  auto rows_fit = [&](int recv, int sent) {
-    return recv <= dr.capacity && sent <= cr.capacity && (!m.cross_node || sent <= dr.capacity);
+  const int G = m.pes_per_node, N = n_pes_ / G;
+  const detail::DispatchRegion rr =
+      detail::DispatchRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk, in.x_type, m.cross_node ? G : 0);
+  // Rows PE p receives, sends, stages for other nodes and relays from them,
+  // and whether they fit this shape's regions. Every PE checks every PE, so
+  // all refuse together instead of some writing out of bounds.
+  struct Rows {
+    int recv, sent, staged, relayed;
+  };
+  auto rows_of = [&](const DispatchHandle& h, int p) {
+    Rows r{h.recv_offset(n_pes_, p), h.send_offset(p, n_pes_), 0, 0};
+    if (m.cross_node) {
+      r.staged = h.rows_to_other_nodes(p);
+      for (int n = 0; n < N; ++n)
+        if (n != p / G) r.relayed += h.node_count[static_cast<std::size_t>(n * G + p % G) * N + p / G];
+    }
+    return r;
+  };
+  auto check_fit = [&](const DispatchHandle& h) {
+    for (int p = 0; p < n_pes_; ++p) {
+      const Rows r = rows_of(h, p);
+      const int most = std::max({r.recv, r.sent, r.staged, r.relayed});
+      NVST_REQUIRE(r.recv <= dr.capacity && r.sent <= cr.capacity && r.staged <= rr.capacity &&
+                       r.relayed <= rr.capacity,
+                   "nvst::ep::dispatch: PE ", p, " receives ", r.recv, ", sends ", r.sent, ", stages ", r.staged,
+                   " and relays ", r.relayed, " rows; this Buffer holds ",
+                   std::min({dr.capacity, cr.capacity, m.cross_node ? rr.capacity : dr.capacity}),
+                   ": make num_nvl_bytes at least Buffer::nvl_size_hint(", most, ", ...) = ",
+                   Buffer::nvl_size_hint(most, in.hidden, in.num_topk, in.x_type));
+    }
   };
 
   if (!handle.valid()) {
@@ -338,7 +411,8 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     // Layout, then every PE learns every PE's counts (the receiver must know
     // how many rows arrive, and each sender where its rows start).
     const int R = n_pes_, E = in.num_experts;
-    if (!m.d_tokens_per_rank) NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.d_tokens_per_rank), R * sizeof(int)));
+    if (!m.d_tokens_per_rank)
+      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.d_tokens_per_rank), (R + N) * sizeof(int)));
     if (m.scratch_experts < E) {
       cudaFree(m.d_tokens_per_expert);
       NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.d_tokens_per_expert), E * sizeof(int)));
@@ -347,25 +421,35 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     int* send_pos = nullptr;
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&send_pos), std::max<std::size_t>(1, static_cast<std::size_t>(in.num_tokens) * R) * sizeof(int)));
     h.send_pos = std::shared_ptr<int>(send_pos, [](int* p) { cudaFree(p); });
+    int* node_pos = nullptr;
+    if (m.cross_node) {
+      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&node_pos),
+                                 std::max<std::size_t>(1, static_cast<std::size_t>(in.num_tokens) * N) * sizeof(int)));
+      h.node_pos = std::shared_ptr<int>(node_pos, [](int* p) { cudaFree(p); });
+    }
     LayoutOutput lo;
     lo.num_tokens_per_rank = m.d_tokens_per_rank;
+    lo.num_tokens_per_node = m.d_tokens_per_rank + R;
     lo.num_tokens_per_expert = m.d_tokens_per_expert;
-    detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, R, lo, send_pos, stream);
+    detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, G, lo, send_pos, node_pos, stream);
     const ExchangeHeader hdr{in.hidden, in.num_topk, E, static_cast<int>(in.x_type), config.num_sms,
                              config.threads_per_block};
-    std::vector<int> mine(sizeof(hdr) / sizeof(int) + R + E);
+    // Row of the exchange: header, then counts per PE, per node, per expert.
+    const int counts = R + N + E;
+    std::vector<int> mine(sizeof(hdr) / sizeof(int) + counts);
     std::memcpy(mine.data(), &hdr, sizeof(hdr));
-    if (m.h_counts_len < static_cast<std::size_t>(R + E)) {
+    if (m.h_counts_len < static_cast<std::size_t>(counts)) {
       NVST_CHECK_CUDA(cudaFreeHost(m.h_counts));
       m.h_counts = nullptr;
-      NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), (R + E) * sizeof(int)));
-      m.h_counts_len = static_cast<std::size_t>(R + E);
+      NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), counts * sizeof(int)));
+      m.h_counts_len = static_cast<std::size_t>(counts);
     }
-    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts, m.d_tokens_per_rank, R * sizeof(int), cudaMemcpyDeviceToHost, stream));
-    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts + R, m.d_tokens_per_expert, E * sizeof(int), cudaMemcpyDeviceToHost,
+    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts, m.d_tokens_per_rank, (R + N) * sizeof(int), cudaMemcpyDeviceToHost,
                                     stream));
+    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts + R + N, m.d_tokens_per_expert, E * sizeof(int),
+                                    cudaMemcpyDeviceToHost, stream));
     NVST_CHECK_CUDA(cudaStreamSynchronize(stream));
-    std::memcpy(mine.data() + sizeof(hdr) / sizeof(int), m.h_counts, (R + E) * sizeof(int));
+    std::memcpy(mine.data() + sizeof(hdr) / sizeof(int), m.h_counts, counts * sizeof(int));
     const std::vector<std::byte> all = nvst::bootstrap_allgather(mine.data(), mine.size() * sizeof(int));
     const std::size_t stride = mine.size();
     auto row_of = [&](int p) { return reinterpret_cast<const int*>(all.data()) + static_cast<std::size_t>(p) * stride; };
@@ -377,25 +461,21 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     h.num_tokens = in.num_tokens;
     h.num_topk = in.num_topk;
     h.num_experts = E;
+    h.pes_per_node = G;
     h.count.assign(static_cast<std::size_t>(R) * R, 0);
-    for (int s = 0; s < R; ++s)
-      for (int r = 0; r < R; ++r) h.count[static_cast<std::size_t>(s) * R + r] = row_of(s)[sizeof(hdr) / sizeof(int) + r];
+    h.node_count.assign(static_cast<std::size_t>(R) * N, 0);
+    const int at = sizeof(hdr) / sizeof(int);
+    for (int s = 0; s < R; ++s) {
+      for (int r = 0; r < R; ++r) h.count[static_cast<std::size_t>(s) * R + r] = row_of(s)[at + r];
+      for (int n = 0; n < N; ++n) h.node_count[static_cast<std::size_t>(s) * N + n] = row_of(s)[at + R + n];
+    }
     const int el = E / R;
     h.num_recv_tokens_per_expert.assign(el, 0);
     for (int s = 0; s < R; ++s)
-      for (int e = 0; e < el; ++e)
-        h.num_recv_tokens_per_expert[e] += row_of(s)[sizeof(hdr) / sizeof(int) + R + rank_ * el + e];
+      for (int e = 0; e < el; ++e) h.num_recv_tokens_per_expert[e] += row_of(s)[at + R + N + rank_ * el + e];
     for (int& c : h.num_recv_tokens_per_expert) c = (c + in.expert_alignment - 1) / in.expert_alignment * in.expert_alignment;
     h.num_recv_tokens = h.recv_offset(R, rank_);
-    // Every PE checks every PE's totals, so all fail together, not some hang.
-    for (int p = 0; p < R; ++p) {
-      const int recv = h.recv_offset(R, p), sent = h.send_offset(p, R);
-      NVST_REQUIRE(rows_fit(recv, sent),
-                   "nvst::ep::dispatch: PE ", p, " receives ", recv,
-                   " and sends ", sent, " rows; this Buffer holds ", std::min(dr.capacity, cr.capacity),
-                   ": make num_nvl_bytes at least Buffer::nvl_size_hint(", std::max(recv, sent), ", ...) = ",
-                   Buffer::nvl_size_hint(std::max(recv, sent), in.hidden, in.num_topk, in.x_type));
-    }
+    check_fit(h);
     handle = std::move(h);
   } else {
     NVST_REQUIRE(handle.n_pes == n_pes_ && handle.num_tokens == in.num_tokens && handle.num_topk == in.num_topk &&
@@ -403,13 +483,13 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
                  "nvst::ep::dispatch: the handle was made for ", handle.num_tokens, " tokens, top-",
                  handle.num_topk, " of ", handle.num_experts, " experts; this call has ", in.num_tokens,
                  ", top-", in.num_topk, " of ", in.num_experts);
-    for (int p = 0; p < n_pes_; ++p)
-      NVST_REQUIRE(rows_fit(handle.recv_offset(n_pes_, p), handle.send_offset(p, n_pes_)),
-                   "nvst::ep::dispatch: the handle's rows do not fit this shape's buffer (see nvl_size_hint)");
+    NVST_REQUIRE(handle.pes_per_node == G, "nvst::ep::dispatch: the handle was made by a Buffer with other nodes");
+    check_fit(handle);
   }
 
   detail::NormalArgs a = normal_args(handle, in.hidden, dr, cr);
   a.x_type = in.x_type;
+  a.rr = rr;
   detail::launch_normal_dispatch(a, in, config, stream);
 
   DispatchOutput out;

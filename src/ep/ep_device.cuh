@@ -120,14 +120,20 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count) 
   return last;
 }
 
-// Threads 0..n_pes-1 each wait until counters[p] >= target; then the block
-// proceeds (acquire, then a barrier: the whole block sees the peers' data).
-__device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std::uint64_t target) {
-  const dev::DeviceState& s = dev::state();
-  if (threadIdx.x < static_cast<unsigned>(s.n_pes))
-    dev::detail::wait_until_impl<std::uint64_t>(counters + threadIdx.x, dev::Cmp::kGe, target,
-                                                dev::FailKind::kWaitTimeout, static_cast<int>(threadIdx.x));
+// Threads 0..count-1 each wait until counters[first + i * stride] >=
+// target; then the block proceeds (acquire, then a barrier: the whole block
+// sees the peers' data). The PE `skip` (-1: none) is left out.
+__device__ __forceinline__ void wait_pes(const std::uint64_t* counters, int first, int count, int stride,
+                                         std::uint64_t target, int skip = -1) {
+  const int i = static_cast<int>(threadIdx.x);
+  const int pe = first + i * stride;
+  if (i < count && pe != skip)
+    dev::detail::wait_until_impl<std::uint64_t>(counters + pe, dev::Cmp::kGe, target, dev::FailKind::kWaitTimeout,
+                                                pe);
   __syncthreads();
+}
+__device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std::uint64_t target) {
+  wait_pes(counters, 0, dev::state().n_pes, 1, target);
 }
 
 // Which warp of the grid this is, how many there are, and the lane.

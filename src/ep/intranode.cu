@@ -1,41 +1,47 @@
 // Normal-mode dispatch and combine: every PE stores straight into its node
-// peers' receive regions (symmetric memory mapped by the runtime), and puts
-// through the proxy to PEs of other nodes.
+// peers' receive regions (symmetric memory mapped by the runtime); rows for
+// other nodes cross once per node, through the proxy, to a relay there that
+// forwards them over NVLink (DeepEP's hierarchical scheme).
 //
-// Dispatch, one kernel, B blocks on every PE:
+// Dispatch, one kernel, B blocks on every PE. Nodes are PEs [n*G, (n+1)*G);
+// PE (n, g) relays for the PEs of local rank g on every other node.
 //  1. ready: each block tells every peer "my PE started this launch", and
 //     waits until every peer said so. A PE starts a launch only after its
 //     earlier work on the stream, so nobody overwrites a receive region that
 //     its owner is still reading (the previous dispatch's rows, say).
 //  2. send: a warp per token. The token's row is read once and stored into
-//     every PE that owns one of its experts, at row recv_offset[r] +
+//     every node peer that owns one of its experts, at row recv_offset[r] +
 //     send_pos[t][r]: rows arrive packed by source PE, in token order.
 //     topk_idx is translated to the receiver's local experts on the way.
-//     A row for a PE of another node is stored the same way into this PE's
-//     send_region instead, at row send_offset[r] + send_pos[t][r], so the
-//     rows for each such PE end up contiguous, in the receiver's order.
-//  3. done: each block adds 1 to done[me] on every node peer after its
-//     stores (release). Across nodes, the block that finishes packing last
-//     puts each array's run of rows to each PE of another node (five puts,
-//     the last one carrying done = base + B, the value B additions would
-//     give: tell_far in ep_device.cuh), then quiets before the kernel ends so
-//     the staging may be reused. Either way every PE's done[me] grows by B.
-//     The kernel ends once every peer's B blocks have done so.
+//     For each other node the token goes to, the row is stored once into
+//     send_region at node_send_offset[n] + node_pos[t][n], with its global
+//     top-k and, in dst_pos, its row in the stream to each PE of node n.
+//  3. across nodes: the block that finishes packing last puts each node's
+//     run of rows to this PE's relay there (six puts, one per array, the
+//     last carrying done[me] = base + B: tell_far in ep_device.cuh). Every
+//     block then waits for its own relay inputs (done[s] of the PE of its
+//     local rank on each other node) and forwards those rows, a warp per
+//     row, to the PEs of this node that dst_pos names, at
+//     relay_dst_offset[n * G + j] + dst_pos[j]: exactly where the source
+//     would have stored them itself on one node. So the receiver's rows,
+//     and everything downstream (the handle, the combine), do not depend on
+//     how they travelled.
+//  4. done: each block adds 1 to done[me] on every node peer after its
+//     stores and forwards (release), then waits until every node peer's B
+//     blocks did so. A PE's node peers forwarded everything from other
+//     nodes before they counted, so that covers every source.
 //
 // Combine, two kernels. Send (config.num_sms blocks): ready as above; each
 // received row i from another PE s (its j-th row there) goes back to PE s's
 // combine region at row peer_send_offset[s] + j; done as above. The rows
 // from a PE of another node are contiguous in x, so block 0 puts them back
-// in one put (and the weights in a second, carrying done). Reduce
+// in one put (and the weights in a second, carrying done): the combine is
+// flat, a token's results from two PEs of one node cross separately. Reduce
 // (every SM, a short memory-bound pass): wait for every PE's done, then sum
 // each token's rows in PE order in fp32 (deterministic), plus the bias,
 // rounded once to bf16. A PE's rows to itself never move: the reduction
 // reads them in `x`. (One kernel with num_sms blocks spent 60% of its time
 // in the reduction on 24 SMs: 201 GB/s against NCCL's 379, r1 of the ep round.)
-//
-// This is flat, not hierarchical: every row to another node crosses on its
-// own (a token for two PEs of one remote node crosses twice; DeepEP sends it
-// once to one of them and forwards over NVLink).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -52,88 +58,170 @@ namespace {
 
 constexpr int kMaxDstPerPass = 8;
 
+// Where a token's metadata comes from: the caller's input, or a relay row.
+struct RowMeta {
+  const float* scales;          // [scales_per_row] or nullptr
+  const std::int64_t* topk;     // [K]: global expert ids
+  const float* weights;         // [K] or nullptr
+  int src_idx;
+};
 
-// Thread r < n_pes of the calling block: if PE r is on another node, puts
-// the rows this PE packed for it (send_region, rows [send_offset[r],
-// send_offset[r + 1])) into its dispatch region at recv_offset[r], array by
-// array, src_idx last with done[me] = `done_total` (put_runs_then_tell).
-__device__ __forceinline__ void put_rows_to_other_nodes(const NormalArgs& a, int scales_per_row, bool weights,
-                                                        std::uint64_t done_total) {
-  const int r = static_cast<int>(threadIdx.x);
-  if (r >= dev::state().n_pes || dev::on_node(r)) return;
-  const std::size_t first = static_cast<std::size_t>(a.send_offset[r]);
-  const std::size_t n = static_cast<std::size_t>(a.send_offset[r + 1]) - first;
-  const std::size_t at = static_cast<std::size_t>(a.recv_offset[r]);
+// Lanes of a warp write a row's metadata into row `row` of `region` (layout
+// L): its top-k as PE `dst_pe`'s local experts (-1 elsewhere, weight 0), or
+// unchanged when dst_pe < 0 (a relay row: the relay translates it).
+__device__ __forceinline__ void write_row_meta(char* region, const DispatchRegion& L, std::size_t row,
+                                               const RowMeta& m, int scales_per_row, int num_topk, int dst_pe,
+                                               int experts_per_pe, int lane) {
+  if (scales_per_row) {
+    float* sc = reinterpret_cast<float*>(region + L.scales) + row * scales_per_row;
+    for (int i = lane; i < scales_per_row; i += 32) sc[i] = load_cg(m.scales + i);
+  }
+  if (lane < num_topk) {
+    const std::int64_t e = load_cg(m.topk + lane);
+    const int first = dst_pe * experts_per_pe;
+    const bool keep = dst_pe < 0 || (e >= first && e < first + experts_per_pe);
+    reinterpret_cast<std::int64_t*>(region + L.topk_idx)[row * num_topk + lane] =
+        dst_pe < 0 ? e : (keep ? e - first : -1);
+    if (m.weights)
+      reinterpret_cast<float*>(region + L.topk_weights)[row * num_topk + lane] = keep ? load_cg(m.weights + lane) : 0.0f;
+  }
+  if (lane == 0) reinterpret_cast<int*>(region + L.src_idx)[row] = m.src_idx;
+}
+
+// Thread n < N of the calling block: puts the rows this PE staged for node
+// n (send_region rows [node_send_offset[n], node_send_offset[n + 1])) into
+// its relay there, relay_region at row relay_put_offset[n], array by array,
+// dst_pos last with done[me] = `done_total` (put_runs_then_tell).
+__device__ __forceinline__ void put_rows_to_relays(const NormalArgs& a, int scales_per_row, bool weights,
+                                                   std::uint64_t done_total) {
+  const int n = static_cast<int>(threadIdx.x), me = dev::state().my_pe, G = a.pes_per_node;
+  if (n >= a.n_nodes || n == me / G) return;
+  const std::size_t first = static_cast<std::size_t>(a.node_send_offset[n]);
+  const std::size_t rows = static_cast<std::size_t>(a.node_send_offset[n + 1]) - first;
+  const std::size_t at = static_cast<std::size_t>(a.relay_put_offset[n]);
   const std::size_t K = static_cast<std::size_t>(a.num_topk);
   // {array offset, bytes per row}; an array this dispatch does not carry has 0.
-  const std::size_t arrays[5][2] = {{a.dr.x, a.dr.row_bytes},
-                                    {a.dr.scales, static_cast<std::size_t>(scales_per_row) * 4},
-                                    {a.dr.topk_idx, K * 8},
-                                    {a.dr.topk_weights, weights ? K * 4 : 0},
-                                    {a.dr.src_idx, 4}};
-  FarRun runs[5];
-  for (int i = 0; i < 5; ++i) {
+  const std::size_t arrays[6][2] = {{a.rr.x, a.rr.row_bytes},
+                                    {a.rr.scales, static_cast<std::size_t>(scales_per_row) * 4},
+                                    {a.rr.topk_idx, K * 8},
+                                    {a.rr.topk_weights, weights ? K * 4 : 0},
+                                    {a.rr.src_idx, 4},
+                                    {a.rr.dst_pos, static_cast<std::size_t>(G) * 4}};
+  FarRun runs[6];
+  for (int i = 0; i < 6; ++i) {
     const std::size_t off = arrays[i][0], row = arrays[i][1];
-    runs[i] = {a.dispatch_region + off + at * row, a.send_region + off + first * row, n * row};
+    runs[i] = {a.relay_region + off + at * row, a.send_region + off + first * row, rows * row};
   }
-  put_runs_then_tell(runs, 5, a.done, r, done_total);
+  put_runs_then_tell(runs, 6, a.done, n * G + me % G, done_total);
+}
+
+// Every block: waits until the PE of this PE's local rank on every other
+// node has put its rows here (done[s] reached `target`), then forwards them,
+// a warp per row, to the PEs of this node that the row's dst_pos names.
+__device__ __forceinline__ void forward_relay_rows(const NormalArgs& a, bool weights, int scales_per_row,
+                                                   std::uint64_t target) {
+  const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
+  wait_pes(a.done, me % G, a.n_nodes, G, target, me);
+  const auto [warp_id, total_warps, lane] = warp_grid();
+  const int experts_per_pe = a.num_experts / dev::state().n_pes;
+  const int* dst_pos = reinterpret_cast<const int*>(a.relay_region + a.rr.dst_pos);
+  for (int i = warp_id; i < a.relay_begin[a.n_nodes]; i += total_warps) {
+    int src_node = 0;
+    while (src_node + 1 < a.n_nodes && a.relay_begin[src_node + 1] <= i) ++src_node;
+    const std::size_t ri = static_cast<std::size_t>(i);
+    const RowMeta m{reinterpret_cast<const float*>(a.relay_region + a.rr.scales) + ri * scales_per_row,
+                    reinterpret_cast<const std::int64_t*>(a.relay_region + a.rr.topk_idx) + ri * a.num_topk,
+                    weights ? reinterpret_cast<const float*>(a.relay_region + a.rr.topk_weights) + ri * a.num_topk
+                            : nullptr,
+                    load_cg(reinterpret_cast<const int*>(a.relay_region + a.rr.src_idx) + i)};
+    for (int j0 = 0; j0 < G; j0 += kMaxDstPerPass) {
+      char* dst_x[kMaxDstPerPass];
+      int dst_pe[kMaxDstPerPass];
+      int dst_row[kMaxDstPerPass];
+      int n = 0;
+      for (int j = j0; j < G && j < j0 + kMaxDstPerPass; ++j) {
+        const int p = load_cg(dst_pos + ri * G + j);
+        if (p < 0) continue;
+        dst_pe[n] = node * G + j;
+        dst_row[n] = a.relay_dst_offset[src_node * G + j] + p;
+        dst_x[n] = pe_ptr(a.dispatch_region, dst_pe[n]) + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
+        ++n;
+      }
+      if (n == 0) continue;
+      warp_copy_row_multi<kMaxDstPerPass>(dst_x, n, a.relay_region + a.rr.x + ri * a.rr.row_bytes, a.rr.row_bytes);
+      for (int d = 0; d < n; ++d)
+        write_row_meta(pe_ptr(a.dispatch_region, dst_pe[d]), a.dr, dst_row[d], m, scales_per_row, a.num_topk,
+                       dst_pe[d], experts_per_pe, lane);
+    }
+  }
 }
 
 // Bounded for the widest Config (1024 threads): at most 64 registers.
 __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchInput in) {
-  const int npes = dev::state().n_pes;
+  const int npes = dev::state().n_pes, me = dev::state().my_pe;
   const unsigned long long base = enter_send_half(a.counters, a.ready);
   const auto [warp_id, total_warps, lane] = warp_grid();
   const int experts_per_pe = a.num_experts / npes;
   const int scales_per_row = a.x_type == XType::kFP8 ? a.hidden / 128 : 0;
   const char* x = static_cast<const char*>(in.x);
+  const bool across = a.relay_region != nullptr;
+  const int G = a.pes_per_node, node = me / G;
+  // Targets of a token: u < G is node peer node * G + u; u = G + n is node n
+  // (another node), reached through the relay there.
+  const int n_targets = G + (across ? a.n_nodes : 0);
 
   for (int t = warp_id; t < a.num_tokens; t += total_warps) {
     const int* pos = a.send_pos + static_cast<std::size_t>(t) * npes;
-    // Destinations in groups of kMaxDstPerPass (one pass reads the row once).
-    for (int r0 = 0; r0 < npes; r0 += kMaxDstPerPass) {
-      char* dst_region[kMaxDstPerPass];
-      int dst_pe[kMaxDstPerPass], dst_row[kMaxDstPerPass];
+    // Targets in groups of kMaxDstPerPass (one pass reads the row once).
+    for (int u0 = 0; u0 < n_targets; u0 += kMaxDstPerPass) {
+      int dst_pe[kMaxDstPerPass];  // -1 - n: the relay rows for node n
+      int dst_row[kMaxDstPerPass];
       char* dst_x[kMaxDstPerPass];
       int n = 0;
-      for (int r = r0; r < npes && r < r0 + kMaxDstPerPass; ++r) {
-        const int p = pos[r];
-        if (p < 0) continue;
-        const bool near = dev::on_node(r);  // else: staged here for the put
-        dst_pe[n] = r;
-        dst_region[n] = near ? pe_ptr(a.dispatch_region, r) : a.send_region;
-        dst_row[n] = (near ? a.recv_offset[r] : a.send_offset[r]) + p;
-        dst_x[n] = dst_region[n] + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
+      for (int u = u0; u < n_targets && u < u0 + kMaxDstPerPass; ++u) {
+        if (u < G) {
+          const int r = node * G + u, p = pos[r];
+          if (p < 0) continue;
+          dst_pe[n] = r;
+          dst_row[n] = a.recv_offset[r] + p;
+        } else {
+          const int nd = u - G;
+          const int p = nd == node ? -1 : a.node_pos[static_cast<std::size_t>(t) * a.n_nodes + nd];
+          if (p < 0) continue;
+          dst_pe[n] = -1 - nd;
+          dst_row[n] = a.node_send_offset[nd] + p;
+        }
+        // x is first in either layout.
+        dst_x[n] = (dst_pe[n] >= 0 ? pe_ptr(a.dispatch_region, dst_pe[n]) : a.send_region) +
+                   static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
         ++n;
       }
       if (n == 0) continue;
       warp_copy_row_multi<kMaxDstPerPass>(dst_x, n, x + static_cast<std::size_t>(t) * a.dr.row_bytes, a.dr.row_bytes);
+      const RowMeta m{in.x_scales + static_cast<std::size_t>(t) * scales_per_row,
+                      in.topk_idx + static_cast<std::size_t>(t) * a.num_topk,
+                      in.topk_weights ? in.topk_weights + static_cast<std::size_t>(t) * a.num_topk : nullptr, t};
       for (int d = 0; d < n; ++d) {
-        char* region = dst_region[d];
-        const std::size_t row = static_cast<std::size_t>(dst_row[d]);
-        if (scales_per_row) {
-          float* sc = reinterpret_cast<float*>(region + a.dr.scales) + row * scales_per_row;
-          for (int i = lane; i < scales_per_row; i += 32) sc[i] = in.x_scales[static_cast<std::size_t>(t) * scales_per_row + i];
+        if (dst_pe[d] >= 0) {
+          write_row_meta(pe_ptr(a.dispatch_region, dst_pe[d]), a.dr, dst_row[d], m, scales_per_row, a.num_topk, dst_pe[d], experts_per_pe,
+                         lane);
+        } else {
+          write_row_meta(a.send_region, a.rr, dst_row[d], m, scales_per_row, a.num_topk, -1, experts_per_pe, lane);
+          const int nd = -1 - dst_pe[d];
+          int* dp = reinterpret_cast<int*>(a.send_region + a.rr.dst_pos) + static_cast<std::size_t>(dst_row[d]) * G;
+          for (int j = lane; j < G; j += 32) dp[j] = pos[nd * G + j];
         }
-        if (lane < a.num_topk) {
-          const std::size_t k = static_cast<std::size_t>(t) * a.num_topk + lane;
-          const std::int64_t e = in.topk_idx[k];
-          const int first = dst_pe[d] * experts_per_pe;
-          const bool local = e >= first && e < first + experts_per_pe;
-          reinterpret_cast<std::int64_t*>(region + a.dr.topk_idx)[row * a.num_topk + lane] = local ? e - first : -1;
-          if (in.topk_weights)
-            reinterpret_cast<float*>(region + a.dr.topk_weights)[row * a.num_topk + lane] =
-                local ? in.topk_weights[k] : 0.0f;
-        }
-        if (lane == 0) reinterpret_cast<int*>(region + a.dr.src_idx)[row] = t;
       }
     }
   }
-  signal_all_pes(a.done, 0);
-  const bool across = a.send_region != nullptr;
-  const bool shipper = across && last_block_to_arrive(&a.counters->blocks_packed);
-  if (shipper) put_rows_to_other_nodes(a, scales_per_row, in.topk_weights != nullptr, base + gridDim.x);
-  wait_all_pes(a.done, base + gridDim.x);
+  bool shipper = false;
+  if (across) {
+    shipper = last_block_to_arrive(&a.counters->blocks_packed);
+    if (shipper) put_rows_to_relays(a, scales_per_row, in.topk_weights != nullptr, base + gridDim.x);
+    forward_relay_rows(a, in.topk_weights != nullptr, scales_per_row, base + gridDim.x);
+  }
+  signal_all_pes(a.done, 0);  // node peers only: the far ones heard from the relays
+  wait_pes(a.done, node * G, G, 1, base + gridDim.x);
   if (shipper && threadIdx.x == 0) dev::proxy_quiet();  // the next dispatch rewrites send_region
   launch_end(a.counters, base);
 }

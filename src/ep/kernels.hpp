@@ -22,18 +22,22 @@ struct LaunchCounters {
 };
 
 // Also fills send_pos [T, R] (row of token t in its stream to PE r, or -1)
-// when it is not null.
+// when it is not null, and node_pos [T, n_nodes] (row of token t among this
+// PE's tokens bound for node n, or -1) when it is not null.
 void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, int num_experts, int n_pes,
-                   int pes_per_node, const LayoutOutput& out, int* send_pos, cudaStream_t stream);
+                   int pes_per_node, const LayoutOutput& out, int* send_pos, int* node_pos, cudaStream_t stream);
 
 // Where each array of a received row lives in a receive region: `capacity`
-// rows, one array after another, each 16-byte aligned.
+// rows, one array after another, each 16-byte aligned. A relay region (rows
+// crossing to another node, see intranode.cu) has one more array, dst_pos:
+// per row, its position in the stream to each PE of the target node.
 struct DispatchRegion {
-  std::size_t x = 0, scales = 0, topk_idx = 0, topk_weights = 0, src_idx = 0;  // byte offsets
+  std::size_t x = 0, scales = 0, topk_idx = 0, topk_weights = 0, src_idx = 0, dst_pos = 0;  // byte offsets
   std::size_t row_bytes = 0;  // H * element size
   int capacity = 0;
+  int positions = 0;          // ints of dst_pos per row (0: a receive region)
   // The layout for rows of this shape in `bytes` of symmetric memory.
-  static DispatchRegion plan(std::size_t bytes, int hidden, int num_topk, XType x_type);
+  static DispatchRegion plan(std::size_t bytes, int hidden, int num_topk, XType x_type, int positions = 0);
 };
 struct CombineRegion {
   std::size_t x = 0, topk_weights = 0;
@@ -56,9 +60,18 @@ struct NormalArgs {
   std::uint64_t* ready;         // symmetric [R]
   std::uint64_t* done;          // symmetric [R]
   LaunchCounters* counters;     // device
-  // Symmetric staging for dispatch rows to PEs of other nodes (DispatchRegion
-  // layout, row send_offset[r] + send_pos); nullptr when every PE is on this node.
-  char* send_region;
+  // Across nodes (hierarchical dispatch, intranode.cu); send_region and
+  // relay_region are nullptr when every PE is on this node. Node n is PEs
+  // [n * G, (n + 1) * G); this PE's relay on node n is PE n * G + (me % G).
+  int pes_per_node, n_nodes;    // G, N
+  const int* node_pos;          // [T, N]
+  int node_send_offset[65];     // rows before node n's in send_region; [N]: all (own node: 0 rows)
+  int relay_put_offset[64];     // [n]: rows before mine in my relay on node n's relay_region
+  int relay_begin[65];          // my relay_region's rows from node n: [relay_begin[n], relay_begin[n + 1])
+  int relay_dst_offset[64];     // [n * G + j]: rows before PE (n, me % G)'s in PE (my node, j)'s dispatch region
+  char* send_region;            // symmetric staging, rr layout: rows to my relays, node by node
+  char* relay_region;           // symmetric, rr layout: rows from PEs of my local rank on other nodes
+  DispatchRegion rr;
 };
 
 void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const Config& c, cudaStream_t stream);

@@ -7,7 +7,9 @@
 // counts per PE, node and expert in shared memory before one global atomic
 // per block and counter. position_kernel: a block per PE scans the mask
 // column r in token order, so send_pos[t][r] is the number of earlier
-// tokens that also go to r: the order a receiver gets them in.
+// tokens that also go to r: the order a receiver gets them in. Run again
+// with a block per node (a token goes to node n when it goes to any of its
+// PEs), it gives node_pos: the token's row in what crosses to node n.
 #include <cstdint>
 
 #include "ep/ep_device.cuh"
@@ -66,24 +68,26 @@ __global__ void count_kernel(const std::int64_t* topk_idx, int num_tokens, int n
     atomicAdd(&out.num_tokens_per_node[threadIdx.x], per_node[threadIdx.x]);
 }
 
-// Block r: exclusive scan of bit r of masks[] over tokens.
-__global__ void position_kernel(const std::uint64_t* masks, int num_tokens, int n_pes, int* send_pos) {
+// Block r: exclusive scan over tokens of "masks[t] has a bit in group r"
+// (bits [r * group, (r + 1) * group)); pos is [num_tokens, gridDim.x].
+__global__ void position_kernel(const std::uint64_t* masks, int num_tokens, int group, int* pos) {
   __shared__ int warp_sums[32];
   __shared__ int carry;
-  const int r = blockIdx.x;
+  const int r = blockIdx.x, n_groups = gridDim.x;
+  const std::uint64_t bits = (group >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << group) - 1) << (r * group);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   if (threadIdx.x == 0) carry = 0;
   __syncthreads();
   for (int base = 0; base < num_tokens; base += blockDim.x) {
     const int t = base + threadIdx.x;
-    const bool in = t < num_tokens && ((masks[t] >> r) & 1u);
+    const bool in = t < num_tokens && (masks[t] & bits) != 0;
     const unsigned ballot = __ballot_sync(0xffffffffu, in);
     if (lane == 0) warp_sums[warp] = __popc(ballot);
     __syncthreads();
     int before = carry;
     for (int w = 0; w < warp; ++w) before += warp_sums[w];
     before += __popc(ballot & ((1u << lane) - 1u));
-    if (t < num_tokens) send_pos[static_cast<std::size_t>(t) * n_pes + r] = in ? before : -1;
+    if (t < num_tokens) pos[static_cast<std::size_t>(t) * n_groups + r] = in ? before : -1;
     __syncthreads();
     if (threadIdx.x == 0)
       for (int w = 0; w < n_warps; ++w) carry += warp_sums[w];
@@ -94,7 +98,7 @@ __global__ void position_kernel(const std::uint64_t* masks, int num_tokens, int 
 }  // namespace
 
 void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, int num_experts, int n_pes,
-                   int pes_per_node, const LayoutOutput& out, int* send_pos, cudaStream_t stream) {
+                   int pes_per_node, const LayoutOutput& out, int* send_pos, int* node_pos, cudaStream_t stream) {
   NVST_REQUIRE(n_pes >= 1 && n_pes <= kMaxLayoutPes, "nvst::ep: ", n_pes, " PEs; the layout supports 1 to ",
                kMaxLayoutPes);
   NVST_REQUIRE(num_experts >= n_pes && num_experts % n_pes == 0 && num_experts <= kMaxExperts,
@@ -117,7 +121,11 @@ void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, i
       topk_idx, num_tokens, num_topk, num_experts, n_pes, pes_per_node, out, masks);
   NVST_CHECK_LAUNCH();
   if (send_pos) {
-    position_kernel<<<n_pes, 1024, 0, stream>>>(masks, num_tokens, n_pes, send_pos);
+    position_kernel<<<n_pes, 1024, 0, stream>>>(masks, num_tokens, 1, send_pos);
+    NVST_CHECK_LAUNCH();
+  }
+  if (node_pos) {
+    position_kernel<<<n_pes / pes_per_node, 1024, 0, stream>>>(masks, num_tokens, pes_per_node, node_pos);
     NVST_CHECK_LAUNCH();
   }
   NVST_CHECK_CUDA(cudaFreeAsync(masks, stream));
@@ -132,7 +140,7 @@ void get_dispatch_layout(const std::int64_t* topk_idx, int num_tokens, int num_t
   NVST_REQUIRE(out.num_tokens_per_rank || out.num_tokens_per_expert || out.is_token_in_rank || out.num_tokens_per_node,
                "nvst::ep::get_dispatch_layout: no output given");
   detail::launch_layout(topk_idx, num_tokens, num_topk, num_experts, nvst::n_pes(),
-                        nvst::team_n_pes(nvst::Team::kNode), out, nullptr, stream);
+                        nvst::team_n_pes(nvst::Team::kNode), out, nullptr, nullptr, stream);
 }
 
 }  // namespace nvst::ep

@@ -218,6 +218,29 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
       }
     err.add(handle.num_recv_tokens_per_expert != want, "num_recv_tokens_per_expert");
   }
+  {  // per node: a token counts once for a node however many of its PEs it goes to
+    const int G = nvst::team_n_pes(nvst::Team::kNode), N = R / G;
+    err.add(handle.pes_per_node != G, "handle.pes_per_node");
+    for (int p = 0; p < R; ++p) {
+      int crossing = 0, flat = 0;
+      for (int n = 0; n < N; ++n) {
+        int tokens = 0;
+        for (int t = 0; t < all[p].num_tokens; ++t) {
+          bool in_node = false;
+          for (int j = 0; j < G; ++j)
+            if (goes_to(all[p], t, sh.K, n * G + j, el)) {
+              in_node = true;
+              if (n != p / G) ++flat;
+            }
+          tokens += in_node;
+        }
+        if (n != p / G) crossing += tokens;
+        err.add(handle.node_count[static_cast<std::size_t>(p) * N + n] != tokens, "node_count");
+      }
+      err.add(handle.rows_to_other_nodes(p) != crossing || handle.rows_to_other_nodes_flat(p) != flat,
+              "rows_to_other_nodes");
+    }
+  }
 
   // Again with the handle: new values, same routing, receive rows poisoned.
   for (auto& p : all)

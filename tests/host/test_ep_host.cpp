@@ -55,6 +55,16 @@ TEST(EpHost, SizeHintsHoldTheRowsTheyAreAskedFor) {
           EXPECT_LE(d.src_idx + cap * 4, bytes);
           for (std::size_t off : {d.scales, d.topk_idx, d.topk_weights, d.src_idx}) EXPECT_EQ(off % 16, 0u);
           EXPECT_LE(c.topk_weights + static_cast<std::size_t>(c.capacity) * topk * 4, bytes);
+          // A relay region (rows crossing nodes) adds one position per PE of a node.
+          for (int positions : {1, 4, 8}) {
+            const std::size_t rbytes = bytes + static_cast<std::size_t>(rows) * positions * 4 + 16;
+            const DispatchRegion r = DispatchRegion::plan(rbytes, hidden, topk, t, positions);
+            EXPECT_GE(r.capacity, rows);
+            EXPECT_EQ(r.positions, positions);
+            EXPECT_LE(r.src_idx + static_cast<std::size_t>(r.capacity) * 4, r.dst_pos);
+            EXPECT_EQ(r.dst_pos % 16, 0u);
+            EXPECT_LE(r.dst_pos + static_cast<std::size_t>(r.capacity) * positions * 4, rbytes);
+          }
         }
   // The low-latency hint grows with every dimension.
   const std::size_t base = nvst::ep::Buffer::low_latency_size_hint(128, 7168, 4, 256, 8);

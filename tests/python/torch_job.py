@@ -264,7 +264,7 @@ def _():
     for masked in (False, True):
         x = rand((T, H), torch.bfloat16, 40 + RANK)
         idx, w = routing(T, K, E, 50 + RANK + 7 * masked, masked)
-        per_rank, _, per_expert, in_rank, _ = buf.get_dispatch_layout(idx, E)
+        per_rank, per_node, per_expert, in_rank, _ = buf.get_dispatch_layout(idx, E)
         all_idx = gather_all(idx)
         all_x, all_w = gather_all(x), gather_all(w)
         # Reference layout.
@@ -272,6 +272,12 @@ def _():
         ref_in_rank = torch.stack([(owner == r).any(1) for r in range(WORLD)], 1)
         same(in_rank, ref_in_rank, "is_token_in_rank")
         same(per_rank, ref_in_rank.sum(0).to(torch.int32), "num_tokens_per_rank")
+        G = nt.team_n_pes(nt.TEAM_NODE)
+        if G == WORLD:
+            assert per_node is None, "num_tokens_per_rdma_rank on one node"
+        else:  # a token counts once for a node, however many of its ranks it goes to
+            ref_node = torch.stack([ref_in_rank[:, n * G:(n + 1) * G].any(1) for n in range(WORLD // G)], 1)
+            same(per_node, ref_node.sum(0).to(torch.int32), "num_tokens_per_rdma_rank")
         ref_pe = torch.stack([(idx == e).sum() for e in range(E)]).to(torch.int32)
         same(per_expert, ref_pe, "num_tokens_per_expert")
         recv_x, recv_idx, recv_w, counts, handle, _ = buf.dispatch(
