@@ -16,6 +16,8 @@
 #           node at 2 PEs (regression), then as 2x2 (correctness only)
 #   shared-ep-hier  one GPU: the hierarchical dispatch as 1+1, 2x2 and 3x2
 #           logical nodes (correctness only)
+#   shared-ep-hier-san  one GPU: memcheck, tcp and a longer stress over the
+#           relays as 2x2 logical nodes
 #   shared-ep-stress  one GPU: 10^4 random routings (10^3 low latency) as
 #           2x2 logical nodes; shared-ep-san: memcheck and tcp as 1+1
 #   shared-torch-nodes  one GPU: the Python package's cross-node checks
@@ -189,6 +191,12 @@ case "$MODE" in
     NVST_NODE_SIZE=1 step ep_1+1 150 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress 50
     NVST_NODE_SIZE=2 step ep_2x2 200 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-300} --ll-stress 50
     NVST_NODE_SIZE=2 step ep_3x2 220 "$BIN/nvst_ep_tests" --np 6 --stress ${EP_STRESS_6:-100} --ll-stress 20
+    ;;
+  shared-ep-hier-san)  # one GPU: memcheck over the relays (2x2), the tcp provider (2x2), a longer stress (2x2)
+    export NVST_TEST_SHARE_GPUS=1 NVST_NODE_SIZE=2
+    NVST_FABRIC_PROVIDER=shm step memcheck_ep_2x2 220 $SAN --tool memcheck "$BIN/nvst_ep_tests" --np 4 --stress 10 --ll-stress 5
+    NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step ep_2x2_tcp 120 "$BIN/nvst_ep_tests" --np 4 --stress 200 --ll-stress 20
+    NVST_FABRIC_PROVIDER=shm step ep_2x2_stress 200 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-2000} --ll-stress 100
     ;;
   shared-ep-stress)  # one GPU: the 10^4 iterations, as 2x2 logical nodes
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
