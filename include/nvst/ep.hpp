@@ -147,6 +147,7 @@ struct CombineInput {
   const float* topk_weights = nullptr;  // [num_recv_tokens, K] to sum back, or nullptr
   const void* bias = nullptr;           // [T, H] bfloat16 added to the result, or nullptr
   int hidden = 0;
+  const void* bias_2 = nullptr;         // a second [T, H] bfloat16 bias (DeepEP's bias pair), or nullptr
 };
 struct CombineOutput {
   void* combined_x = nullptr;              // [T, H] bfloat16: sum over PEs of the rows sent back
@@ -160,6 +161,7 @@ struct LowLatencyDispatchInput {
   const std::int64_t* topk_idx = nullptr;  // [T, K]
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
   bool use_fp8 = true;  // quantise to e4m3 on the fly (one scale per 128 channels)
+  bool round_scale = false;  // fp8: each scale rounded up to a power of two (DeepEP's round_scale)
 };
 // Received rows, packed per local expert: expert e's rows are
 // recv_x[e][0 .. recv_count[e]). Views of this PE's receive buffer, one of

@@ -323,24 +323,26 @@ class Buffer:
             check_tensor(topk_weights, where, "topk_weights", [torch.float32])
             if tuple(topk_weights.shape) != (R, K):
                 _fail(fn, f"topk_weights must be [{R}, {K}], got {tuple(topk_weights.shape)}")
-        if isinstance(bias, tuple):
-            if len(bias) == 2 and bias[1] is not None:
-                _fail(fn, "only one bias tensor is supported", NotImplementedError)
-            bias = bias[0]
-        if bias is not None:
-            check_tensor(bias, where, "bias", [torch.bfloat16])
-            if tuple(bias.shape) != (T, H):
-                _fail(fn, f"bias must be [{T}, {H}], got {tuple(bias.shape)}")
+        biases = list(bias) if isinstance(bias, tuple) else [bias]  # DeepEP: a tensor or a pair
+        if len(biases) not in (1, 2):
+            _fail(fn, f"bias must be a tensor or a pair of tensors, got {len(biases)}")
+        biases += [None] * (2 - len(biases))
+        for i, b in enumerate(biases):
+            if b is not None:
+                check_tensor(b, where, f"bias[{i}]", [torch.bfloat16])
+                if tuple(b.shape) != (T, H):
+                    _fail(fn, f"bias[{i}] must be [{T}, {H}], got {tuple(b.shape)}")
         config = config or self.get_combine_config(self.group_size)
         compute = self._begin(previous_event)
         with torch.cuda.stream(self._comm if allocate_on_comm_stream else compute):
             combined = torch.empty((T, H), dtype=torch.bfloat16, device=x.device)
             combined_w = torch.empty((T, K), dtype=torch.float32, device=x.device) if topk_weights is not None else None
         self._normal.combine(x.data_ptr(), topk_weights.data_ptr() if topk_weights is not None else 0,
-                             bias.data_ptr() if bias is not None else 0, H, handle.cpp, combined.data_ptr(),
-                             combined_w.data_ptr() if combined_w is not None else 0, config.num_sms,
-                             config.threads_per_block, self._comm.cuda_stream)
-        event = self._finish(compute, async_finish, [x, topk_weights, bias, combined, combined_w])
+                             biases[0].data_ptr() if biases[0] is not None else 0, H, handle.cpp,
+                             combined.data_ptr(), combined_w.data_ptr() if combined_w is not None else 0,
+                             config.num_sms, config.threads_per_block, self._comm.cuda_stream,
+                             biases[1].data_ptr() if biases[1] is not None else 0)
+        event = self._finish(compute, async_finish, [x, topk_weights, *biases, combined, combined_w])
         return combined, combined_w, event
 
     # ---- low-latency mode --------------------------------------------------------
@@ -368,10 +370,17 @@ class Buffer:
         hook() to receive (on the then-current stream)."""
         fn = "low_latency_dispatch"
         where = f"ep.Buffer.{fn}"
-        if round_scale or use_ue8m0:
-            _fail(fn, "round_scale / use_ue8m0 are not supported (scales are plain float32)", NotImplementedError)
-        if cumulative_local_expert_recv_stats is not None or dispatch_wait_recv_cost_stats is not None:
-            _fail(fn, "the receive statistics are not supported", NotImplementedError)
+        if use_ue8m0:
+            _fail(fn, "use_ue8m0 is not supported (scales stay float32; round_scale makes them powers of two)",
+                  NotImplementedError)
+        if dispatch_wait_recv_cost_stats is not None:
+            _fail(fn, "dispatch_wait_recv_cost_stats is not supported", NotImplementedError)
+        stats = cumulative_local_expert_recv_stats
+        if stats is not None:
+            check_tensor(stats, where, "cumulative_local_expert_recv_stats", [torch.int32])
+            if tuple(stats.shape) != (num_experts // self.group_size,):
+                _fail(fn, f"cumulative_local_expert_recv_stats must be [{num_experts // self.group_size}] "
+                      f"(the local experts), got {tuple(stats.shape)}")
         check_tensor(x, where, "x", [torch.bfloat16])
         check_tensor(topk_idx, where, "topk_idx", [torch.int64])
         if x.dim() != 2 or topk_idx.dim() != 2 or topk_idx.shape[0] != x.shape[0]:
@@ -386,8 +395,7 @@ class Buffer:
         compute = self._begin(None) if async_finish else None
         phase = "send" if return_recv_hook else "both"
         out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
-                                      stream.cuda_stream, phase)
-        self._settle(stream)
+                                      stream.cuda_stream, phase, round_scale=round_scale)
         E_local = num_experts // self.group_size
         rows = out["max_rows_per_expert"]
         recv_x = tensor_at(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, self)
@@ -396,13 +404,23 @@ class Buffer:
         recv_count = tensor_at(out["recv_count"], (E_local,), torch.int32, self)
         src_info = tensor_at(out["recv_src_info"], (E_local, rows, 3), torch.int32, self)
         handle = LowLatencyHandle(src_info, out["buffer_index"], M, H, num_experts)
-        event = self._finish(compute, True, [x, topk_idx]) if async_finish else EventOverlap(None)
+
+        def count(on):  # the statistics add the counts once they are received, on that stream
+            if stats is not None:
+                with torch.cuda.stream(on):
+                    stats.add_(recv_count)
+            self._settle(on)
+        if return_recv_hook:
+            self._settle(stream)
+        else:
+            count(stream)
+        event = self._finish(compute, True, [x, topk_idx, stats]) if async_finish else EventOverlap(None)
         index = out["buffer_index"]
 
         def receive():
             ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
                                     current_stream(), "receive", index)
-            self._settle(torch.cuda.current_stream())
+            count(torch.cuda.current_stream())
         return recv_x, recv_count, handle, event, receive if return_recv_hook else None
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,

@@ -123,11 +123,12 @@ void bind_ep(py::module_& m) {
           "combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_weights, std::uintptr_t bias, int hidden,
              const ep::DispatchHandle& handle, std::uintptr_t combined_x, std::uintptr_t combined_topk_weights,
-             int num_sms, int threads, std::uintptr_t stream) {
+             int num_sms, int threads, std::uintptr_t stream, std::uintptr_t bias_2) {
             ep::CombineInput in;
             in.x = as<const void>(x);
             in.topk_weights = as<const float>(topk_weights);
             in.bias = as<const void>(bias);
+            in.bias_2 = as<const void>(bias_2);
             in.hidden = hidden;
             ep::CombineOutput out;
             out.combined_x = as<void>(combined_x);
@@ -137,16 +138,18 @@ void bind_ep(py::module_& m) {
           },
           py::arg("x"), py::arg("topk_weights"), py::arg("bias"), py::arg("hidden"), py::arg("handle"),
           py::arg("combined_x"), py::arg("combined_topk_weights"), py::arg("num_sms"), py::arg("threads"),
-          py::arg("stream"))
+          py::arg("stream"), py::arg("bias_2") = 0)
       .def(
           "low_latency_dispatch",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, int num_tokens, int hidden, int num_topk,
-             int num_experts, bool use_fp8, std::uintptr_t stream, const std::string& phase, int buffer_index) {
+             int num_experts, bool use_fp8, std::uintptr_t stream, const std::string& phase, int buffer_index,
+             bool round_scale) {
             ep::LowLatencyDispatchInput in;
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);
             set_shape(in, num_tokens, hidden, num_topk, num_experts);
             in.use_fp8 = use_fp8;
+            in.round_scale = round_scale;
             const ep::Phase p = phase_of(phase);
             ep::LowLatencyDispatchOutput o;
             {
@@ -164,7 +167,7 @@ void bind_ep(py::module_& m) {
           },
           py::arg("x"), py::arg("topk_idx"), py::arg("num_tokens"), py::arg("hidden"), py::arg("num_topk"),
           py::arg("num_experts"), py::arg("use_fp8"), py::arg("stream"), py::arg("phase") = "both",
-          py::arg("buffer_index") = -1)
+          py::arg("buffer_index") = -1, py::arg("round_scale") = false)
       .def(
           "low_latency_combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, std::uintptr_t topk_weights, int num_tokens,

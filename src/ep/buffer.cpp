@@ -515,6 +515,7 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
                "nvst::ep::combine: topk_weights given but combined_topk_weights is null");
   if (in.x) require_aligned(in.x, "x");
   if (in.bias) require_aligned(in.bias, "bias");
+  if (in.bias_2) require_aligned(in.bias_2, "bias_2");
   if (out.combined_x) require_aligned(out.combined_x, "combined_x");
   const detail::CombineRegion cr = detail::CombineRegion::plan(m.nvl_bytes / 2, in.hidden, handle.num_topk);
   for (int p = 0; p < n_pes_; ++p)

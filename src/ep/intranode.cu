@@ -280,7 +280,8 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
   const auto [warp_id, total_warps, lane] = warp_grid();
   const auto* pushed = reinterpret_cast<const __nv_bfloat16*>(a.combine_region + a.cr.x);
   const auto* own = static_cast<const __nv_bfloat16*>(in.x);
-  const auto* bias = static_cast<const __nv_bfloat16*>(in.bias);
+  const __nv_bfloat16* biases[2] = {static_cast<const __nv_bfloat16*>(in.bias),
+                                    static_cast<const __nv_bfloat16*>(in.bias_2)};
   auto* result = static_cast<__nv_bfloat16*>(out.combined_x);
   const int vecs = a.hidden / 8;  // 8 bf16 per 16-byte vector
   for (int t = warp_id; t < a.num_tokens; t += total_warps) {
@@ -310,7 +311,8 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
       }
       for (int u = 0; u < (two ? 2 : 1); ++u) {
         const int v = u ? v1 : v0;
-        if (bias) {
+        for (const __nv_bfloat16* bias : biases) {  // in order: the CPU reference adds them so
+          if (!bias) continue;
           const int4 q = reinterpret_cast<const int4*>(bias + static_cast<std::size_t>(t) * a.hidden)[v];
           const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
 #pragma unroll

@@ -52,9 +52,11 @@ constexpr int kThreads = 512;
 constexpr float kFp8Max = 448.0f;  // largest finite e4m3
 
 // One warp quantises a bf16 row to e4m3: lanes 0-15 and 16-31 each cover
-// 128 channels (16 lanes x 8 values) per step, sharing one scale.
+// 128 channels (16 lanes x 8 values) per step, sharing one scale; with
+// round_scale the scale is rounded up to a power of two (DeepEP's
+// round_scale), so that dequantising is an exponent add.
 __device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_scales, const __nv_bfloat16* src,
-                                                  int hidden, int lane) {
+                                                  int hidden, int lane, bool round_scale) {
   const int vecs = hidden / 8;
   for (int base = 0; base < vecs; base += 32) {
     const int v = base + lane;
@@ -74,7 +76,8 @@ __device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_
     for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
     if (!active) continue;
     // A zero group still gets a finite scale (DeepEP clamps the same way).
-    const float scale = fmaxf(amax, 1e-4f) / kFp8Max;
+    float scale = fmaxf(amax, 1e-4f) / kFp8Max;
+    if (round_scale) scale = exp2f(ceilf(log2f(scale)));
     const float inv = 1.0f / scale;
     std::uint8_t out[8];
 #pragma unroll
@@ -142,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
     int* dst_info = near ? pe_ptr(a.src_info, r) + row * 3 : reinterpret_cast<int*>(record);
     const auto* src = static_cast<const __nv_bfloat16*>(in.x) + static_cast<std::size_t>(t) * a.hidden;
     if (a.use_fp8) {
-      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), dst_scales, src, a.hidden, w.lane);
+      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), dst_scales, src, a.hidden, w.lane, in.round_scale);
     } else {
       char* d = dst;
       warp_copy_row_multi<1>(&d, 1, reinterpret_cast<const char*>(src), row_bytes);

@@ -260,14 +260,19 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
   for (std::size_t i = 0; i < rows.size(); ++i)
     for (int v = 0; v < sh.H; ++v)
       y[i * sh.H + v] = expert_transform(all[rows[i].src].x[static_cast<std::size_t>(rows[i].token) * sh.H + v], me);
-  std::vector<std::uint16_t> bias_v;
+  // With fp8 rows the bias is a pair (DeepEP's), added in order.
+  const bool bias_pair = bias && fp8;
+  std::vector<std::uint16_t> bias_v, bias_v2;
   if (bias)
     for (std::size_t i = 0; i < TH; ++i) bias_v.push_back(bf16_bits(static_cast<float>(i % 13) * 0.125f - 0.5f));
+  if (bias_pair)
+    for (std::size_t i = 0; i < TH; ++i) bias_v2.push_back(bf16_bits(static_cast<float>(i % 7) * 0.375f - 1.0f));
   auto* d_y = upload(y);
   auto* d_bias = bias ? upload(bias_v) : nullptr;
+  auto* d_bias2 = bias_pair ? upload(bias_v2) : nullptr;
   std::uint16_t* d_out = upload(std::vector<std::uint16_t>(TH, 0xFFFF));
   float* d_cw = upload(std::vector<float>(static_cast<std::size_t>(T) * sh.K, -7.f));
-  nvst::ep::CombineInput cin{d_y, out.recv_topk_weights, d_bias, sh.H};
+  nvst::ep::CombineInput cin{d_y, out.recv_topk_weights, d_bias, sh.H, d_bias2};
   buf.combine(cin, handle, {d_out, d_cw}, cfg, s);
   NVST_CHECK_CUDA(cudaStreamSynchronize(s));
   auto got = download(d_out, TH);
@@ -278,6 +283,7 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
       for (int r = 0; r < R; ++r)
         if (goes_to(mine, t, sh.K, r, el)) acc += bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], r));
       if (bias) acc += bf16_value(bias_v[static_cast<std::size_t>(t) * sh.H + v]);
+      if (bias_pair) acc += bf16_value(bias_v2[static_cast<std::size_t>(t) * sh.H + v]);
       err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc),
               "combine token " + std::to_string(t) + " channel " + std::to_string(v));
     }
@@ -287,7 +293,7 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
     }
   }
   for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_scales), static_cast<void*>(d_topk), static_cast<void*>(d_w),
-                  static_cast<void*>(d_y), static_cast<void*>(d_bias), static_cast<void*>(d_out), static_cast<void*>(d_cw)})
+                  static_cast<void*>(d_y), static_cast<void*>(d_bias), static_cast<void*>(d_bias2), static_cast<void*>(d_out), static_cast<void*>(d_cw)})
     NVST_CHECK_CUDA(cudaFree(p));
   return err;
 }
@@ -307,7 +313,7 @@ float fp8_value(std::uint8_t b) {
 // Low-latency dispatch, checked row by row (slots are claimed in any order,
 // so rows are matched by their (PE, token, k)), then combine.
 Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool split, std::uint64_t seed,
-               cudaStream_t s) {
+               cudaStream_t s, bool round_scale = false) {
   const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
   Errors err;
   const std::vector<PeInput> all = make_all_inputs(kind, R, sh.T, sh.H, sh.K, sh.E, seed);
@@ -316,7 +322,7 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   auto* d_x = upload(mine.x);
   auto* d_topk = upload(mine.topk);
   auto* d_w = upload(mine.weights);
-  nvst::ep::LowLatencyDispatchInput in{d_x, d_topk, T, sh.H, sh.K, sh.E, fp8};
+  nvst::ep::LowLatencyDispatchInput in{d_x, d_topk, T, sh.H, sh.K, sh.E, fp8, round_scale};
   using nvst::ep::Phase;
   nvst::ep::LowLatencyDispatchOutput out = buf.low_latency_dispatch(in, s, split ? Phase::kSend : Phase::kBoth);
   if (split) {  // other work between the halves, then the receive hook
@@ -354,6 +360,8 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
         const std::uint16_t xb = all[p].x[static_cast<std::size_t>(t) * sh.H + v];
         if (fp8) {
           const float scale = sc[row * spr + v / 128];
+          int exp2 = 0;
+          if (round_scale && v % 128 == 0) err.add(std::frexp(scale, &exp2) != 0.5f, at + ": scale not a power of two");
           const float deq = fp8_value(x[row * row_bytes + v]) * scale;
           const float ref = bf16_value(xb);
           err.add(std::fabs(deq - ref) > 0.0625f * std::fabs(ref) + scale * (1.f / 512) + 1e-6f,
@@ -534,7 +542,8 @@ int run_pe() {
     for (bool fp8 : {false, true}) {
       const bool bias = kind == RouteKind::kMasked;
       report(normal_case(buf, kind, normal, fp8, bias, g_seed * 100 + ++salt, cfg, s, !fp8),
-             std::string("normal ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) + (bias ? ", bias" : ""));
+             std::string("normal ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) +
+                 (bias ? (fp8 ? ", bias pair" : ", bias") : ""));
     }
   {
     nvst::ep::Config wide;  // other block shapes give the same answer
@@ -561,6 +570,8 @@ int run_pe() {
         report(ll_case(buf, kind, ll, fp8, split, g_seed * 100 + ++salt, s),
                std::string("low latency ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) +
                    (split ? ", send/receive split" : ""));
+  report(ll_case(buf, RouteKind::kRandom, ll, true, true, g_seed * 100 + ++salt, s, true),
+         "low latency fp8, round_scale (power-of-two scales), send/receive split");
   report(ll_graph_case(buf, ll, s), "low latency under a CUDA graph, 4 replays with new inputs");
   report(ll_two_batches_case(buf, ll, s), "low latency, two micro-batches in flight (send a, send b, receive a, b)");
 

@@ -256,7 +256,7 @@ def gather_all_padded(t, M):
     return gather_all(pad)
 
 
-@check("ep.Buffer normal mode equals a PyTorch reference (bf16, fp8, cached, combine)", internode=True)
+@check("ep.Buffer normal mode equals a PyTorch reference (bf16, fp8, cached, combine, bias pair)", internode=True)
 def _():
     T, H, K, E = 513, 256, 4, 8 * WORLD
     El = E // WORLD
@@ -314,6 +314,11 @@ def _():
             ref[goes] += (x[goes] * ((r + 1) * 0.5)).to(torch.bfloat16).float()
         same(combined, ref.to(torch.bfloat16), "combined_x")
         same(combined_w, torch.where(idx >= 0, w, torch.zeros_like(w)), "combined_topk_weights")
+        # DeepEP's bias pair: both added in fp32, in order, before the one rounding.
+        b0 = (torch.arange(T * H, device=DEV) % 13 * 0.125 - 0.5).view(T, H).to(torch.bfloat16)
+        b1 = (torch.arange(T * H, device=DEV) % 7 * 0.375 - 1.0).view(T, H).to(torch.bfloat16)
+        combined_b, _, _ = buf.combine(y, handle, bias=(b0, b1))
+        same(combined_b, (ref + b0.float() + b1.float()).to(torch.bfloat16), "combined_x with a bias pair")
         # fp8 dispatch: e4m3 rows with one scale per 128 channels travel unchanged.
         amax = x.float().abs().view(T, H // 128, 128).amax(-1).clamp(min=1e-4)
         scales = (amax / 448.0).contiguous()
@@ -328,22 +333,28 @@ def _():
     buf.destroy()
 
 
-@check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, combine)", internode=True)
+@check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, round_scale, stats, combine)",
+       internode=True)
 def _():
     M, H, K, E = 64, 512, 4, 4 * WORLD
     El = E // WORLD
     size = deep_ep.Buffer.get_low_latency_rdma_size_hint(M, H, WORLD, E, K)
     buf = deep_ep.Buffer(None, num_rdma_bytes=size, low_latency_mode=True)
-    for use_fp8, hook_mode in ((False, False), (True, False), (False, True)):
+    stats = torch.zeros(El, dtype=torch.int32, device=DEV)  # cumulative_local_expert_recv_stats
+    want_stats = torch.zeros(El, dtype=torch.int32, device=DEV)
+    for use_fp8, hook_mode, rounded in ((False, False, False), (True, False, False), (False, True, False),
+                                        (True, True, True)):
         T = M - RANK  # ranks send different counts
         x = rand((T, H), torch.bfloat16, 70 + RANK)
         idx, w = routing(T, K, E, 80 + RANK, masked=True)
         all_x, all_idx = gather_all_padded(x, M), gather_all_padded(idx, M)
         recv_x, recv_count, handle, _, hook = buf.low_latency_dispatch(
-            x, idx, M, E, use_fp8=use_fp8, return_recv_hook=hook_mode)
+            x, idx, M, E, use_fp8=use_fp8, return_recv_hook=hook_mode, round_scale=rounded,
+            cumulative_local_expert_recv_stats=stats)
         if hook_mode:
             hook()
         torch.cuda.synchronize()
+        want_stats += recv_count
         if use_fp8:
             q, s = recv_x
             deq = (q.float().view(El, WORLD * M, H // 128, 128) * s[..., None]).view(El, WORLD * M, H)
@@ -354,6 +365,9 @@ def _():
                           if (all_idx[s][t] == RANK * El + e).any())
             got = sorted((int(info[e, i, 0]), int(info[e, i, 1])) for i in range(n))
             assert got == want, f"expert {e}: rows from {got[:5]}..., expected {want[:5]}... ({n} vs {len(want)})"
+            if rounded:  # every scale in use is a power of two
+                sc = recv_x[1][e, :n]
+                assert torch.equal(sc, torch.exp2(torch.log2(sc).round())), f"expert {e}: a scale is not 2^k"
             for i in range(n):
                 s, t = int(info[e, i, 0]), int(info[e, i, 1])
                 if use_fp8:
@@ -380,6 +394,7 @@ def _():
             ref += torch.where(ok[:, None], w[:, k:k + 1] * yk, torch.zeros_like(yk))
         if not use_fp8:
             torch.testing.assert_close(combined.float(), ref, rtol=1e-2, atol=1e-2)
+    same(stats, want_stats, "cumulative_local_expert_recv_stats")
     buf.destroy()
 
 
