@@ -189,7 +189,7 @@ case "$MODE" in
   shared-ep-hier)  # one GPU: the hierarchical dispatch (relays) as 1+1, 2x2 and 3x2 logical nodes
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
     step ep_2pe 120 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress 50
-    NVST_NODE_SIZE=1 step ep_1+1 150 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress 50
+    NVST_NODE_SIZE=1 step ep_1x1 150 "$BIN/nvst_ep_tests" --np 2 --stress ${EP_STRESS:-300} --ll-stress 50
     NVST_NODE_SIZE=2 step ep_2x2 200 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-300} --ll-stress 50
     NVST_NODE_SIZE=2 step ep_3x2 220 "$BIN/nvst_ep_tests" --np 6 --stress ${EP_STRESS_6:-100} --ll-stress 20
     ;;

@@ -396,6 +396,9 @@ class Buffer:
         phase = "send" if return_recv_hook else "both"
         out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
                                       stream.cuda_stream, phase, round_scale=round_scale)
+        # At once: making the views below (torch's from_dlpack) while a kernel
+        # that waits on the proxy runs stalled the proxy's CUDA calls (r49).
+        self._settle(stream)
         E_local = num_experts // self.group_size
         rows = out["max_rows_per_expert"]
         recv_x = tensor_at(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, self)
@@ -409,10 +412,7 @@ class Buffer:
             if stats is not None:
                 with torch.cuda.stream(on):
                     stats.add_(recv_count)
-            self._settle(on)
-        if return_recv_hook:
-            self._settle(stream)
-        else:
+        if not return_recv_hook:
             count(stream)
         event = self._finish(compute, True, [x, topk_idx, stats]) if async_finish else EventOverlap(None)
         index = out["buffer_index"]
@@ -420,6 +420,7 @@ class Buffer:
         def receive():
             ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
                                     current_stream(), "receive", index)
+            self._settle(torch.cuda.current_stream())
             count(torch.cuda.current_stream())
         return recv_x, recv_count, handle, event, receive if return_recv_hook else None
 
