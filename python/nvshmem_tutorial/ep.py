@@ -397,7 +397,7 @@ class Buffer:
         out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
                                       stream.cuda_stream, phase, round_scale=round_scale)
         # At once: making the views below (torch's from_dlpack) while a kernel
-        # that waits on the proxy runs stalled the proxy's CUDA calls (r49).
+        # that waits on the proxy runs stalled the proxy's CUDA calls (r50).
         self._settle(stream)
         E_local = num_experts // self.group_size
         rows = out["max_rows_per_expert"]

@@ -336,9 +336,11 @@ void Proxy::watch() {
     const char* what = cuda_call_what_.load(std::memory_order_relaxed);
     std::fprintf(stderr,
                  "%sproxy: stuck for %.1f s in a CUDA call (%s): another CUDA call of this process holds the "
-                 "driver. Usually that is a copy to pageable host memory (torch's .cpu(), cudaMemcpy into a "
-                 "std::vector) queued behind a kernel that waits on this proxy, which cannot finish while the proxy "
-                 "is stuck. Copy into pinned memory, or synchronize before such a copy (docs/09-expert-parallel.md)\n",
+                 "driver, waiting for a kernel that waits on this proxy, which cannot finish while the proxy is "
+                 "stuck. Usually that is a copy to pageable host memory (torch's .cpu(), cudaMemcpy into a "
+                 "std::vector) queued behind such a kernel, or the first launch of a kernel whose module CUDA loads "
+                 "lazily (CUDA_MODULE_LOADING=LAZY, the default). Copy into pinned memory, synchronize first, or "
+                 "set CUDA_MODULE_LOADING=EAGER (docs/09-expert-parallel.md)\n",
                  detail::rank_prefix().c_str(), stuck_s, what ? what : "?");
   }
 }
