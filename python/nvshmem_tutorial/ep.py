@@ -396,8 +396,9 @@ class Buffer:
         phase = "send" if return_recv_hook else "both"
         out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
                                       stream.cuda_stream, phase, round_scale=round_scale)
-        # At once: making the views below (torch's from_dlpack) while a kernel
-        # that waits on the proxy runs stalled the proxy's CUDA calls (r50).
+        # At once, before anything else is launched: the statistics' add_ below,
+        # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
+        # while this kernel waited on the proxy (r50, docs/09).
         self._settle(stream)
         E_local = num_experts // self.group_size
         rows = out["max_rows_per_expert"]
