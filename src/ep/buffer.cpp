@@ -34,6 +34,29 @@ void check_hidden(int hidden, bool fp8, const char* what) {
                ") must be a positive multiple of ", fp8 ? 128 : 8, fp8 ? " (one fp8 scale per 128 channels)" : "");
 }
 
+// The rows PE p's regions must hold for a handle: received (dispatch
+// region); sent back to it by its node peers plus, across nodes, one per
+// token and other node (combine region); staged for, and relayed from,
+// other nodes (send and relay regions; the relay's combine partials); and
+// received from other nodes (staged for the combine).
+struct PeRows {
+  int recv = 0, near_back = 0, staged = 0, relayed = 0, far_recv = 0;
+  int back() const { return near_back + staged; }
+};
+PeRows pe_rows(const nvst::ep::DispatchHandle& h, int p, bool cross_node) {
+  const int R = h.n_pes, G = h.pes_per_node, N = R / G, node = p / G;
+  PeRows r;
+  r.recv = h.recv_offset(R, p);
+  for (int q = node * G; q < (node + 1) * G; ++q) r.near_back += h.count[static_cast<std::size_t>(p) * R + q];
+  if (cross_node) {
+    r.staged = h.rows_to_other_nodes(p);
+    for (int n = 0; n < N; ++n)
+      if (n != node) r.relayed += h.node_count[static_cast<std::size_t>(n * G + p % G) * N + node];
+    r.far_recv = r.recv - (h.recv_offset((node + 1) * G, p) - h.recv_offset(node * G, p));
+  }
+  return r;
+}
+
 // What every PE contributes to the count exchange of a first dispatch: its
 // shape and Config (all PEs must agree) and its counts.
 struct ExchangeHeader {
@@ -124,6 +147,8 @@ struct Buffer::Impl {
   char* combine_region = nullptr;
   char* send_region = nullptr;   // staging of dispatch rows to other nodes (cross_node only)
   char* relay_region = nullptr;  // rows from other nodes to forward (cross_node only)
+  char* combine_stage = nullptr; // combine: results of rows from other nodes, for the relays (cross_node only)
+  std::uint64_t* staged = nullptr;
   bool cross_node = false;       // some PEs are on other nodes
   int pes_per_node = 0;          // G: node n is PEs [n * G, (n + 1) * G)
   std::uint64_t* ready = nullptr;
@@ -161,16 +186,24 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
   a.num_topk = handle.num_topk;
   a.num_experts = handle.num_experts;
   a.send_pos = handle.send_pos.get();
+  const int G = m.pes_per_node, N = n_pes_ / G, node = rank_ / G, g = rank_ % G;
+  // A combine region holds the rows sent back by the sender's node peers,
+  // node peer by node peer, then (across nodes) one row per token and node.
+  auto near_offset = [&](int src, int dst) {  // rows before dst's among src's node peers
+    int sum = 0;
+    for (int r = src / G * G; r < dst; ++r) sum += handle.count[static_cast<std::size_t>(src) * n_pes_ + r];
+    return sum;
+  };
   for (int r = 0; r < n_pes_; ++r) {
+    const bool near = r / G == node;
     a.recv_offset[r] = handle.recv_offset(rank_, r);
-    a.send_offset[r] = handle.send_offset(rank_, r);
+    a.send_offset[r] = near ? near_offset(rank_, r) : 0;
     a.recv_begin[r] = handle.recv_offset(r, rank_);
-    a.peer_send_offset[r] = handle.send_offset(r, rank_);
+    a.peer_send_offset[r] = near ? near_offset(r, rank_) : 0;
   }
-  a.send_offset[n_pes_] = handle.send_offset(rank_, n_pes_);
+  a.send_offset[n_pes_] = near_offset(rank_, (node + 1) * G);
   a.recv_begin[n_pes_] = handle.num_recv_tokens;
   // Across nodes: the staging and relay offsets (intranode.cu).
-  const int G = m.pes_per_node, N = n_pes_ / G, node = rank_ / G, g = rank_ % G;
   a.pes_per_node = G;
   a.n_nodes = N;
   a.node_pos = handle.node_pos.get();
@@ -185,9 +218,20 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
     a.relay_put_offset[n] = 0;  // rows before mine at my relay on node n: from local rank g of nodes before mine
     for (int k = 0; k < node; ++k) a.relay_put_offset[n] += node_count(k * G + g, n);
     for (int j = 0; j < G; ++j) a.relay_dst_offset[n * G + j] = handle.recv_offset(n * G + g, node * G + j);
+    // The partials this PE sends back to PE (n, g): after its node peers'
+    // rows and the partials of nodes before this one.
+    const int s = n * G + g;
+    a.relay_back_offset[n] = near_offset(s, (n + 1) * G);
+    for (int k = 0; k < node; ++k) a.relay_back_offset[n] += node_count(s, k);
+  }
+  for (int j = 0; j < G; ++j) {
+    a.node_recv_lo[j] = handle.recv_offset(node * G, node * G + j);
+    a.node_recv_hi[j] = handle.recv_offset((node + 1) * G, node * G + j);
   }
   a.send_region = m.send_region;
   a.relay_region = m.relay_region;
+  a.combine_stage = m.combine_stage;
+  a.staged = m.staged;
   a.dispatch_region = m.dispatch_region;
   a.dr = dr;
   a.combine_region = m.combine_region;
@@ -223,7 +267,7 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     }
   }
   NVST_REQUIRE(num_max_dispatch_tokens_per_rank >= 0, "nvst::ep::Buffer: negative num_max_dispatch_tokens_per_rank");
-  std::size_t want = (m.cross_node ? 4 : 2) * align16(num_nvl_bytes / 2);
+  std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2);
   if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0) {
     want += low_latency_size_hint(num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts, ll_num_topk);
     if (m.cross_node)  // two sets of far sections and far_n, as allocated below
@@ -240,6 +284,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     if (m.cross_node) {
       m.send_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
       m.relay_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+      m.combine_stage = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
+      m.staged = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     }
     m.ready = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
@@ -316,6 +362,8 @@ Buffer::~Buffer() {
     for (auto it = m.ll_symmetric.rbegin(); it != m.ll_symmetric.rend(); ++it) nvst::free(*it);
     if (m.done) nvst::free(m.done);
     if (m.ready) nvst::free(m.ready);
+    if (m.staged) nvst::free(m.staged);
+    if (m.combine_stage) nvst::free(m.combine_stage);
     if (m.relay_region) nvst::free(m.relay_region);
     if (m.send_region) nvst::free(m.send_region);
     if (m.combine_region) nvst::free(m.combine_region);
@@ -377,29 +425,16 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
   const int G = m.pes_per_node, N = n_pes_ / G;
   const detail::DispatchRegion rr =
       detail::DispatchRegion::plan(m.nvl_bytes / 2, in.hidden, in.num_topk, in.x_type, m.cross_node ? G : 0);
-  // Rows PE p receives, sends, stages for other nodes and relays from them,
-  // and whether they fit this shape's regions. Every PE checks every PE, so
-  // all refuse together instead of some writing out of bounds.
-  struct Rows {
-    int recv, sent, staged, relayed;
-  };
-  auto rows_of = [&](const DispatchHandle& h, int p) {
-    Rows r{h.recv_offset(n_pes_, p), h.send_offset(p, n_pes_), 0, 0};
-    if (m.cross_node) {
-      r.staged = h.rows_to_other_nodes(p);
-      for (int n = 0; n < N; ++n)
-        if (n != p / G) r.relayed += h.node_count[static_cast<std::size_t>(n * G + p % G) * N + p / G];
-    }
-    return r;
-  };
+  // Every PE checks every PE's rows against this shape's regions, so all
+  // refuse together instead of some writing out of bounds.
   auto check_fit = [&](const DispatchHandle& h) {
     for (int p = 0; p < n_pes_; ++p) {
-      const Rows r = rows_of(h, p);
-      const int most = std::max({r.recv, r.sent, r.staged, r.relayed});
-      NVST_REQUIRE(r.recv <= dr.capacity && r.sent <= cr.capacity && r.staged <= rr.capacity &&
-                       r.relayed <= rr.capacity,
-                   "nvst::ep::dispatch: PE ", p, " receives ", r.recv, ", sends ", r.sent, ", stages ", r.staged,
-                   " and relays ", r.relayed, " rows; this Buffer holds ",
+      const PeRows r = pe_rows(h, p, m.cross_node);
+      const int most = std::max({r.recv, r.back(), r.staged, r.relayed});
+      NVST_REQUIRE(r.recv <= dr.capacity && r.back() <= cr.capacity && r.staged <= rr.capacity &&
+                       r.relayed <= rr.capacity && r.relayed <= cr.capacity && r.far_recv <= cr.capacity,
+                   "nvst::ep::dispatch: PE ", p, " receives ", r.recv, ", gets back ", r.back(), ", stages ",
+                   r.staged, " and relays ", r.relayed, " rows; this Buffer holds ",
                    std::min({dr.capacity, cr.capacity, m.cross_node ? rr.capacity : dr.capacity}),
                    ": make num_nvl_bytes at least Buffer::nvl_size_hint(", most, ", ...) = ",
                    Buffer::nvl_size_hint(most, in.hidden, in.num_topk, in.x_type));
@@ -518,9 +553,12 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
   if (in.bias_2) require_aligned(in.bias_2, "bias_2");
   if (out.combined_x) require_aligned(out.combined_x, "combined_x");
   const detail::CombineRegion cr = detail::CombineRegion::plan(m.nvl_bytes / 2, in.hidden, handle.num_topk);
-  for (int p = 0; p < n_pes_; ++p)
-    NVST_REQUIRE(handle.send_offset(p, n_pes_) <= cr.capacity, "nvst::ep::combine: PE ", p, " gets back ",
-                 handle.send_offset(p, n_pes_), " rows; this Buffer holds ", cr.capacity, " of hidden ", in.hidden);
+  for (int p = 0; p < n_pes_; ++p) {
+    const PeRows r = pe_rows(handle, p, m.cross_node);
+    NVST_REQUIRE(r.back() <= cr.capacity && r.relayed <= cr.capacity && r.far_recv <= cr.capacity,
+                 "nvst::ep::combine: PE ", p, " gets back ", r.back(), ", relays ", r.relayed, " and stages ",
+                 r.far_recv, " rows; this Buffer holds ", cr.capacity, " of hidden ", in.hidden);
+  }
   const detail::NormalArgs a = normal_args(handle, in.hidden, {}, cr);
   detail::launch_normal_combine(a, in, out, handle.num_recv_tokens, config, stream);
 }

@@ -31,17 +31,22 @@
 //     blocks did so. A PE's node peers forwarded everything from other
 //     nodes before they counted, so that covers every source.
 //
-// Combine, two kernels. Send (config.num_sms blocks): ready as above; each
-// received row i from another PE s (its j-th row there) goes back to PE s's
-// combine region at row peer_send_offset[s] + j; done as above. The rows
-// from a PE of another node are contiguous in x, so block 0 puts them back
-// in one put (and the weights in a second, carrying done): the combine is
-// flat, a token's results from two PEs of one node cross separately. Reduce
-// (every SM, a short memory-bound pass): wait for every PE's done, then sum
-// each token's rows in PE order in fp32 (deterministic), plus the bias,
-// rounded once to bf16. A PE's rows to itself never move: the reduction
-// reads them in `x`. (One kernel with num_sms blocks spent 60% of its time
-// in the reduction on 24 SMs: 201 GB/s against NCCL's 379, r1 of the ep round.)
+// Combine, two kernels, the dispatch in reverse. Send (config.num_sms
+// blocks): ready as above; each received row i from a node peer s (its
+// j-th row there) goes back to PE s's combine region at row
+// peer_send_offset[s] + j. Across nodes, the rows from other nodes are
+// staged locally; once every node peer staged its rows, each relay sums,
+// for every row it forwarded, the results of the PEs it went to (fp32, PE
+// order, rounded once to bf16, as DeepEP) and puts one row per token back
+// to its source, after the source's node peers' rows. done as above (node
+// peers add; relays set, with their put). Reduce (every SM, a short
+// memory-bound pass): wait for the node's done and, across nodes, for this
+// PE's relays, then sum each token's rows in PE order in fp32
+// (deterministic), another node's partial standing for its PEs, plus the
+// biases, rounded once to bf16. A PE's rows to itself never move: the
+// reduction reads them in `x`. (One kernel with num_sms blocks spent 60% of
+// its time in the reduction on 24 SMs: 201 GB/s against NCCL's 379, r1 of
+// the ep round.)
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -219,6 +224,9 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
     shipper = last_block_to_arrive(&a.counters->blocks_packed);
     if (shipper) put_rows_to_relays(a, scales_per_row, in.topk_weights != nullptr, base + gridDim.x);
     forward_relay_rows(a, in.topk_weights != nullptr, scales_per_row, base + gridDim.x);
+    // The combine counts its launch's blocks in `staged`; the base counts
+    // every launch's, so every launch adds its blocks there.
+    signal_all_pes(a.staged, 0);
   }
   signal_all_pes(a.done, 0);  // node peers only: the far ones heard from the relays
   wait_pes(a.done, node * G, G, 1, base + gridDim.x);
@@ -226,87 +234,187 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
   launch_end(a.counters, base);
 }
 
-// Combine, send half (config.num_sms blocks): every received row that came
-// from another PE goes back to it; rows this PE sent itself stay in `x` and
-// the reduction reads them there.
+// Combine across nodes, in every block of the send half: this PE is the
+// relay for the rows it forwarded in the dispatch. Waits until every node
+// peer staged its results (`staged`), then a warp per relay row sums the
+// node's results for it in fp32, in PE order, rounds once to bf16 and
+// writes the partial (and the summed weights) into send_region row i.
+__device__ __forceinline__ void reduce_relay_rows(const NormalArgs& a, bool weights, std::uint64_t target) {
+  const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
+  wait_pes(a.staged, node * G, G, 1, target);
+  const auto [warp_id, total_warps, lane] = warp_grid();
+  const int* dst_pos = reinterpret_cast<const int*>(a.relay_region + a.rr.dst_pos);
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2, K = static_cast<std::size_t>(a.num_topk);
+  const int vecs = a.hidden / 8;
+  for (int i = warp_id; i < a.relay_begin[a.n_nodes]; i += total_warps) {
+    int src_node = 0;
+    while (src_node + 1 < a.n_nodes && a.relay_begin[src_node + 1] <= i) ++src_node;
+    // Where node PE j staged its result for this row (-1: the row did not go to j).
+    auto staged_row = [&](int j) -> int {
+      const int p = load_cg(dst_pos + static_cast<std::size_t>(i) * G + j);
+      if (p < 0) return -1;
+      const int row = a.relay_dst_offset[src_node * G + j] + p;  // in j's received rows
+      return row < a.node_recv_lo[j] ? row : row - (a.node_recv_hi[j] - a.node_recv_lo[j]);
+    };
+    char* partial = a.send_region + a.cr.x + static_cast<std::size_t>(i) * row_bytes;
+    for (int v = lane; v < vecs; v += 32) {
+      float acc[8] = {};
+      for (int j = 0; j < G; ++j) {
+        const int row = staged_row(j);
+        if (row < 0) continue;
+        const char* from = pe_ptr(a.combine_stage, node * G + j) + a.cr.x + static_cast<std::size_t>(row) * row_bytes;
+        const int4 q = load_cg(reinterpret_cast<const int4*>(from) + v);
+        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) acc[k] += __bfloat162float(h[k]);
+      }
+      int4 o;
+      auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(acc[k]);
+      reinterpret_cast<int4*>(partial)[v] = o;
+    }
+    if (weights && lane < a.num_topk) {
+      float sum = 0;  // one PE owns each slot's expert: the others add 0, so the order does not matter
+      for (int j = 0; j < G; ++j) {
+        const int row = staged_row(j);
+        if (row >= 0)
+          sum += load_cg(reinterpret_cast<const float*>(pe_ptr(a.combine_stage, node * G + j) + a.cr.topk_weights) +
+                         static_cast<std::size_t>(row) * K + lane);
+      }
+      reinterpret_cast<float*>(a.send_region + a.cr.topk_weights)[static_cast<std::size_t>(i) * K + lane] = sum;
+    }
+  }
+}
+
+// Thread n < N of the block that finished its partials last: puts the
+// partials for PE (n, me % G) (send_region rows [relay_begin[n],
+// relay_begin[n + 1])) into its combine region at relay_back_offset[n],
+// the weights' put carrying done[me] = `total` there.
+__device__ __forceinline__ void put_partials_back(const NormalArgs& a, bool weights, std::uint64_t total) {
+  const int n = static_cast<int>(threadIdx.x), me = dev::state().my_pe, G = a.pes_per_node;
+  if (n >= a.n_nodes || n == me / G) return;
+  const std::size_t lo = static_cast<std::size_t>(a.relay_begin[n]);
+  const std::size_t rows = static_cast<std::size_t>(a.relay_begin[n + 1]) - lo;
+  const std::size_t at = static_cast<std::size_t>(a.relay_back_offset[n]);
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2, K = static_cast<std::size_t>(a.num_topk);
+  const FarRun runs[2] = {
+      {a.combine_region + a.cr.x + at * row_bytes, a.send_region + a.cr.x + lo * row_bytes, rows * row_bytes},
+      {a.combine_region + a.cr.topk_weights + at * K * 4, a.send_region + a.cr.topk_weights + lo * K * 4,
+       weights ? rows * K * 4 : 0}};
+  put_runs_then_tell(runs, 2, a.done, n * G + me % G, total);
+}
+
+// Combine, send half (config.num_sms blocks). Every received row that came
+// from another PE of this node goes back to it over NVLink; rows this PE
+// sent itself stay in `x` and the reduction reads them there. Across nodes,
+// the rows from other nodes are staged in combine_stage (compacted: without
+// this node's rows), the node's PEs sum them on the relays that forwarded
+// them (reduce_relay_rows), and each relay puts one row per token back.
 __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, CombineInput in, int num_recv) {
   const dev::DeviceState& s = dev::state();
-  const int me = s.my_pe, npes = s.n_pes;
+  const int me = s.my_pe, G = a.pes_per_node, node = me / G;
   const unsigned long long base = enter_send_half(a.counters, a.ready);
   const auto [warp_id, total_warps, lane] = warp_grid();
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
   const char* x = static_cast<const char*>(in.x);
-  const std::size_t K = static_cast<std::size_t>(a.num_topk);
-  // Rows from PEs of other nodes: one put each of x and weights, by block 0,
-  // the last with done = base + B.
-  const int far = static_cast<int>(threadIdx.x);
-  if (blockIdx.x == 0 && far < npes && !dev::on_node(far)) {
-    const std::size_t lo = static_cast<std::size_t>(a.recv_begin[far]);
-    const std::size_t n = static_cast<std::size_t>(a.recv_begin[far + 1]) - lo;
-    const std::size_t at = static_cast<std::size_t>(a.peer_send_offset[far]);
-    const FarRun runs[2] = {
-        {a.combine_region + a.cr.x + at * row_bytes, x + lo * row_bytes, n * row_bytes},
-        {a.combine_region + a.cr.topk_weights + at * K * 4, in.topk_weights + lo * K, in.topk_weights ? n * K * 4 : 0}};
-    put_runs_then_tell(runs, 2, a.done, far, base + gridDim.x);
-  }
+  const bool across = a.relay_region != nullptr;
   const int own_lo = a.recv_begin[me], own_hi = a.recv_begin[me + 1];
+  const int near_lo = a.recv_begin[node * G], near_hi = a.recv_begin[(node + 1) * G];
   const int remote = num_recv - (own_hi - own_lo);
   for (int j = warp_id; j < remote; j += total_warps) {
     const int i = j < own_lo ? j : j + (own_hi - own_lo);  // skip this PE's own rows
-    int src = 0;
-    while (src + 1 < npes && a.recv_begin[src + 1] <= i) ++src;
-    if (!dev::on_node(src)) continue;  // went above
-    const int row = a.peer_send_offset[src] + (i - a.recv_begin[src]);
-    char* region = pe_ptr(a.combine_region, src);
-    char* dst = region + a.cr.x + static_cast<std::size_t>(row) * row_bytes;
+    char* dst;
+    float* dst_w;
+    if (i >= near_lo && i < near_hi) {  // from a node peer: back over NVLink
+      int src = node * G;
+      while (src + 1 < (node + 1) * G && a.recv_begin[src + 1] <= i) ++src;
+      const std::size_t row = static_cast<std::size_t>(a.peer_send_offset[src] + (i - a.recv_begin[src]));
+      char* region = pe_ptr(a.combine_region, src);
+      dst = region + a.cr.x + row * row_bytes;
+      dst_w = reinterpret_cast<float*>(region + a.cr.topk_weights) + row * a.num_topk;
+    } else {  // from another node: staged for the relay
+      const std::size_t row = static_cast<std::size_t>(i < near_lo ? i : i - (near_hi - near_lo));
+      dst = a.combine_stage + a.cr.x + row * row_bytes;
+      dst_w = reinterpret_cast<float*>(a.combine_stage + a.cr.topk_weights) + row * a.num_topk;
+    }
     warp_copy_row_multi<1>(&dst, 1, x + static_cast<std::size_t>(i) * row_bytes, row_bytes);
-    if (in.topk_weights && lane < a.num_topk)
-      reinterpret_cast<float*>(region + a.cr.topk_weights)[static_cast<std::size_t>(row) * a.num_topk + lane] =
-          in.topk_weights[static_cast<std::size_t>(i) * a.num_topk + lane];
+    if (in.topk_weights && lane < a.num_topk) dst_w[lane] = in.topk_weights[static_cast<std::size_t>(i) * a.num_topk + lane];
   }
-  signal_all_pes(a.done, 0);
-  // x may be rewritten once the combine is done: the proxy must have read it.
-  if (blockIdx.x == 0 && threadIdx.x == 0) dev::proxy_quiet();
+  bool shipper = false;
+  if (across) {
+    const bool weights = in.topk_weights != nullptr;
+    signal_all_pes(a.staged, 0);  // node peers: my staged rows are there
+    reduce_relay_rows(a, weights, base + gridDim.x);
+    shipper = last_block_to_arrive(&a.counters->blocks_packed);
+    if (shipper) put_partials_back(a, weights, base + gridDim.x);
+  }
+  signal_all_pes(a.done, 0);  // node peers only
+  // send_region may be rewritten once the combine is done: the proxy must have read it.
+  if (shipper && threadIdx.x == 0) dev::proxy_quiet();
   launch_end(a.counters, base);
 }
 
 // Combine, receive half (every SM: a short, memory-bound pass): wait until
-// every PE's send half finished, then sum each token's rows in PE order in
-// fp32, plus the bias, rounded once to bf16. Two vectors per lane in flight.
+// every node peer's send half finished and, across nodes, every relay of
+// this PE's local rank put its partials; then sum each token's rows in PE
+// order (a node's partial in its place) in fp32, plus the biases, rounded
+// once to bf16. Two vectors per lane in flight.
 __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, CombineInput in, CombineOutput out) {
   const dev::DeviceState& s = dev::state();
-  const int me = s.my_pe, npes = s.n_pes;
-  wait_all_pes(a.done, *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before));
+  const int me = s.my_pe, npes = s.n_pes, G = a.pes_per_node, node = me / G;
+  const bool across = a.relay_region != nullptr;
+  const std::uint64_t target = *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before);
+  wait_pes(a.done, node * G, G, 1, target);
+  if (across) wait_pes(a.done, me % G, a.n_nodes, G, target, me);
   const auto [warp_id, total_warps, lane] = warp_grid();
   const auto* pushed = reinterpret_cast<const __nv_bfloat16*>(a.combine_region + a.cr.x);
+  const auto* pushed_w = reinterpret_cast<const float*>(a.combine_region + a.cr.topk_weights);
   const auto* own = static_cast<const __nv_bfloat16*>(in.x);
   const __nv_bfloat16* biases[2] = {static_cast<const __nv_bfloat16*>(in.bias),
                                     static_cast<const __nv_bfloat16*>(in.bias_2)};
   auto* result = static_cast<__nv_bfloat16*>(out.combined_x);
   const int vecs = a.hidden / 8;  // 8 bf16 per 16-byte vector
+  // The terms of token t, in order: u < npes is PE u (this node's PEs only),
+  // u = npes + n the partial of node n (other nodes only). Row in `own` (this
+  // PE) or in the combine region; -1 when the token has no such term.
+  const int n_terms = npes + (across ? a.n_nodes : 0);
+  auto term_row = [&](int t, int u, bool& is_own) -> int {
+    is_own = false;
+    if (u < npes) {
+      if (u / G != node) return -1;
+      const int p = a.send_pos[static_cast<std::size_t>(t) * npes + u];
+      if (p < 0) return -1;
+      is_own = u == me;
+      return is_own ? a.recv_begin[me] + p : a.send_offset[u] + p;
+    }
+    const int n = u - npes;
+    if (n == node) return -1;
+    const int p = a.node_pos[static_cast<std::size_t>(t) * a.n_nodes + n];
+    return p < 0 ? -1 : a.send_offset[npes] + a.node_send_offset[n] + p;
+  };
   for (int t = warp_id; t < a.num_tokens; t += total_warps) {
-    const int* pos = a.send_pos + static_cast<std::size_t>(t) * npes;
-    // The row each PE sent back for token t (its own row: still in x).
-    auto row_of = [&](int r) -> const int4* {
-      const __nv_bfloat16* base = r == me ? own + static_cast<std::size_t>(a.recv_begin[me] + pos[r]) * a.hidden
-                                          : pushed + static_cast<std::size_t>(a.send_offset[r] + pos[r]) * a.hidden;
-      return reinterpret_cast<const int4*>(base);
-    };
     for (int v0 = lane; v0 < vecs; v0 += 64) {
       const int v1 = v0 + 32;
       const bool two = v1 < vecs;
       float acc[2][8] = {};
-      for (int r = 0; r < npes; ++r) {
-        if (pos[r] < 0) continue;
-        const int4* row = row_of(r);
-        const int4 q0 = load_cg(row + v0);
-        const int4 q1 = two ? load_cg(row + v1) : q0;
-        const auto* h0 = reinterpret_cast<const __nv_bfloat16*>(&q0);
-        const auto* h1 = reinterpret_cast<const __nv_bfloat16*>(&q1);
+      for (int n = 0; n < a.n_nodes; ++n) {
+        // Node n: its PEs one by one when it is this node, else its partial.
+        const int first = n == node ? n * G : npes + n, last = n == node ? (n + 1) * G : npes + n + 1;
+        for (int u = first; u < last; ++u) {
+          bool is_own;
+          const int row = term_row(t, u, is_own);
+          if (row < 0) continue;
+          const int4* r = reinterpret_cast<const int4*>((is_own ? own : pushed) + static_cast<std::size_t>(row) * a.hidden);
+          const int4 q0 = load_cg(r + v0);
+          const int4 q1 = two ? load_cg(r + v1) : q0;
+          const auto* h0 = reinterpret_cast<const __nv_bfloat16*>(&q0);
+          const auto* h1 = reinterpret_cast<const __nv_bfloat16*>(&q1);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          acc[0][k] += __bfloat162float(h0[k]);
-          acc[1][k] += __bfloat162float(h1[k]);
+          for (int k = 0; k < 8; ++k) {
+            acc[0][k] += __bfloat162float(h0[k]);
+            acc[1][k] += __bfloat162float(h1[k]);
+          }
         }
       }
       for (int u = 0; u < (two ? 2 : 1); ++u) {
@@ -326,13 +434,12 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
       }
     }
     if (in.topk_weights && out.combined_topk_weights && lane < a.num_topk) {
-      const auto* w = reinterpret_cast<const float*>(a.combine_region + a.cr.topk_weights);
       float sum = 0;
-      for (int r = 0; r < npes; ++r) {
-        if (pos[r] < 0) continue;
-        const std::size_t row = r == me ? static_cast<std::size_t>(a.recv_begin[me] + pos[r])
-                                        : static_cast<std::size_t>(a.send_offset[r] + pos[r]);
-        sum += load_cg((r == me ? in.topk_weights : w) + row * a.num_topk + lane);
+      for (int u = 0; u < n_terms; ++u) {
+        bool is_own;
+        const int row = term_row(t, u, is_own);
+        if (row >= 0)
+          sum += load_cg((is_own ? in.topk_weights : pushed_w) + static_cast<std::size_t>(row) * a.num_topk + lane);
       }
       out.combined_topk_weights[static_cast<std::size_t>(t) * a.num_topk + lane] = sum;
     }

@@ -50,9 +50,9 @@ struct NormalArgs {
   XType x_type;
   const int* send_pos;          // [T, R]
   int recv_offset[64];          // rows before mine in PE r's receive region (dispatch)
-  int send_offset[65];          // rows before PE r's in my combine region (and send stream); [R]: all
+  int send_offset[65];          // node peer r: rows before r's in my combine region; [R]: all from this node
   int recv_begin[65];           // my received rows from PE s: [recv_begin[s], recv_begin[s+1])
-  int peer_send_offset[64];     // rows before mine in PE s's combine region
+  int peer_send_offset[64];     // node peer s: rows before mine in PE s's combine region
   char* dispatch_region;        // symmetric
   DispatchRegion dr;
   char* combine_region;         // symmetric
@@ -72,6 +72,17 @@ struct NormalArgs {
   char* send_region;            // symmetric staging, rr layout: rows to my relays, node by node
   char* relay_region;           // symmetric, rr layout: rows from PEs of my local rank on other nodes
   DispatchRegion rr;
+  // Combine across nodes: each PE stages the results of rows from other
+  // nodes in combine_stage (cr layout, rows [0, node_lo) then [node_hi, R):
+  // its received rows without those from this node), the relay sums them
+  // per row it forwarded into send_region (cr layout, row i of relay_region)
+  // and puts each node's run back; the source finds them in its combine
+  // region after its node peers' rows, at send_offset[R] + node_send_offset[n].
+  char* combine_stage;          // symmetric
+  std::uint64_t* staged;        // symmetric [R]: node peer p staged its rows (counts blocks, like done)
+  int node_recv_lo[64];         // [j]: node PE j's received rows from this node are [lo, hi)
+  int node_recv_hi[64];
+  int relay_back_offset[64];    // [n]: rows before this node's partials in PE (n, me % G)'s combine region
 };
 
 void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const Config& c, cudaStream_t stream);

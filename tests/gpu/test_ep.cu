@@ -277,11 +277,23 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
   NVST_CHECK_CUDA(cudaStreamSynchronize(s));
   auto got = download(d_out, TH);
   auto got_w = download(d_cw, static_cast<std::size_t>(T) * sh.K);
+  // PE order, in fp32; across nodes another node's PEs are summed on its
+  // relay first and rounded once to bf16 (DeepEP's hierarchical combine).
+  const int G = nvst::team_n_pes(nvst::Team::kNode);
   for (int t = 0; t < T; ++t) {
     for (int v = 0; v < sh.H; ++v) {
       float acc = 0;
-      for (int r = 0; r < R; ++r)
-        if (goes_to(mine, t, sh.K, r, el)) acc += bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], r));
+      const std::uint16_t xv = mine.x[static_cast<std::size_t>(t) * sh.H + v];
+      for (int n = 0; n < R / G; ++n) {
+        float partial = 0;
+        bool any = false;
+        for (int r = n * G; r < (n + 1) * G; ++r) {
+          if (!goes_to(mine, t, sh.K, r, el)) continue;
+          if (n == me / G) acc += bf16_value(expert_transform(xv, r));
+          else partial += bf16_value(expert_transform(xv, r)), any = true;
+        }
+        if (any) acc += bf16_value(bf16_bits(partial));
+      }
       if (bias) acc += bf16_value(bias_v[static_cast<std::size_t>(t) * sh.H + v]);
       if (bias_pair) acc += bf16_value(bias_v2[static_cast<std::size_t>(t) * sh.H + v]);
       err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc),

@@ -95,18 +95,28 @@ __global__ void pack_rows(const char* x, std::size_t row_bytes, const int* send_
 }
 
 // Baseline combine: out[t] = sum over PEs (in order) of the returned rows, fp32.
+// In PE order, in fp32; the PEs of another node (nodes of G PEs; this is
+// node `home`) are summed apart and rounded to bf16 first, as our
+// hierarchical combine does on the relay, so that #wrong can be exact.
 __global__ void reduce_rows(const __nv_bfloat16* back, const int* send_pos, int num_tokens, int npes, Offsets send_off,
-                            int hidden, __nv_bfloat16* out) {
+                            int hidden, int G, int home, __nv_bfloat16* out) {
   const int warps = blockDim.x / 32, lane = threadIdx.x & 31;
   for (int t = blockIdx.x * warps + threadIdx.x / 32; t < num_tokens; t += gridDim.x * warps)
     for (int v = lane; v < hidden / 8; v += 32) {
       float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      for (int r = 0; r < npes; ++r) {
-        const int p = send_pos[static_cast<std::size_t>(t) * npes + r];
-        if (p < 0) continue;
-        const int4 q = reinterpret_cast<const int4*>(back + static_cast<std::size_t>(send_off.v[r] + p) * hidden)[v];
-        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
-        for (int k = 0; k < 8; ++k) acc[k] += __bfloat162float(h[k]);
+      for (int n = 0; n < npes / G; ++n) {
+        float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        bool any = false;
+        for (int r = n * G; r < (n + 1) * G; ++r) {
+          const int p = send_pos[static_cast<std::size_t>(t) * npes + r];
+          if (p < 0) continue;
+          const int4 q = reinterpret_cast<const int4*>(back + static_cast<std::size_t>(send_off.v[r] + p) * hidden)[v];
+          const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+          for (int k = 0; k < 8; ++k) (n == home ? acc[k] : part[k]) += __bfloat162float(h[k]);
+          any = true;
+        }
+        if (n != home && any)
+          for (int k = 0; k < 8; ++k) acc[k] += __bfloat162float(__float2bfloat16(part[k]));
       }
       int4 o;
       auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
@@ -308,8 +318,9 @@ void EpBench::normal(const Case& c) {
   };
   auto nccl_combine = [&](const void* y) {
     a2av(h, static_cast<const char*>(y), back_buf, row2, true);
+    const int G = nvst::team_n_pes(nvst::Team::kNode);
     reduce_rows<<<132, 512, 0, s_>>>(reinterpret_cast<const __nv_bfloat16*>(back_buf), h.send_pos.get(), c.T, n_, soff,
-                                     c.H, ref_out);
+                                     c.H, G, nvst::my_pe() / G, ref_out);
   };
 
   add("dispatch_bf16 (layout + counts, host sync)" + tag, impl_, bf16_bytes, t_first, 0);
