@@ -108,6 +108,8 @@ struct DispatchHandle {
   int pes_per_node = 0;
   std::vector<int> node_count;                   // [src * n_nodes + node]: tokens src sends to node
   std::shared_ptr<int> node_pos;                 // device [num_tokens, n_nodes] when across nodes, else null
+  std::shared_ptr<int> relay_pos;                // device [rows this PE relays, pes_per_node]: each one's row
+                                                 // at each PE of this node, -1 if none (the combine sums them)
   bool valid() const { return n_pes > 0 && send_pos != nullptr; }
   int n_nodes() const { return pes_per_node > 0 ? n_pes / pes_per_node : 0; }
   // Rows PE `src` put into PE `dst` before PE `src`'s own rows there start.

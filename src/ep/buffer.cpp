@@ -230,6 +230,7 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
   }
   a.send_region = m.send_region;
   a.relay_region = m.relay_region;
+  a.relay_pos = handle.relay_pos.get();
   a.combine_stage = m.combine_stage;
   a.staged = m.staged;
   a.dispatch_region = m.dispatch_region;
@@ -511,6 +512,12 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     for (int& c : h.num_recv_tokens_per_expert) c = (c + in.expert_alignment - 1) / in.expert_alignment * in.expert_alignment;
     h.num_recv_tokens = h.recv_offset(R, rank_);
     check_fit(h);
+    if (m.cross_node) {  // filled by the dispatch's relay, read by the combine's
+      int* relay_pos = nullptr;
+      const std::size_t n = static_cast<std::size_t>(std::max(1, pe_rows(h, rank_, true).relayed)) * G;
+      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&relay_pos), n * sizeof(int)));
+      h.relay_pos = std::shared_ptr<int>(relay_pos, [](int* p) { cudaFree(p); });
+    }
     handle = std::move(h);
   } else {
     NVST_REQUIRE(handle.n_pes == n_pes_ && handle.num_tokens == in.num_tokens && handle.num_topk == in.num_topk &&

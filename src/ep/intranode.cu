@@ -139,6 +139,8 @@ __device__ __forceinline__ void forward_relay_rows(const NormalArgs& a, bool wei
                     weights ? reinterpret_cast<const float*>(a.relay_region + a.rr.topk_weights) + ri * a.num_topk
                             : nullptr,
                     load_cg(reinterpret_cast<const int*>(a.relay_region + a.rr.src_idx) + i)};
+    for (int j = lane; j < G; j += 32)  // kept in the handle for the combine
+      a.relay_pos[ri * G + j] = load_cg(dst_pos + ri * G + j);
     for (int j0 = 0; j0 < G; j0 += kMaxDstPerPass) {
       char* dst_x[kMaxDstPerPass];
       int dst_pe[kMaxDstPerPass];
@@ -243,7 +245,7 @@ __device__ __forceinline__ void reduce_relay_rows(const NormalArgs& a, bool weig
   const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
   wait_pes(a.staged, node * G, G, 1, target);
   const auto [warp_id, total_warps, lane] = warp_grid();
-  const int* dst_pos = reinterpret_cast<const int*>(a.relay_region + a.rr.dst_pos);
+  const int* dst_pos = a.relay_pos;  // the handle's: the relay region holds the last dispatch's
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2, K = static_cast<std::size_t>(a.num_topk);
   const int vecs = a.hidden / 8;
   for (int i = warp_id; i < a.relay_begin[a.n_nodes]; i += total_warps) {
@@ -251,7 +253,7 @@ __device__ __forceinline__ void reduce_relay_rows(const NormalArgs& a, bool weig
     while (src_node + 1 < a.n_nodes && a.relay_begin[src_node + 1] <= i) ++src_node;
     // Where node PE j staged its result for this row (-1: the row did not go to j).
     auto staged_row = [&](int j) -> int {
-      const int p = load_cg(dst_pos + static_cast<std::size_t>(i) * G + j);
+      const int p = dst_pos[static_cast<std::size_t>(i) * G + j];  // written by an earlier kernel
       if (p < 0) return -1;
       const int row = a.relay_dst_offset[src_node * G + j] + p;  // in j's received rows
       return row < a.node_recv_lo[j] ? row : row - (a.node_recv_hi[j] - a.node_recv_lo[j]);

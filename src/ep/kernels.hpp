@@ -78,6 +78,7 @@ struct NormalArgs {
   // per row it forwarded into send_region (cr layout, row i of relay_region)
   // and puts each node's run back; the source finds them in its combine
   // region after its node peers' rows, at send_offset[R] + node_send_offset[n].
+  int* relay_pos;               // device [relay_begin[N], G]: the dispatch's dst_pos of my relay rows (handle)
   char* combine_stage;          // symmetric
   std::uint64_t* staged;        // symmetric [R]: node peer p staged its rows (counts blocks, like done)
   int node_recv_lo[64];         // [j]: node PE j's received rows from this node are [lo, hi)
