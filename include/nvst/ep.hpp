@@ -27,14 +27,14 @@
 // would let the others read too early). Across nodes (logical nodes too)
 // both modes work: node peers are reached over NVLink, PEs of other nodes
 // through the proxy (src/ep/intranode.cu and low_latency.cu say how). Every
-// node must have the same number of PEs. The normal dispatch is
-// hierarchical, as DeepEP's: a token crosses to a node once, to the PE of
-// its sender's local rank there, which forwards it over NVLink; its combine
-// is flat (each PE's result crosses back on its own), and so is the
-// low-latency mode (as DeepEP's). A Buffer that spans nodes takes the
-// normal-mode memory again (a send stage and a relay region, each half of
-// num_nvl_bytes) and, in low-latency mode, a far section per expert and
-// source.
+// node must have the same number of PEs. The normal mode is hierarchical,
+// as DeepEP's: a token crosses to a node once, to the PE of its sender's
+// local rank there, which forwards it over NVLink; in the combine that relay
+// sums the node's results for the token (rounded once to bf16) and sends one
+// row back. The low-latency mode is flat (as DeepEP's). A Buffer that spans
+// nodes takes three more halves of num_nvl_bytes (a send stage, a relay
+// region, a combine stage) and, in low-latency mode, a far section per
+// expert and source.
 //
 // Failures: argument errors throw nvst::Error on the PE that made them; if
 // its peers went ahead, their kernels stop after NVST_DEVICE_TIMEOUT_S
@@ -210,7 +210,7 @@ class Buffer {
   // its positions on the target node: call it after nvst::init there.
   static std::size_t nvl_size_hint(int num_recv_tokens, int hidden, int num_topk, XType x_type);
   // Symmetric heap of the low-latency buffers on one node. Across nodes the
-  // Buffer also takes num_nvl_bytes again (send stage, relay region) and about as
+  // Buffer also takes 1.5 x num_nvl_bytes (three stages) and about as
   // much as the x buffers again (the far sections); the constructor checks
   // the heap for the whole and says how much it needs.
   static std::size_t low_latency_size_hint(int num_max_dispatch_tokens_per_rank, int hidden, int n_pes,
