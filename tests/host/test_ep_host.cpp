@@ -32,6 +32,29 @@ TEST(EpHost, HandleOffsetsFollowTheCountMatrix) {
   EXPECT_EQ(h.send_offset(1, 1), 1);
 }
 
+TEST(EpHost, RowsAcrossNodesCountTokensOncePerNode) {
+  // 4 PEs as 2 nodes of 2: PE 0 sends 3 tokens to PE 2 and 4 to PE 3; 2 of
+  // them go to both, so 5 distinct tokens cross to node 1 (node_count).
+  nvst::ep::DispatchHandle h;
+  h.n_pes = 4;
+  h.pes_per_node = 2;
+  h.count = {1, 1, 3, 4,  //
+             0, 0, 0, 0,  //
+             2, 0, 0, 0,  //
+             1, 1, 0, 0};
+  h.node_count = {2, 5,  //
+                  0, 0,  //
+                  2, 0,  //
+                  1, 0};
+  EXPECT_EQ(h.n_nodes(), 2);
+  EXPECT_EQ(h.rows_to_other_nodes(0), 5);       // one per token and node (relays)
+  EXPECT_EQ(h.rows_to_other_nodes_flat(0), 7);  // one per token and PE
+  EXPECT_EQ(h.rows_to_other_nodes(2), 2);
+  EXPECT_EQ(h.rows_to_other_nodes_flat(3), 2);  // 1 + 1 to node 0, one token each: 1 row with relays
+  EXPECT_EQ(h.rows_to_other_nodes(3), 1);
+  EXPECT_EQ(h.rows_to_other_nodes(1), 0);
+}
+
 TEST(EpHost, SizeHintsHoldTheRowsTheyAreAskedFor) {
   using nvst::ep::detail::CombineRegion;
   using nvst::ep::detail::DispatchRegion;
