@@ -373,22 +373,20 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
   const auto* pushed = reinterpret_cast<const __nv_bfloat16*>(a.combine_region + a.cr.x);
   const auto* pushed_w = reinterpret_cast<const float*>(a.combine_region + a.cr.topk_weights);
   const auto* own = static_cast<const __nv_bfloat16*>(in.x);
-  const __nv_bfloat16* biases[2] = {static_cast<const __nv_bfloat16*>(in.bias),
-                                    static_cast<const __nv_bfloat16*>(in.bias_2)};
+  const auto* bias_1 = static_cast<const __nv_bfloat16*>(in.bias);
+  const auto* bias_2 = static_cast<const __nv_bfloat16*>(in.bias_2);
   auto* result = static_cast<__nv_bfloat16*>(out.combined_x);
   const int vecs = a.hidden / 8;  // 8 bf16 per 16-byte vector
   // The terms of token t, in order: u < npes is PE u (this node's PEs only),
-  // u = npes + n the partial of node n (other nodes only). Row in `own` (this
-  // PE) or in the combine region; -1 when the token has no such term.
+  // u = npes + n the partial of node n (other nodes only): its row, in `own`
+  // (this PE's, which never moved) or in the combine region; -1 if none.
   const int n_terms = npes + (across ? a.n_nodes : 0);
-  auto term_row = [&](int t, int u, bool& is_own) -> int {
-    is_own = false;
+  auto term_row = [&](int t, int u) -> int {  // >= 0: a combine-region row; <= -2: row -2 - r of own
     if (u < npes) {
-      if (u / G != node) return -1;
+      if (u < node * G || u >= (node + 1) * G) return -1;
       const int p = a.send_pos[static_cast<std::size_t>(t) * npes + u];
       if (p < 0) return -1;
-      is_own = u == me;
-      return is_own ? a.recv_begin[me] + p : a.send_offset[u] + p;
+      return u == me ? -2 - (a.recv_begin[me] + p) : a.send_offset[u] + p;
     }
     const int n = u - npes;
     if (n == node) return -1;
@@ -404,10 +402,10 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
         // Node n: its PEs one by one when it is this node, else its partial.
         const int first = n == node ? n * G : npes + n, last = n == node ? (n + 1) * G : npes + n + 1;
         for (int u = first; u < last; ++u) {
-          bool is_own;
-          const int row = term_row(t, u, is_own);
-          if (row < 0) continue;
-          const int4* r = reinterpret_cast<const int4*>((is_own ? own : pushed) + static_cast<std::size_t>(row) * a.hidden);
+          const int row = term_row(t, u);
+          if (row == -1) continue;
+          const int4* r = reinterpret_cast<const int4*>(
+              row >= 0 ? pushed + static_cast<std::size_t>(row) * a.hidden : own + static_cast<std::size_t>(-2 - row) * a.hidden);
           const int4 q0 = load_cg(r + v0);
           const int4 q1 = two ? load_cg(r + v1) : q0;
           const auto* h0 = reinterpret_cast<const __nv_bfloat16*>(&q0);
@@ -419,29 +417,32 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
           }
         }
       }
-      for (int u = 0; u < (two ? 2 : 1); ++u) {
-        const int v = u ? v1 : v0;
-        for (const __nv_bfloat16* bias : biases) {  // in order: the CPU reference adds them so
+      // Biases in order (the CPU reference adds them so), one rounding, store.
+      // Called with constant indices, so acc stays in registers.
+      auto finish = [&](float (&sum)[8], int v) {
+        for (const __nv_bfloat16* bias : {bias_1, bias_2}) {
           if (!bias) continue;
           const int4 q = reinterpret_cast<const int4*>(bias + static_cast<std::size_t>(t) * a.hidden)[v];
           const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
 #pragma unroll
-          for (int k = 0; k < 8; ++k) acc[u][k] += __bfloat162float(h[k]);
+          for (int k = 0; k < 8; ++k) sum[k] += __bfloat162float(h[k]);
         }
         int4 o;
         auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
 #pragma unroll
-        for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(acc[u][k]);
+        for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(sum[k]);
         reinterpret_cast<int4*>(result + static_cast<std::size_t>(t) * a.hidden)[v] = o;
-      }
+      };
+      finish(acc[0], v0);
+      if (two) finish(acc[1], v1);
     }
     if (in.topk_weights && out.combined_topk_weights && lane < a.num_topk) {
       float sum = 0;
       for (int u = 0; u < n_terms; ++u) {
-        bool is_own;
-        const int row = term_row(t, u, is_own);
-        if (row >= 0)
-          sum += load_cg((is_own ? in.topk_weights : pushed_w) + static_cast<std::size_t>(row) * a.num_topk + lane);
+        const int row = term_row(t, u);
+        if (row != -1)
+          sum += load_cg(row >= 0 ? pushed_w + static_cast<std::size_t>(row) * a.num_topk + lane
+                                  : in.topk_weights + static_cast<std::size_t>(-2 - row) * a.num_topk + lane);
       }
       out.combined_topk_weights[static_cast<std::size_t>(t) * a.num_topk + lane] = sum;
     }
