@@ -221,19 +221,31 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
       }
     }
   }
-  bool shipper = false;
-  if (across) {
-    shipper = last_block_to_arrive(&a.counters->blocks_packed);
-    if (shipper) put_rows_to_relays(a, scales_per_row, in.topk_weights != nullptr, base + gridDim.x);
-    forward_relay_rows(a, in.topk_weights != nullptr, scales_per_row, base + gridDim.x);
-    // The combine counts its launch's blocks in `staged`; the base counts
-    // every launch's, so every launch adds its blocks there.
-    signal_all_pes(a.staged, 0);
+  if (across) {  // ship; dispatch_forward_kernel relays and counts done
+    if (last_block_to_arrive(&a.counters->blocks_packed))
+      put_rows_to_relays(a, scales_per_row, in.topk_weights != nullptr, base + gridDim.x);
+  } else {
+    signal_all_pes(a.done, 0);
+    wait_pes(a.done, node * G, G, 1, base + gridDim.x);
   }
-  signal_all_pes(a.done, 0);  // node peers only: the far ones heard from the relays
-  wait_pes(a.done, node * G, G, 1, base + gridDim.x);
-  if (shipper && threadIdx.x == 0) dev::proxy_quiet();  // the next dispatch rewrites send_region
   launch_end(a.counters, base);
+}
+
+// Dispatch across nodes, second kernel (the same B blocks, after the
+// first): the relay half. A kernel of its own so that the one-node
+// dispatch carries none of its registers (inlined, the forward loop made
+// the whole kernel spill). The first kernel advanced the launch count, so
+// blocks_before is now this launch's base + B: the value done reaches.
+__global__ void __launch_bounds__(1024) dispatch_forward_kernel(NormalArgs a, bool weights, int scales_per_row) {
+  const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
+  const std::uint64_t target = *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before);
+  forward_relay_rows(a, weights, scales_per_row, target);
+  // The combine counts its launch's blocks in `staged`; the base counts
+  // every launch's, so every launch adds its blocks there.
+  signal_all_pes(a.staged, 0);
+  signal_all_pes(a.done, 0);  // node peers only: the far ones heard from the relays
+  wait_pes(a.done, node * G, G, 1, target);
+  if (blockIdx.x == 0 && threadIdx.x == 0) dev::proxy_quiet();  // the next dispatch rewrites send_region
 }
 
 // Combine across nodes, in every block of the send half: this PE is the
@@ -454,6 +466,12 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
 void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const Config& c, cudaStream_t stream) {
   dispatch_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in);
   NVST_CHECK_LAUNCH();
+  if (a.relay_region != nullptr) {
+    const int scales_per_row = a.x_type == XType::kFP8 ? a.hidden / 128 : 0;
+    dispatch_forward_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in.topk_weights != nullptr,
+                                                                           scales_per_row);
+    NVST_CHECK_LAUNCH();
+  }
 }
 
 void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const CombineOutput& out, int num_recv,
@@ -469,6 +487,7 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
 void preload_normal_kernels() {
   // These spin on peers: load them before any of them runs.
   nvst::detail::preload_kernels({reinterpret_cast<const void*>(dispatch_kernel),
+                                 reinterpret_cast<const void*>(dispatch_forward_kernel),
                                  reinterpret_cast<const void*>(combine_send_kernel),
                                  reinterpret_cast<const void*>(combine_reduce_kernel)});
 }
