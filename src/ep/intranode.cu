@@ -18,8 +18,9 @@
 //     top-k and, in dst_pos, its row in the stream to each PE of node n.
 //  3. across nodes: the block that finishes packing last puts each node's
 //     run of rows to this PE's relay there (six puts, one per array, the
-//     last carrying done[me] = base + B: tell_far in ep_device.cuh). Every
-//     block then waits for its own relay inputs (done[s] of the PE of its
+//     last carrying done[me] = base + B: tell_far in ep_device.cuh). Then,
+//     in a second kernel (dispatch_forward_kernel), every block waits for
+//     its own relay inputs (done[s] of the PE of its
 //     local rank on each other node) and forwards those rows, a warp per
 //     row, to the PEs of this node that dst_pos names, at
 //     relay_dst_offset[n * G + j] + dst_pos[j]: exactly where the source
