@@ -17,6 +17,8 @@
 
 #include <cstdint>
 
+#include <cuda_bf16.h>
+
 #include "ep/kernels.hpp"
 #include "nvst/device.cuh"
 
@@ -167,6 +169,21 @@ __device__ __forceinline__ unsigned long long enter_send_half(const LaunchCounte
   signal_all_pes(ready, base + gridDim.x);
   wait_all_pes(ready, base + 1);
   return base;
+}
+
+// 8 bf16 values in a 16-byte vector, summed into fp32 accumulators; and
+// 8 accumulators rounded (once) back into a vector.
+__device__ __forceinline__ void add_bf16x8(float (&acc)[8], const int4& q) {
+  const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) acc[k] += __bfloat162float(h[k]);
+}
+__device__ __forceinline__ int4 round_bf16x8(const float (&acc)[8]) {
+  int4 o;
+  auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(acc[k]);
+  return o;
 }
 
 // A warp copies one row of `bytes` (a multiple of 16, 16-byte aligned) from

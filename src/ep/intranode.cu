@@ -278,16 +278,9 @@ __device__ __forceinline__ void reduce_relay_rows(const NormalArgs& a, bool weig
         const int row = staged_row(j);
         if (row < 0) continue;
         const char* from = pe_ptr(a.combine_stage, node * G + j) + a.cr.x + static_cast<std::size_t>(row) * row_bytes;
-        const int4 q = load_cg(reinterpret_cast<const int4*>(from) + v);
-        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) acc[k] += __bfloat162float(h[k]);
+        add_bf16x8(acc, load_cg(reinterpret_cast<const int4*>(from) + v));
       }
-      int4 o;
-      auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
-#pragma unroll
-      for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(acc[k]);
-      reinterpret_cast<int4*>(partial)[v] = o;
+      reinterpret_cast<int4*>(partial)[v] = round_bf16x8(acc);
     }
     if (weights && lane < a.num_topk) {
       float sum = 0;  // one PE owns each slot's expert: the others add 0, so the order does not matter
@@ -421,13 +414,8 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
               row >= 0 ? pushed + static_cast<std::size_t>(row) * a.hidden : own + static_cast<std::size_t>(-2 - row) * a.hidden);
           const int4 q0 = load_cg(r + v0);
           const int4 q1 = two ? load_cg(r + v1) : q0;
-          const auto* h0 = reinterpret_cast<const __nv_bfloat16*>(&q0);
-          const auto* h1 = reinterpret_cast<const __nv_bfloat16*>(&q1);
-#pragma unroll
-          for (int k = 0; k < 8; ++k) {
-            acc[0][k] += __bfloat162float(h0[k]);
-            acc[1][k] += __bfloat162float(h1[k]);
-          }
+          add_bf16x8(acc[0], q0);
+          add_bf16x8(acc[1], q1);
         }
       }
       // Biases in order (the CPU reference adds them so), one rounding, store.
@@ -435,16 +423,9 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
       auto finish = [&](float (&sum)[8], int v) {
         for (const __nv_bfloat16* bias : {bias_1, bias_2}) {
           if (!bias) continue;
-          const int4 q = reinterpret_cast<const int4*>(bias + static_cast<std::size_t>(t) * a.hidden)[v];
-          const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
-#pragma unroll
-          for (int k = 0; k < 8; ++k) sum[k] += __bfloat162float(h[k]);
+          add_bf16x8(sum, reinterpret_cast<const int4*>(bias + static_cast<std::size_t>(t) * a.hidden)[v]);
         }
-        int4 o;
-        auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(sum[k]);
-        reinterpret_cast<int4*>(result + static_cast<std::size_t>(t) * a.hidden)[v] = o;
+        reinterpret_cast<int4*>(result + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(sum);
       };
       finish(acc[0], v0);
       if (two) finish(acc[1], v1);
