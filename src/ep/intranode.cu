@@ -36,7 +36,8 @@
 // blocks): ready as above; each received row i from a node peer s (its
 // j-th row there) goes back to PE s's combine region at row
 // peer_send_offset[s] + j. Across nodes, the rows from other nodes are
-// staged locally; once every node peer staged its rows, each relay sums,
+// staged locally; then, in a kernel of its own (combine_relay_kernel), once
+// every node peer staged its rows, each relay sums,
 // for every row it forwarded, the results of the PEs it went to (fp32, PE
 // order, rounded once to bf16, as DeepEP) and puts one row per token back
 // to its source, after the source's node peers' rows. done as above (node
@@ -349,18 +350,23 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
     warp_copy_row_multi<1>(&dst, 1, x + static_cast<std::size_t>(i) * row_bytes, row_bytes);
     if (in.topk_weights && lane < a.num_topk) dst_w[lane] = in.topk_weights[static_cast<std::size_t>(i) * a.num_topk + lane];
   }
-  bool shipper = false;
-  if (across) {
-    const bool weights = in.topk_weights != nullptr;
-    signal_all_pes(a.staged, 0);  // node peers: my staged rows are there
-    reduce_relay_rows(a, weights, base + gridDim.x);
-    shipper = last_block_to_arrive(&a.counters->blocks_packed);
-    if (shipper) put_partials_back(a, weights, base + gridDim.x);
-  }
-  signal_all_pes(a.done, 0);  // node peers only
+  if (across) signal_all_pes(a.staged, 0);  // node peers: my staged rows are there (combine_relay_kernel)
+  signal_all_pes(a.done, 0);                 // node peers: my rows back to you are there
+  launch_end(a.counters, base);
+}
+
+// Combine across nodes, between the send half and the reduction (the same
+// B blocks): the relay's part. A kernel of its own, as the dispatch's, so
+// that the send half carries none of its registers. The send half advanced
+// the launch count: blocks_before is now this launch's base + B.
+__global__ void __launch_bounds__(1024) combine_relay_kernel(NormalArgs a, bool weights) {
+  const std::uint64_t target = *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before);
+  reduce_relay_rows(a, weights, target);
+  const bool shipper = last_block_to_arrive(&a.counters->blocks_packed);
+  if (shipper) put_partials_back(a, weights, target);
+  __syncthreads();
   // send_region may be rewritten once the combine is done: the proxy must have read it.
   if (shipper && threadIdx.x == 0) dev::proxy_quiet();
-  launch_end(a.counters, base);
 }
 
 // Combine, receive half (every SM: a short, memory-bound pass): wait until
@@ -461,6 +467,10 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
   const int sms = device_sm_count();
   combine_send_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in, num_recv);
   NVST_CHECK_LAUNCH();
+  if (a.relay_region != nullptr) {
+    combine_relay_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in.topk_weights != nullptr);
+    NVST_CHECK_LAUNCH();
+  }
   const int blocks = std::max(1, std::min(sms, (a.num_tokens + 15) / 16));
   combine_reduce_kernel<<<blocks, 512, 0, stream>>>(a, in, out);
   NVST_CHECK_LAUNCH();
@@ -471,6 +481,7 @@ void preload_normal_kernels() {
   nvst::detail::preload_kernels({reinterpret_cast<const void*>(dispatch_kernel),
                                  reinterpret_cast<const void*>(dispatch_forward_kernel),
                                  reinterpret_cast<const void*>(combine_send_kernel),
+                                 reinterpret_cast<const void*>(combine_relay_kernel),
                                  reinterpret_cast<const void*>(combine_reduce_kernel)});
 }
 
