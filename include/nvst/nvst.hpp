@@ -37,9 +37,11 @@ struct InitOptions {
   // Bytes of symmetric heap per PE; 0 = NVST_SYMMETRIC_SIZE or 1 GiB
   // (256 MiB for host heaps). Rounded up to the allocation granularity.
   std::size_t heap_bytes = 0;
-  // kAuto = NVST_BACKEND=nvshmem -> kNvshmem, else NVST_HEAP
+  // kAuto = backend nvshmem -> kNvshmem, else NVST_HEAP
   // (auto|cumem|cudaipc|host|nvshmem).
   HeapKind heap_kind = HeapKind::kAuto;
+  // "nvst" or "nvshmem"; "" = NVST_BACKEND (default nvst).
+  std::string backend;
 };
 
 // A new unique ID (text) for a job whose PEs all run on this host: rank 0

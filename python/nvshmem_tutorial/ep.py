@@ -135,7 +135,8 @@ class Buffer:
         self._comm = torch.cuda.Stream()
         # Across nodes every call waits for its kernels before returning:
         # see _finish.
-        self._across_nodes = _nvst.team_n_pes(_nvst.TEAM_NODE) != _nvst.n_pes()
+        self._num_nodes = _nvst.n_pes() // _nvst.team_n_pes(_nvst.TEAM_NODE)
+        self._across_nodes = self._num_nodes > 1
 
     # ---- DeepEP's static helpers ------------------------------------------------
     @staticmethod
@@ -218,8 +219,7 @@ class Buffer:
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((topk_idx.shape[0], n), dtype=torch.bool, device=dev)
             # DeepEP's num_tokens_per_rdma_rank: tokens per node, when the job spans nodes.
-            n_nodes = n // _nvst.team_n_pes(_nvst.TEAM_NODE)
-            per_node = torch.empty(n_nodes, dtype=torch.int32, device=dev) if self._across_nodes else None
+            per_node = torch.empty(self._num_nodes, dtype=torch.int32, device=dev) if self._across_nodes else None
         _nvst.ep.get_dispatch_layout(topk_idx.data_ptr(), topk_idx.shape[0], topk_idx.shape[1], num_experts,
                                      per_rank.data_ptr(), per_expert.data_ptr(), in_rank.data_ptr(),
                                      self._comm.cuda_stream, per_node.data_ptr() if per_node is not None else 0)

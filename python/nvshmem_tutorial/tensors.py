@@ -76,11 +76,7 @@ def init_from_torch(group=None, backend=""):
     builds with nvshmem_backend_built() only) or '' (NVST_BACKEND, default
     nvst). Collective over the group; a second call is a no-op, or an error
     when it asks for another backend than the job runs on."""
-    if backend not in ("", "nvst", "nvshmem"):
-        raise ValueError(f"nvshmem_tutorial.init_from_torch: backend {backend!r} is not one of 'nvst', 'nvshmem'")
-    if backend == "nvshmem" and not _nvst.nvshmem_backend_built():
-        raise ValueError("nvshmem_tutorial.init_from_torch: backend 'nvshmem' is not in this build (it was built "
-                         "without NVSHMEM: pip install nvidia-nvshmem-cu13==3.4.5, then rebuild)")
+    _nvst.check_backend(backend, "init_from_torch")
     if _nvst.initialized():
         running = "nvshmem" if _nvst.heap_kind() == "nvshmem" else "nvst"
         if backend and backend != running:

@@ -75,23 +75,23 @@ void check_range(const Symmetric& s, std::size_t offset, std::size_t bytes, cons
                           " bytes");
 }
 
-// The InitOptions of a Python init call: backend "" leaves the choice to
-// NVST_BACKEND (the runtime's default), "nvst" or "nvshmem" pick one.
-nvst::InitOptions init_options(const std::string& backend, const char* fn) {
-  nvst::InitOptions o;
-  if (backend == "nvshmem") {
-    if (!nvst::nvshmem_backend_built())
-      throw py::value_error(std::string("nvshmem_tutorial.") + fn +
-                            ": backend 'nvshmem' is not in this build (it was built without NVSHMEM: "
-                            "pip install nvidia-nvshmem-cu13==3.4.5, then rebuild)");
-    o.heap_kind = nvst::HeapKind::kNvshmem;
-  } else if (backend == "nvst") {
-    o.heap_kind = nvst::HeapKind::kAuto;
-    ::setenv("NVST_BACKEND", "nvst", 1);  // kAuto would read it
-  } else if (!backend.empty()) {
+// A Python backend choice: "" leaves it to NVST_BACKEND (the runtime's
+// default), "nvst" or "nvshmem" pick one; anything else, or NVSHMEM where
+// this build has none, raises ValueError naming `fn`.
+void check_backend(const std::string& backend, const char* fn) {
+  if (!backend.empty() && backend != "nvst" && backend != "nvshmem")
     throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": backend '" + backend +
                           "' is not one of 'nvst', 'nvshmem'");
-  }
+  if (backend == "nvshmem" && !nvst::nvshmem_backend_built())
+    throw py::value_error(std::string("nvshmem_tutorial.") + fn +
+                          ": backend 'nvshmem' is not in this build (it was built without NVSHMEM: "
+                          "pip install nvidia-nvshmem-cu13==3.4.5, then rebuild)");
+}
+
+nvst::InitOptions init_options(const std::string& backend, const char* fn) {
+  check_backend(backend, fn);
+  nvst::InitOptions o;
+  o.backend = backend;
   return o;
 }
 
@@ -141,6 +141,8 @@ PYBIND11_MODULE(_nvst, m) {
   m.def("nvshmem_backend_built", &nvst::nvshmem_backend_built,
         "True when this build links NVSHMEM (the nvidia-nvshmem wheel was found at build time).");
   m.def("nvshmem_backend_version", &nvst::nvshmem_backend_version);
+  m.def("check_backend", [](const std::string& backend, const std::string& fn) { check_backend(backend, fn.c_str()); },
+        py::arg("backend"), py::arg("fn"), "Raises ValueError (naming fn) for a backend init would refuse.");
   m.def("finalize", [] {
     py::gil_scoped_release nogil;
     nvst::finalize();

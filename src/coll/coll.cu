@@ -26,14 +26,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "coll/host_coll.hpp"
 #include "coll/kernels.cuh"
 #include "coll/ring_layout.hpp"
 #include "nvst/coll.hpp"
-#include "nvst/device.cuh"
 #include "nvst/nvst.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "runtime/settings.hpp"
@@ -159,7 +157,7 @@ Algo algo_from_env(Algo asked) {
 template <typename F>
 bool on_host(const TeamView& t, const char* fn, F&& run) {
   if (!host_heaps()) return false;
-  run(HostCall{t, workspace_of(g_host, fn, t)});
+  run(HostCall{t, host_workspace(fn, t)});
   return true;
 }
 
@@ -213,13 +211,7 @@ void prepare(Team team) {
                npes, ")");
   const std::size_t chunk = settings::coll_workspace_bytes();
   const std::size_t need = static_cast<std::size_t>(handle) + 1;
-  if (host_heaps()) {
-    if (prepared(g_host, handle)) return;
-    if (g_host.size() < need) g_host.resize(need);
-    host_prepare(handle, npes, chunk);
-    nvst::barrier_all();
-    return;
-  }
+  if (host_heaps()) return host_prepare(handle, npes, chunk);
   if (prepared(g_ws, handle)) return;
   if (g_ws.size() < need) g_ws.resize(need);
   Workspace& w = g_ws[static_cast<std::size_t>(handle)];

@@ -12,9 +12,13 @@
 
 namespace nvst::coll::internal {
 
-std::vector<HostWorkspace> g_host;
+namespace {
+std::vector<HostWorkspace> g_host;  // by team handle
+}  // namespace
 
 void host_prepare(int handle, int npes, std::size_t chunk) {
+  if (prepared(g_host, handle)) return;
+  if (g_host.size() <= static_cast<std::size_t>(handle)) g_host.resize(static_cast<std::size_t>(handle) + 1);
   HostWorkspace w;
   w.generation = detail::init_generation();
   w.slot = slot_for(chunk, npes);
@@ -31,7 +35,10 @@ void host_prepare(int handle, int npes, std::size_t chunk) {
   w.chunk = chunk;
   w.vlen_src.assign(static_cast<std::size_t>(npes), 0);
   g_host[static_cast<std::size_t>(handle)] = std::move(w);
+  nvst::barrier_all();
 }
+
+HostWorkspace& host_workspace(const char* fn, const TeamView& t) { return workspace_of(g_host, fn, t); }
 
 const char* host_exchange(const HostCall& c, const char* src, std::size_t stride, std::size_t bytes, int only_from,
                           int only_to) {
@@ -48,6 +55,8 @@ const char* host_exchange(const HostCall& c, const char* src, std::size_t stride
   nvst::quiet();  // `src` may be reused
   return buf;
 }
+
+namespace {
 
 template <typename T>
 T host_apply(T a, T b, RedOp op) {
@@ -109,6 +118,8 @@ void host_ring_combine(T* dst, T* out, const T* recv, const T* own, std::size_t 
     if (out) out[i] = x;
   }
 }
+
+}  // namespace
 
 void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::size_t count, DType dtype, RedOp op) {
   const int n = c.t.npes, me = c.t.me, left = (me + n - 1) % n, right_pe = c.t.world_pe((me + 1) % n);

@@ -26,9 +26,12 @@ struct HostWorkspace {
   std::vector<std::uint64_t> vlen_src;  // what this PE sends as byte counts (kept until quiet)
   std::uint64_t epoch = 0;
 };
-extern std::vector<HostWorkspace> g_host;  // by team handle
 
+// Makes team `handle`'s workspace unless this init already did (a
+// collective allocation: every PE calls it).
 void host_prepare(int handle, int npes, std::size_t chunk);
+// The team's workspace; the world's is made on first use (workspace_of).
+HostWorkspace& host_workspace(const char* fn, const TeamView& t);
 
 // What a host collective needs: the team and its workspace.
 struct HostCall {

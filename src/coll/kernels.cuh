@@ -43,7 +43,7 @@ struct Args {
   char* red;            // this PE's red[e & 1]
 };
 
-// The launch's epoch, the same in every block (see the top of the file).
+// The launch's epoch, the same in every block (see coll.cu's top comment).
 // Members of other nodes this block has already sent a put_signal (data and
 // phase-0 flag in one command) this launch: bit p for member p.
 __device__ __forceinline__ unsigned long long& flagged_by_put() {
@@ -470,7 +470,7 @@ __device__ __forceinline__ void ring_combine(T* dst, T* out, const T* recv, cons
 // PE's red[] (nothing there is rewritten before the end-of-launch quiet).
 // Workspace reuse: a member finishes launch e only after every member's
 // launch-e sends reached it, each sent after that member's launch e - 1
-// ended: the argument at the top of the file.
+// ended: the argument in coll.cu's top comment.
 template <typename T, RedOp OP>
 __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
   begin_launch(a);

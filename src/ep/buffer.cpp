@@ -148,7 +148,6 @@ struct Buffer::Impl {
   char* send_region = nullptr;   // staging of dispatch rows to other nodes (cross_node only)
   char* relay_region = nullptr;  // rows from other nodes to forward (cross_node only)
   char* combine_stage = nullptr; // combine: results of rows from other nodes, for the relays (cross_node only)
-  std::uint64_t* staged = nullptr;
   bool cross_node = false;       // some PEs are on other nodes
   int pes_per_node = 0;          // G: node n is PEs [n * G, (n + 1) * G)
   std::uint64_t* ready = nullptr;
@@ -232,7 +231,6 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
   a.relay_region = m.relay_region;
   a.relay_pos = handle.relay_pos.get();
   a.combine_stage = m.combine_stage;
-  a.staged = m.staged;
   a.dispatch_region = m.dispatch_region;
   a.dr = dr;
   a.combine_region = m.combine_region;
@@ -286,7 +284,6 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
       m.send_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
       m.relay_region = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
       m.combine_stage = static_cast<char*>(nvst::malloc(m.nvl_bytes / 2));
-      m.staged = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     }
     m.ready = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
@@ -363,7 +360,6 @@ Buffer::~Buffer() {
     for (auto it = m.ll_symmetric.rbegin(); it != m.ll_symmetric.rend(); ++it) nvst::free(*it);
     if (m.done) nvst::free(m.done);
     if (m.ready) nvst::free(m.ready);
-    if (m.staged) nvst::free(m.staged);
     if (m.combine_stage) nvst::free(m.combine_stage);
     if (m.relay_region) nvst::free(m.relay_region);
     if (m.send_region) nvst::free(m.send_region);

@@ -242,22 +242,20 @@ __global__ void __launch_bounds__(1024) dispatch_forward_kernel(NormalArgs a, bo
   const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
   const std::uint64_t target = *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before);
   forward_relay_rows(a, weights, scales_per_row, target);
-  // The combine counts its launch's blocks in `staged`; the base counts
-  // every launch's, so every launch adds its blocks there.
-  signal_all_pes(a.staged, 0);
   signal_all_pes(a.done, 0);  // node peers only: the far ones heard from the relays
   wait_pes(a.done, node * G, G, 1, target);
   if (blockIdx.x == 0 && threadIdx.x == 0) dev::proxy_quiet();  // the next dispatch rewrites send_region
 }
 
-// Combine across nodes, in every block of the send half: this PE is the
-// relay for the rows it forwarded in the dispatch. Waits until every node
-// peer staged its results (`staged`), then a warp per relay row sums the
+// Combine across nodes, in every block of combine_relay_kernel: this PE is
+// the relay for the rows it forwarded in the dispatch. Waits until every
+// node peer's send half is done (it counts done after staging its results),
+// then a warp per relay row sums the
 // node's results for it in fp32, in PE order, rounds once to bf16 and
 // writes the partial (and the summed weights) into send_region row i.
 __device__ __forceinline__ void reduce_relay_rows(const NormalArgs& a, bool weights, std::uint64_t target) {
   const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
-  wait_pes(a.staged, node * G, G, 1, target);
+  wait_pes(a.done, node * G, G, 1, target);
   const auto [warp_id, total_warps, lane] = warp_grid();
   const int* dst_pos = a.relay_pos;  // the handle's: the relay region holds the last dispatch's
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2, K = static_cast<std::size_t>(a.num_topk);
@@ -327,7 +325,6 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
   const auto [warp_id, total_warps, lane] = warp_grid();
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
   const char* x = static_cast<const char*>(in.x);
-  const bool across = a.relay_region != nullptr;
   const int own_lo = a.recv_begin[me], own_hi = a.recv_begin[me + 1];
   const int near_lo = a.recv_begin[node * G], near_hi = a.recv_begin[(node + 1) * G];
   const int remote = num_recv - (own_hi - own_lo);
@@ -350,8 +347,9 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
     warp_copy_row_multi<1>(&dst, 1, x + static_cast<std::size_t>(i) * row_bytes, row_bytes);
     if (in.topk_weights && lane < a.num_topk) dst_w[lane] = in.topk_weights[static_cast<std::size_t>(i) * a.num_topk + lane];
   }
-  if (across) signal_all_pes(a.staged, 0);  // node peers: my staged rows are there (combine_relay_kernel)
-  signal_all_pes(a.done, 0);                 // node peers: my rows back to you are there
+  // Node peers: my rows back to you are there, and (for your relay half)
+  // so are my staged results.
+  signal_all_pes(a.done, 0);
   launch_end(a.counters, base);
 }
 

@@ -80,7 +80,6 @@ struct NormalArgs {
   // region after its node peers' rows, at send_offset[R] + node_send_offset[n].
   int* relay_pos;               // device [relay_begin[N], G]: the dispatch's dst_pos of my relay rows (handle)
   char* combine_stage;          // symmetric
-  std::uint64_t* staged;        // symmetric [R]: node peer p staged its rows (counts blocks, like done)
   int node_recv_lo[64];         // [j]: node PE j's received rows from this node are [lo, hi)
   int node_recv_hi[64];
   int relay_back_offset[64];    // [n]: rows before this node's partials in PE (n, me % G)'s combine region

@@ -200,9 +200,10 @@ void init(const InitOptions& options) {
   detail::set_error_rank(r->launch.rank);
 
   HeapKind kind = options.heap_kind;
-  const std::string backend = settings::get("NVST_BACKEND").value_or("nvst");
-  NVST_REQUIRE(backend == "nvst" || backend == "nvshmem", "NVST_BACKEND=", backend,
-               " is not one of nvst, nvshmem");
+  const std::string backend =
+      !options.backend.empty() ? options.backend : settings::get("NVST_BACKEND").value_or("nvst");
+  NVST_REQUIRE(backend == "nvst" || backend == "nvshmem", options.backend.empty() ? "NVST_BACKEND=" : "backend ",
+               backend, " is not one of nvst, nvshmem");
   if (kind == HeapKind::kAuto && backend == "nvshmem") kind = HeapKind::kNvshmem;
   if (kind == HeapKind::kAuto) kind = parse_heap_kind(settings::get("NVST_HEAP").value_or("auto"));
   NVST_REQUIRE(kind != HeapKind::kNvshmem || nvshmem_backend_built(),

@@ -36,7 +36,6 @@ SUBSET = INTERNODE or SHARE
 # NVST_BACKEND=nvshmem: the job runs on NVIDIA's NVSHMEM (one node).
 BACKEND = os.environ.get("NVST_BACKEND") or "nvst"
 DEV = join_torch(LOCAL, SHARE)
-LOCAL = DEV.index
 if os.environ.get("NVST_TEST_SIDE_STREAM"):  # everything on a stream of torch's instead of the default one
     torch.cuda.set_stream(torch.cuda.Stream())
 nt.init_from_torch()
