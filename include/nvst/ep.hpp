@@ -164,13 +164,24 @@ struct LowLatencyDispatchInput {
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
   bool use_fp8 = true;  // quantise to e4m3 on the fly (one scale per 128 channels)
   bool round_scale = false;  // fp8: each scale rounded up to a power of two (DeepEP's round_scale)
+  // fp8 with round_scale and hidden % 512 == 0: scales as UE8M0, their
+  // exponent bytes (2^(b - 127)), four to an int32 (DeepEP's use_ue8m0).
+  bool use_ue8m0 = false;
+  // Optional [n_pes] int64 (device): the receive half adds, per source PE,
+  // the GPU clock cycles it waited for that PE's rows (DeepEP's
+  // dispatch_wait_recv_cost_stats: a slow PE or link stands out).
+  std::int64_t* wait_recv_cost_stats = nullptr;
 };
 // Received rows, packed per local expert: expert e's rows are
 // recv_x[e][0 .. recv_count[e]). Views of this PE's receive buffer, one of
 // two that alternate: valid until the dispatch after next.
+// Scales are DeepEP's: per expert column-major, so the scale j of row i of
+// expert e is at [e][j][i]: float [E_local][H / 128][n_pes * M], or with
+// use_ue8m0 bytes of int32 [E_local][H / 512][n_pes * M] (byte j % 4 of
+// [e][j / 4][i]).
 struct LowLatencyDispatchOutput {
   void* recv_x = nullptr;          // [E_local, n_pes * M, H], bf16 or fp8
-  float* recv_x_scales = nullptr;  // [E_local, n_pes * M, H / 128] (fp8)
+  void* recv_x_scales = nullptr;   // fp8: see above; else nullptr
   int* recv_count = nullptr;       // [E_local] (device)
   int* recv_src_info = nullptr;    // [E_local, n_pes * M, 3]: source PE, token index, top-k slot
   int max_rows_per_expert = 0;     // n_pes * M
@@ -182,6 +193,7 @@ struct LowLatencyCombineInput {
   const float* topk_weights = nullptr;         // [T, K]
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
   int buffer_index = 0;                        // from LowLatencyDispatchOutput
+  std::int64_t* wait_recv_cost_stats = nullptr;  // optional [n_pes]: as the dispatch's, for the combine's rows
 };
 
 // Which halves of a low-latency call to launch. kBoth: the whole operation.
@@ -203,6 +215,14 @@ class Buffer {
 
   int rank() const { return rank_; }
   int num_ranks() const { return n_pes_; }
+  // This PE's normal-mode receive region (half of num_nvl_bytes; nullptr
+  // and 0 without normal mode): raw symmetric memory that dispatch
+  // overwrites (DeepEP's get_local_buffer_tensor).
+  struct Region {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  Region local_nvl_region() const;
 
   // Bytes of num_nvl_bytes that hold `num_recv_tokens` received rows (the
   // most any PE receives, sends, or across nodes relays) of this shape.

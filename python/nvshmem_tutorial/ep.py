@@ -6,22 +6,32 @@ expert-parallel kernels (nvst::ep, chapter 9 of the book).
 
 Method names, arguments and return values follow DeepEP:
 get_dispatch_layout, dispatch, combine, low_latency_dispatch,
-low_latency_combine, EventOverlap, Config, the size hints. Differences,
+low_latency_combine, get_next_low_latency_combine_buffer,
+get_local_buffer_tensor, EventOverlap, Config, the size hints. Differences,
 all checked with a clear error rather than silently ignored:
- - across nodes the kernels are flat, not hierarchical: NVLink to the
-   ranks of this node, the proxy to the others (a token bound for two
-   ranks of one remote node crosses twice); the stage this needs comes out
-   of the symmetric heap beside num_nvl_bytes, not out of num_rdma_bytes;
+ - across nodes the normal mode is hierarchical, as DeepEP's (a token
+   crosses to a node once, then NVLink), but its stages come out of the
+   symmetric heap beside num_nvl_bytes (three more halves of it), not out
+   of num_rdma_bytes; the low-latency mode is flat, as DeepEP's;
  - the dispatch computes its layout itself: the layout tensors a caller
    passes (num_tokens_per_rank, ...) are checked for shape, not read;
+ - num_worst_tokens pads the outputs to that many rows (topk_idx -1,
+   weights 0), as DeepEP's, but the dispatch still learns the exact count
+   on the host first: it saves no synchronisation;
  - Config's chunk sizes are accepted and unused (our kernels do not chunk);
  - the low-latency buffers are sized at the first low_latency_dispatch
    (call it once before capturing a CUDA graph); num_rdma_bytes must cover
    get_low_latency_rdma_size_hint for that shape;
+ - low_latency_combine's zero_copy only checks that x is the tensor
+   get_next_low_latency_combine_buffer gave: our combine reads x in place
+   either way; use_logfmt is not provided (NotImplementedError);
+ - get_local_buffer_tensor gives the normal-mode receive region only
+   (half of num_nvl_bytes); the low-latency memory is several arrays, so
+   use_rdma_buffer=True raises NotImplementedError;
  - handles are objects, not tuples; pass them back as DeepEP's are.
 Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
 outputs are views of the buffer, valid until the dispatch after next, as in
-DeepEP.
+DeepEP, with the scales' last two dimensions column-major as DeepEP's.
 """
 import torch
 import torch.distributed as dist
@@ -84,16 +94,22 @@ class EventOverlap:
 class DispatchHandle:
     """What dispatch returns for the combine and for cached dispatches."""
 
-    def __init__(self, cpp, topk_idx, topk_weights, num_experts, recv_src_idx):
+    def __init__(self, cpp, topk_idx, topk_weights, num_experts, recv_src_idx, num_worst_tokens=0):
         self.cpp = cpp
         self.topk_idx = topk_idx
         self.topk_weights = topk_weights
         self.num_experts = num_experts
         self.recv_src_idx = recv_src_idx
+        self.num_worst_tokens = num_worst_tokens  # > 0: outputs padded to this many rows
 
     @property
     def num_recv_tokens(self):
         return self.cpp.num_recv_tokens
+
+    @property
+    def num_rows(self):
+        """Rows of the dispatch's outputs (and of the combine's x)."""
+        return self.num_worst_tokens or self.cpp.num_recv_tokens
 
 
 class LowLatencyHandle:
@@ -132,6 +148,7 @@ class Buffer:
         self._normal = _nvst.ep.Buffer(num_nvl_bytes) if num_nvl_bytes > 0 else None
         self._ll = None  # created by the first low_latency_dispatch
         self._ll_shape = None
+        self._zero_copy_x = {}  # buffer set -> get_next_low_latency_combine_buffer's tensor
         self._comm = torch.cuda.Stream()
         # Across nodes every call waits for its kernels before returning:
         # see _finish.
@@ -160,14 +177,36 @@ class Buffer:
         return _nvst.ep.low_latency_size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks, num_experts,
                                               num_topk)
 
-    def get_local_buffer_tensor(self, *args, **kwargs):
-        _fail("get_local_buffer_tensor", "not provided: the buffer's layout is private to the kernels",
-              NotImplementedError)
+    def get_local_buffer_tensor(self, dtype, size=None, offset=0, use_rdma_buffer=False):
+        """DeepEP's raw view of this rank's buffer: `size` (a shape, or None
+        for all that is left) elements of `dtype` from element `offset` of
+        the normal-mode receive region (half of num_nvl_bytes). The next
+        dispatch overwrites it."""
+        fn = "get_local_buffer_tensor"
+        if use_rdma_buffer:
+            _fail(fn, "use_rdma_buffer=True is not provided: the low-latency memory is several arrays, not one "
+                  "buffer", NotImplementedError)
+        if self._normal is None:
+            _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
+        if not isinstance(dtype, torch.dtype):
+            _fail(fn, f"dtype must be a torch.dtype, got {dtype!r}", TypeError)
+        addr, nbytes = self._normal.local_nvl_region()
+        total = nbytes // dtype.itemsize
+        if not isinstance(offset, int) or not 0 <= offset <= total:
+            _fail(fn, f"offset {offset!r} must be an int in [0, {total}] (elements of {dtype})")
+        shape = (total - offset,) if size is None else ((size,) if isinstance(size, int) else tuple(size))
+        count = 1
+        for d in shape:
+            count *= int(d)
+        if any(int(d) < 0 for d in shape) or offset + count > total:
+            _fail(fn, f"{count} elements from offset {offset} exceed the region's {total} elements of {dtype}")
+        return tensor_at(addr + offset * dtype.itemsize, shape, dtype, self)
 
     def destroy(self):
         """Collective: frees the buffers now (DeepEP's explicitly_destroy)."""
         self._normal = None
         self._ll = None
+        self._zero_copy_x = {}
 
     # ---- streams and events ------------------------------------------------------
     def _begin(self, previous_event):
@@ -238,8 +277,8 @@ class Buffer:
         fn = "dispatch"
         if self._normal is None:
             _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
-        if num_worst_tokens:
-            _fail(fn, "num_worst_tokens is not supported (the receive count is exact)", NotImplementedError)
+        if not isinstance(num_worst_tokens, int) or num_worst_tokens < 0:
+            _fail(fn, f"num_worst_tokens must be an int >= 0, got {num_worst_tokens!r}")
         x, x_scales = x if isinstance(x, tuple) else (x, None)
         fp8 = x_scales is not None
         where = f"ep.Buffer.{fn}"
@@ -283,25 +322,42 @@ class Buffer:
                                     num_experts, fp8, expert_alignment, cpp, config.num_sms,
                                     config.threads_per_block, self._comm.cuda_stream)
         R = out["num_recv_tokens"]
+        W = num_worst_tokens or R  # rows of the outputs
+        if R > W:
+            _fail(fn, f"this rank received {R} tokens, more than num_worst_tokens {num_worst_tokens}")
         # Copied out of the buffer on comm, ordered after the dispatch; a
-        # cached dispatch returns only the rows (and their scales).
-        wanted = [("recv_x", (R, H), x.dtype)] + ([("recv_x_scales", (R, H // 128), torch.float32)] if fp8 else [])
+        # cached dispatch returns only the rows (and their scales). Rows past
+        # R (num_worst_tokens) are padding: no expert (-1), weight 0, source
+        # -1, x and scales left as they are (DeepEP's).
+        wanted = [("recv_x", (H,), x.dtype, None)]
+        if fp8:
+            wanted += [("recv_x_scales", (H // 128,), torch.float32, None)]
         if not cached:
-            wanted += [("recv_topk_idx", (R, K), torch.int64), ("recv_topk_weights", (R, K), torch.float32),
-                       ("recv_src_idx", (R,), torch.int32)]
+            wanted += [("recv_topk_idx", (K,), torch.int64, -1), ("recv_topk_weights", (K,), torch.float32, 0),
+                       ("recv_src_idx", (), torch.int32, -1)]
         got = {}
         with torch.cuda.stream(self._comm):
-            for name, shape, dtype in wanted:
-                got[name] = tensor_at(out[name], shape, dtype, self).clone()
+            for name, row, dtype, pad in wanted:
+                rows = tensor_at(out[name], (R, *row), dtype, self)
+                if W == R:
+                    got[name] = rows.clone()
+                else:
+                    got[name] = torch.empty((W, *row), dtype=dtype, device=x.device)
+                    got[name][:R].copy_(rows)
+                    if pad is not None:
+                        got[name][R:].fill_(pad)
                 got[name].record_stream(compute)  # allocated on comm, used on the caller's stream
         recv_x, recv_scales = got["recv_x"], got.get("recv_x_scales")
         event = self._finish(compute, async_finish, [x, x_scales, topk_idx, topk_weights])
         recv = (recv_x, recv_scales) if fp8 else recv_x
         if cached:
             return recv, None, None, None, None, event
-        new_handle = DispatchHandle(cpp, topk_idx, topk_weights, num_experts, got["recv_src_idx"])
+        new_handle = DispatchHandle(cpp, topk_idx, topk_weights, num_experts, got["recv_src_idx"], num_worst_tokens)
+        # With num_worst_tokens DeepEP returns no per-expert counts (it did not
+        # wait for them); so do we, to be a drop-in.
+        per_expert = [] if num_worst_tokens else list(cpp.num_recv_tokens_per_expert)
         return (recv, got["recv_topk_idx"], got["recv_topk_weights"] if topk_weights is not None else None,
-                list(cpp.num_recv_tokens_per_expert), new_handle, event)
+                per_expert, new_handle, event)
 
     def combine(self, x, handle, topk_weights=None, bias=None, config=None, previous_event=None,
                 async_finish=False, allocate_on_comm_stream=False):
@@ -314,9 +370,9 @@ class Buffer:
         if not isinstance(handle, DispatchHandle):
             _fail(fn, "handle must be what dispatch returned", TypeError)
         check_tensor(x, where, "x", [torch.bfloat16])
-        R = handle.num_recv_tokens
+        R = handle.num_rows  # the received rows, or num_worst_tokens (padding rows are not read)
         if x.dim() != 2 or x.shape[0] != R:
-            _fail(fn, f"x must be [{R}, hidden] (one row per received token), got {tuple(x.shape)}")
+            _fail(fn, f"x must be [{R}, hidden] (one row per row the dispatch returned), got {tuple(x.shape)}")
         H = x.shape[1]
         T, K = handle.cpp.num_tokens, handle.cpp.num_topk
         if topk_weights is not None:
@@ -365,16 +421,18 @@ class Buffer:
                              use_fp8=True, round_scale=False, use_ue8m0=False, async_finish=False,
                              return_recv_hook=False):
         """Returns (recv_x, recv_count, handle, event, hook). recv_x is bf16
-        [E_local, ranks x M, H], or (fp8, float32 scales [.., H / 128]); views
-        of the buffer. With return_recv_hook the data is only sent: call
-        hook() to receive (on the then-current stream)."""
+        [E_local, ranks x M, H], or (fp8, scales): float32 [.., H / 128], or
+        with use_ue8m0 int32 [.., H / 512] holding four UE8M0 exponent bytes
+        each; the scales' last two dimensions are column-major (DeepEP's).
+        Views of the buffer. With return_recv_hook the data is only sent:
+        call hook() to receive (on the then-current stream).
+        dispatch_wait_recv_cost_stats (int64 [ranks]) gains, per source rank,
+        the GPU clock cycles the receive waited for it."""
         fn = "low_latency_dispatch"
         where = f"ep.Buffer.{fn}"
-        if use_ue8m0:
-            _fail(fn, "use_ue8m0 is not supported (scales stay float32; round_scale makes them powers of two)",
-                  NotImplementedError)
-        if dispatch_wait_recv_cost_stats is not None:
-            _fail(fn, "dispatch_wait_recv_cost_stats is not supported", NotImplementedError)
+        if use_ue8m0 and not (use_fp8 and round_scale):
+            _fail(fn, "use_ue8m0 needs use_fp8=True and round_scale=True (UE8M0 keeps only a power of two)")
+        wait_stats = self._check_wait_stats(fn, "dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats)
         stats = cumulative_local_expert_recv_stats
         if stats is not None:
             check_tensor(stats, where, "cumulative_local_expert_recv_stats", [torch.int32])
@@ -390,12 +448,15 @@ class Buffer:
         M = num_max_dispatch_tokens_per_rank
         if T > M:
             _fail(fn, f"{T} tokens exceed num_max_dispatch_tokens_per_rank {M}")
+        if use_ue8m0 and H % 512:
+            _fail(fn, f"use_ue8m0 packs four scales of 128 channels: hidden {H} must be a multiple of 512")
         ll = self._low_latency_buffer(fn, M, H, num_experts, K)
         stream = self._comm if async_finish else torch.cuda.current_stream()
         compute = self._begin(None) if async_finish else None
         phase = "send" if return_recv_hook else "both"
         out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
-                                      stream.cuda_stream, phase, round_scale=round_scale)
+                                      stream.cuda_stream, phase, round_scale=round_scale, use_ue8m0=use_ue8m0,
+                                      wait_recv_cost_stats=wait_stats)
         # At once, before anything else is launched: the statistics' add_ below,
         # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
         # while this kernel waited on the proxy (r50, docs/09).
@@ -403,8 +464,9 @@ class Buffer:
         E_local = num_experts // self.group_size
         rows = out["max_rows_per_expert"]
         recv_x = tensor_at(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, self)
-        if use_fp8:
-            recv_x = (recv_x, tensor_at(out["recv_x_scales"], (E_local, rows, H // 128), torch.float32, self))
+        if use_fp8:  # stored [E_local][columns][rows]: DeepEP's column-major scales, as a transposed view
+            columns, dtype = (H // 512, torch.int32) if use_ue8m0 else (H // 128, torch.float32)
+            recv_x = (recv_x, tensor_at(out["recv_x_scales"], (E_local, columns, rows), dtype, self).transpose(1, 2))
         recv_count = tensor_at(out["recv_count"], (E_local,), torch.int32, self)
         src_info = tensor_at(out["recv_src_info"], (E_local, rows, 3), torch.int32, self)
         handle = LowLatencyHandle(src_info, out["buffer_index"], M, H, num_experts)
@@ -415,28 +477,60 @@ class Buffer:
                     stats.add_(recv_count)
         if not return_recv_hook:
             count(stream)
-        event = self._finish(compute, True, [x, topk_idx, stats]) if async_finish else EventOverlap(None)
+        event = (self._finish(compute, True, [x, topk_idx, stats, dispatch_wait_recv_cost_stats]) if async_finish
+                 else EventOverlap(None))
         index = out["buffer_index"]
 
         def receive():
             ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
-                                    current_stream(), "receive", index)
+                                    current_stream(), "receive", index, wait_recv_cost_stats=wait_stats)
             self._settle(torch.cuda.current_stream())
             count(torch.cuda.current_stream())
         return recv_x, recv_count, handle, event, receive if return_recv_hook else None
 
-    def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
-                            async_finish=False, return_recv_hook=False, out=None):
-        """x: bf16 [E_local, ranks x M, H], packed as dispatched. Returns
-        (combined_x bf16 [T, H], event, hook)."""
-        fn = "low_latency_combine"
-        where = f"ep.Buffer.{fn}"
-        if use_logfmt or zero_copy:
-            _fail(fn, "use_logfmt / zero_copy are not supported", NotImplementedError)
+    def _check_wait_stats(self, fn, name, t):
+        """The address of an optional int64 [ranks] statistics tensor (0: none)."""
+        if t is None:
+            return 0
+        check_tensor(t, f"ep.Buffer.{fn}", name, [torch.int64])
+        if tuple(t.shape) != (self.group_size,):
+            _fail(fn, f"{name} must be [{self.group_size}] (one per rank), got {tuple(t.shape)}")
+        return t.data_ptr()
+
+    def get_next_low_latency_combine_buffer(self, handle):
+        """DeepEP's zero-copy combine input: a bf16 [E_local, ranks x M, H]
+        tensor to write the experts' output into, then pass as x with
+        zero_copy=True. One per buffer set, kept by this Buffer. Our combine
+        reads x in place anyway, so this saves nothing; it is here so that
+        code written for DeepEP runs unchanged."""
+        fn = "get_next_low_latency_combine_buffer"
         if not isinstance(handle, LowLatencyHandle):
             _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
         if self._ll is None:
             _fail(fn, "call low_latency_dispatch first")
+        M, H, E, _ = self._ll_shape
+        shape = (E // self.group_size, self.group_size * M, H)
+        if handle.buffer_index not in self._zero_copy_x:
+            self._zero_copy_x[handle.buffer_index] = torch.empty(shape, dtype=torch.bfloat16,
+                                                                 device=f"cuda:{_nvst.device()}")
+        return self._zero_copy_x[handle.buffer_index]
+
+    def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
+                            async_finish=False, return_recv_hook=False, out=None, combine_wait_recv_cost_stats=None):
+        """x: bf16 [E_local, ranks x M, H], packed as dispatched. Returns
+        (combined_x bf16 [T, H], event, hook). combine_wait_recv_cost_stats
+        (int64 [ranks]) gains the GPU clock cycles waited for each rank."""
+        fn = "low_latency_combine"
+        where = f"ep.Buffer.{fn}"
+        if use_logfmt:
+            _fail(fn, "use_logfmt (DeepEP's LogFMT compression of the combine) is not provided", NotImplementedError)
+        if not isinstance(handle, LowLatencyHandle):
+            _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
+        if self._ll is None:
+            _fail(fn, "call low_latency_dispatch first")
+        if zero_copy and x is not self._zero_copy_x.get(handle.buffer_index):
+            _fail(fn, "zero_copy=True needs x to be get_next_low_latency_combine_buffer(handle)")
+        wait_stats = self._check_wait_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats)
         M, H, E, K = self._ll_shape
         check_tensor(x, where, "x", [torch.bfloat16])
         check_tensor(topk_idx, where, "topk_idx", [torch.int64])
@@ -459,12 +553,13 @@ class Buffer:
         phase = "send" if return_recv_hook else "both"
         args = (x.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
                 out.data_ptr())
-        self._ll.low_latency_combine(*args, stream.cuda_stream, phase)
+        self._ll.low_latency_combine(*args, stream.cuda_stream, phase, wait_stats)
         self._settle(stream)
-        event = self._finish(compute, True, [x, topk_idx, topk_weights, out]) if async_finish else EventOverlap(None)
+        event = (self._finish(compute, True, [x, topk_idx, topk_weights, out, combine_wait_recv_cost_stats])
+                 if async_finish else EventOverlap(None))
         ll = self._ll
 
         def receive():
-            ll.low_latency_combine(*args, current_stream(), "receive")
+            ll.low_latency_combine(*args, current_stream(), "receive", wait_stats)
             self._settle(torch.cuda.current_stream())
         return out, event, receive if return_recv_hook else None

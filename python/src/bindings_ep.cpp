@@ -85,6 +85,11 @@ void bind_ep(py::module_& m) {
            }),
            py::arg("num_nvl_bytes"), py::arg("num_max_dispatch_tokens_per_rank") = 0, py::arg("ll_hidden") = 0,
            py::arg("ll_num_experts") = 0, py::arg("ll_num_topk") = 0)
+      .def("local_nvl_region",
+           [](const ep::Buffer& b) {
+             const ep::Buffer::Region r = b.local_nvl_region();
+             return py::make_tuple(addr(r.ptr), r.bytes);
+           })
       .def_property_readonly("rank", &ep::Buffer::rank)
       .def_property_readonly("num_ranks", &ep::Buffer::num_ranks)
       // Returns (outputs as a dict of addresses, handle). The handle is filled
@@ -143,13 +148,15 @@ void bind_ep(py::module_& m) {
           "low_latency_dispatch",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, int num_tokens, int hidden, int num_topk,
              int num_experts, bool use_fp8, std::uintptr_t stream, const std::string& phase, int buffer_index,
-             bool round_scale) {
+             bool round_scale, bool use_ue8m0, std::uintptr_t wait_recv_cost_stats) {
             ep::LowLatencyDispatchInput in;
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);
             set_shape(in, num_tokens, hidden, num_topk, num_experts);
             in.use_fp8 = use_fp8;
             in.round_scale = round_scale;
+            in.use_ue8m0 = use_ue8m0;
+            in.wait_recv_cost_stats = as<std::int64_t>(wait_recv_cost_stats);
             const ep::Phase p = phase_of(phase);
             ep::LowLatencyDispatchOutput o;
             {
@@ -167,13 +174,15 @@ void bind_ep(py::module_& m) {
           },
           py::arg("x"), py::arg("topk_idx"), py::arg("num_tokens"), py::arg("hidden"), py::arg("num_topk"),
           py::arg("num_experts"), py::arg("use_fp8"), py::arg("stream"), py::arg("phase") = "both",
-          py::arg("buffer_index") = -1, py::arg("round_scale") = false)
+          py::arg("buffer_index") = -1, py::arg("round_scale") = false, py::arg("use_ue8m0") = false,
+          py::arg("wait_recv_cost_stats") = 0)
       .def(
           "low_latency_combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, std::uintptr_t topk_weights, int num_tokens,
              int hidden, int num_topk, int num_experts, int buffer_index, std::uintptr_t combined_x,
-             std::uintptr_t stream, const std::string& phase) {
+             std::uintptr_t stream, const std::string& phase, std::uintptr_t wait_recv_cost_stats) {
             ep::LowLatencyCombineInput in;
+            in.wait_recv_cost_stats = as<std::int64_t>(wait_recv_cost_stats);
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);
             in.topk_weights = as<const float>(topk_weights);
@@ -185,7 +194,7 @@ void bind_ep(py::module_& m) {
           },
           py::arg("x"), py::arg("topk_idx"), py::arg("topk_weights"), py::arg("num_tokens"), py::arg("hidden"),
           py::arg("num_topk"), py::arg("num_experts"), py::arg("buffer_index"), py::arg("combined_x"),
-          py::arg("stream"), py::arg("phase") = "both");
+          py::arg("stream"), py::arg("phase") = "both", py::arg("wait_recv_cost_stats") = 0);
 }
 
 }  // namespace nvst_py

@@ -24,6 +24,12 @@ void require_aligned(const void* p, const char* what) {
                " must be 16-byte aligned (got ", p, ")");
 }
 
+// An optional int64 array the kernels add to.
+void require_aligned_8(const void* p, const char* fn, const char* what) {
+  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(p) & 7u) == 0, "nvst::ep::", fn, ": ", what,
+               " must be 8-byte aligned (got ", p, ")");
+}
+
 // Bytes of one set's far sections: [E_local][R][M] records = E x M.
 std::size_t far_x_bytes(int max_tokens, int hidden, int num_experts) {
   return static_cast<std::size_t>(num_experts) * max_tokens * nvst::ep::detail::ll_far_record_bytes(hidden);
@@ -169,6 +175,7 @@ struct Buffer::Impl {
   detail::LaunchCounters* ll_counters = nullptr;  // [2 sets][dispatch, combine]
   int* ll_recv_count = nullptr;                   // [2][E_local]
   bool ll_fp8[2] = {};   // use_fp8 of each set's last send (its receive half needs it)
+  bool ll_ue8m0[2] = {}; // and use_ue8m0
   std::vector<void*> ll_device;  // cross-node stages (cudaFree)
   int ll_next = 0;       // the set the next dispatch uses
   int ll_last_sent = 0;  // the set of the last dispatch's send half
@@ -319,7 +326,7 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
       a.num_topk = ll_num_topk;
       a.num_experts = ll_num_experts;
       a.x = static_cast<char*>(sym(rows * ll_hidden * 2));
-      a.scales = static_cast<float*>(sym(rows * (ll_hidden / 128) * sizeof(float)));
+      a.scales = sym(rows * (ll_hidden / 128) * sizeof(float));  // float, or (smaller) UE8M0 bytes
       a.src_info = static_cast<int*>(sym(rows * 3 * sizeof(int)));
       a.slot_counter = static_cast<int*>(sym(el * sizeof(int)));
       a.recv_count = m.ll_recv_count + b * el;
@@ -566,6 +573,11 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
   detail::launch_normal_combine(a, in, out, handle.num_recv_tokens, config, stream);
 }
 
+Buffer::Region Buffer::local_nvl_region() const {
+  const Impl& m = *impl_;
+  return {m.dispatch_region, m.dispatch_region ? m.nvl_bytes / 2 : 0};
+}
+
 LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
                                                       Phase phase, int buffer_index) {
   Impl& m = *impl_;
@@ -581,6 +593,11 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
     NVST_REQUIRE(in.x && in.topk_idx, "nvst::ep::low_latency_dispatch: x and topk_idx are required");
     require_aligned(in.x, "x");
   }
+  if (in.use_ue8m0)
+    NVST_REQUIRE(in.use_fp8 && in.round_scale && m.ll_hidden % 512 == 0,
+                 "nvst::ep::low_latency_dispatch: use_ue8m0 needs use_fp8, round_scale and hidden % 512 == 0 "
+                 "(got use_fp8 ", in.use_fp8, ", round_scale ", in.round_scale, ", hidden ", m.ll_hidden, ")");
+  require_aligned_8(in.wait_recv_cost_stats, "low_latency_dispatch", "wait_recv_cost_stats");
   NVST_REQUIRE(buffer_index >= -1 && buffer_index <= 1, "nvst::ep::low_latency_dispatch: buffer_index ",
                buffer_index, " must be 0, 1 or -1 (the last sent)");
   int set = buffer_index >= 0 ? buffer_index : m.ll_last_sent;
@@ -589,9 +606,13 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
     m.ll_next ^= 1;
     m.ll_last_sent = set;
   }
-  if (phase != Phase::kReceive) m.ll_fp8[set] = in.use_fp8;
+  if (phase != Phase::kReceive) {
+    m.ll_fp8[set] = in.use_fp8;
+    m.ll_ue8m0[set] = in.use_ue8m0;
+  }
   detail::LowLatencyArgs a = m.ll[set];
-  a.use_fp8 = m.ll_fp8[set];  // a receive half follows its send's choice
+  a.use_fp8 = m.ll_fp8[set];  // a receive half follows its send's choices
+  a.use_ue8m0 = m.ll_ue8m0[set];
   detail::launch_ll_dispatch(a, in, phase, stream);
   LowLatencyDispatchOutput out;
   out.recv_x = a.x;
@@ -622,6 +643,7 @@ void Buffer::low_latency_combine(const LowLatencyCombineInput& in, void* combine
                  "nvst::ep::low_latency_combine: topk_idx, topk_weights and combined_x are required");
     require_aligned(combined_x, "combined_x");
   }
+  require_aligned_8(in.wait_recv_cost_stats, "low_latency_combine", "wait_recv_cost_stats");
   detail::launch_ll_combine(m.ll[in.buffer_index], in, combined_x, phase, stream);
 }
 

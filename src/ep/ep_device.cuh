@@ -124,18 +124,24 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count) 
 
 // Threads 0..count-1 each wait until counters[first + i * stride] >=
 // target; then the block proceeds (acquire, then a barrier: the whole block
-// sees the peers' data). The PE `skip` (-1: none) is left out.
+// sees the peers' data). The PE `skip` (-1: none) is left out. With `cost`
+// (block 0 only), each thread adds the GPU clock cycles it waited to
+// cost[pe] (DeepEP's wait_recv_cost_stats; one writer per element).
 __device__ __forceinline__ void wait_pes(const std::uint64_t* counters, int first, int count, int stride,
-                                         std::uint64_t target, int skip = -1) {
+                                         std::uint64_t target, int skip = -1, std::int64_t* cost = nullptr) {
   const int i = static_cast<int>(threadIdx.x);
   const int pe = first + i * stride;
-  if (i < count && pe != skip)
+  if (i < count && pe != skip) {
+    const long long start = cost != nullptr ? clock64() : 0;
     dev::detail::wait_until_impl<std::uint64_t>(counters + pe, dev::Cmp::kGe, target, dev::FailKind::kWaitTimeout,
                                                 pe);
+    if (cost != nullptr && blockIdx.x == 0) cost[pe] += clock64() - start;
+  }
   __syncthreads();
 }
-__device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std::uint64_t target) {
-  wait_pes(counters, 0, dev::state().n_pes, 1, target);
+__device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std::uint64_t target,
+                                             std::int64_t* cost = nullptr) {
+  wait_pes(counters, 0, dev::state().n_pes, 1, target, -1, cost);
 }
 
 // Which warp of the grid this is, how many there are, and the lane.

@@ -94,9 +94,11 @@ struct LowLatencyArgs {
   int max_tokens;               // M
   int hidden, num_topk, num_experts;
   bool use_fp8;
+  bool use_ue8m0;               // fp8 scales as packed exponent bytes (see ll_scale_at)
   // Dispatch receive region (symmetric), one buffer:
   char* x;                      // [E_local][R * M][H * (fp8 ? 1 : 2)]
-  float* scales;                // [E_local][R * M][H / 128]
+  void* scales;                 // per expert column-major: float [E_local][H / 128][R * M], or
+                                // with use_ue8m0 int32 [E_local][H / 512][R * M] (4 exponent bytes each)
   int* src_info;                // [E_local][R * M][3]
   int* slot_counter;            // [E_local] (symmetric, zero between uses)
   int* recv_count;              // [E_local] (device, local)
@@ -123,6 +125,15 @@ struct LowLatencyArgs {
 constexpr std::size_t ll_far_scales_at() { return 16; }
 constexpr std::size_t ll_far_x_at(int hidden) { return 16 + (static_cast<std::size_t>(hidden) / 128 * 4 + 15) / 16 * 16; }
 constexpr std::size_t ll_far_record_bytes(int hidden) { return ll_far_x_at(hidden) + static_cast<std::size_t>(hidden) * 2; }
+// Byte offset in LowLatencyArgs::scales of scale j (of H / 128) of row
+// `slot` of local expert e, rows_per_expert = R * M. DeepEP's layout: the
+// last two dimensions are column-major (a scale column of all the expert's
+// rows is contiguous, which TMA loads of a grouped GEMM want). With ue8m0,
+// four scales share an int32, scale j in byte j % 4 (little-endian).
+constexpr std::size_t ll_scale_at(bool ue8m0, int hidden, int rows_per_expert, int e, int slot, int j) {
+  return ue8m0 ? ((static_cast<std::size_t>(e) * (hidden / 512) + j / 4) * rows_per_expert + slot) * 4 + j % 4
+               : ((static_cast<std::size_t>(e) * (hidden / 128) + j) * rows_per_expert + slot) * 4;
+}
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase,
                         cudaStream_t stream);

@@ -54,9 +54,11 @@ constexpr float kFp8Max = 448.0f;  // largest finite e4m3
 // One warp quantises a bf16 row to e4m3: lanes 0-15 and 16-31 each cover
 // 128 channels (16 lanes x 8 values) per step, sharing one scale; with
 // round_scale the scale is rounded up to a power of two (DeepEP's
-// round_scale), so that dequantising is an exponent add.
-__device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_scales, const __nv_bfloat16* src,
-                                                  int hidden, int lane, bool round_scale) {
+// round_scale), so that dequantising is an exponent add. store_scale(j, s)
+// puts scale j of the row where it belongs.
+template <typename StoreScale>
+__device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, const __nv_bfloat16* src, int hidden, int lane,
+                                                  bool round_scale, StoreScale store_scale) {
   const int vecs = hidden / 8;
   for (int base = 0; base < vecs; base += 32) {
     const int v = base + lane;
@@ -83,8 +85,19 @@ __device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, float* dst_
 #pragma unroll
     for (int k = 0; k < 8; ++k) out[k] = __nv_fp8_e4m3(f[k] * inv).__x;
     *reinterpret_cast<uint2*>(dst + static_cast<std::size_t>(v) * 8) = *reinterpret_cast<const uint2*>(out);
-    if ((lane & 15) == 0) dst_scales[v / 16] = scale;
+    if ((lane & 15) == 0) store_scale(v / 16, scale);
   }
+}
+
+// Stores scale j of row `slot` of local expert e into a receive buffer's
+// scales (`scales`: this PE's or a node peer's), in the layout of
+// ll_scale_at. UE8M0 keeps the exponent byte: the scale is a power of two
+// (round_scale), so nothing is lost.
+__device__ __forceinline__ void store_ll_scale(const LowLatencyArgs& a, void* scales, int rows_per_expert, int e,
+                                               int slot, int j, float scale) {
+  char* at = static_cast<char*>(scales) + ll_scale_at(a.use_ue8m0, a.hidden, rows_per_expert, e, slot, j);
+  if (a.use_ue8m0) *reinterpret_cast<std::uint8_t*>(at) = static_cast<std::uint8_t>(__float_as_uint(scale) >> 23);
+  else *reinterpret_cast<float*>(at) = scale;
 }
 
 // Block that finished last, thread r < n_pes for each PE r of another
@@ -116,7 +129,6 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * (a.use_fp8 ? 1 : 2);
-  const int scales_per_row = a.hidden / 128;
   const std::size_t far_x_at = ll_far_x_at(a.hidden);
   const int tasks = in.num_tokens * a.num_topk;
   for (int task = w.warp_id; task < tasks; task += w.total_warps) {
@@ -140,12 +152,18 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
     const std::size_t row = static_cast<std::size_t>(local) * rows_per_expert + slot;
     char* record = a.far_stage + static_cast<std::size_t>(task) * a.far_rec;
     char* dst = near ? pe_ptr(a.x, r) + row * row_bytes : record + far_x_at;
-    float* dst_scales = near ? pe_ptr(a.scales, r) + row * scales_per_row
-                             : reinterpret_cast<float*>(record + ll_far_scales_at());
     int* dst_info = near ? pe_ptr(a.src_info, r) + row * 3 : reinterpret_cast<int*>(record);
     const auto* src = static_cast<const __nv_bfloat16*>(in.x) + static_cast<std::size_t>(t) * a.hidden;
     if (a.use_fp8) {
-      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), dst_scales, src, a.hidden, w.lane, in.round_scale);
+      // Near: into PE r's scales. Far: as floats into the record, which
+      // the receive half stores in the receiver's layout.
+      void* scales = near ? pe_ptr(static_cast<char*>(a.scales), r) : nullptr;
+      float* far_scales = reinterpret_cast<float*>(record + ll_far_scales_at());
+      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), src, a.hidden, w.lane, in.round_scale,
+                        [&](int j, float scale) {
+                          if (near) store_ll_scale(a, scales, rows_per_expert, local, slot, j, scale);
+                          else far_scales[j] = scale;
+                        });
     } else {
       char* d = dst;
       warp_copy_row_multi<1>(&d, 1, reinterpret_cast<const char*>(src), row_bytes);
@@ -168,11 +186,11 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
 // peers stored are slot_counter[e] rows; records from PEs of other nodes
 // move in behind them, source by source. recv_count gets the total and the
 // slot counter is reset. One block per expert (one block when on one node).
-__global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe) {
+__global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long target =
       *reinterpret_cast<const volatile unsigned long long*>(&a.dispatch_counters->blocks_before);
-  wait_all_pes(a.dispatch_done, target);
+  wait_all_pes(a.dispatch_done, target, wait_cost);
   if (a.far_x == nullptr) {
     for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
       a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
@@ -203,7 +221,8 @@ __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe) {
         warp_copy_row_multi<1>(&d, 1, record + far_x_at, row_bytes);
         if (a.use_fp8)
           for (int i = lane; i < scales_per_row; i += 32)
-            a.scales[row * scales_per_row + i] = load_cg(reinterpret_cast<const float*>(record + ll_far_scales_at()) + i);
+            store_ll_scale(a, a.scales, rows_per_expert, e, at + j, i,
+                           load_cg(reinterpret_cast<const float*>(record + ll_far_scales_at()) + i));
         if (lane < 3) a.src_info[row * 3 + lane] = load_cg(reinterpret_cast<const int*>(record) + lane);
       }
       at += n;
@@ -259,7 +278,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
                                                             __nv_bfloat16* out) {
   const unsigned long long target =
       *reinterpret_cast<const volatile unsigned long long*>(&a.combine_counters->blocks_before);
-  wait_all_pes(a.combine_done, target);
+  wait_all_pes(a.combine_done, target, in.wait_recv_cost_stats);
   const WarpGrid w = warp_grid();
   const auto* rows = reinterpret_cast<const __nv_bfloat16*>(a.combine_x);
   // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
@@ -296,7 +315,7 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
   if (phase != Phase::kSend) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    ll_dispatch_recv<<<blocks, 256, 0, stream>>>(a, experts_per_pe);
+    ll_dispatch_recv<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
     NVST_CHECK_LAUNCH();
   }
 }

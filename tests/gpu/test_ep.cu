@@ -322,11 +322,27 @@ float fp8_value(std::uint8_t b) {
   return static_cast<float>(f);
 }
 
+// Where scale j of row i of local expert e is, in bytes, in a low-latency
+// receive buffer's scales: DeepEP's layout (column-major per expert; with
+// UE8M0 four exponent bytes to an int32), written out here on its own.
+std::size_t ll_scale_byte(bool ue8m0, int hidden, std::size_t rows_pe, int e, std::size_t i, int j) {
+  if (ue8m0) return ((static_cast<std::size_t>(e) * (hidden / 512) + j / 4) * rows_pe + i) * 4 + j % 4;
+  return ((static_cast<std::size_t>(e) * (hidden / 128) + j) * rows_pe + i) * 4;
+}
+
+// Options of a low-latency case beyond the route and shape.
+struct LlOptions {
+  bool round_scale = false;
+  bool ue8m0 = false;       // packed exponent scales (needs round_scale)
+  bool wait_stats = false;  // pass wait_recv_cost_stats to both halves and check them
+};
+
 // Low-latency dispatch, checked row by row (slots are claimed in any order,
 // so rows are matched by their (PE, token, k)), then combine.
 Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool split, std::uint64_t seed,
-               cudaStream_t s, bool round_scale = false) {
+               cudaStream_t s, LlOptions opt = {}) {
   const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R;
+  const bool round_scale = opt.round_scale || opt.ue8m0;
   Errors err;
   const std::vector<PeInput> all = make_all_inputs(kind, R, sh.T, sh.H, sh.K, sh.E, seed);
   const PeInput& mine = all[me];
@@ -334,7 +350,10 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   auto* d_x = upload(mine.x);
   auto* d_topk = upload(mine.topk);
   auto* d_w = upload(mine.weights);
-  nvst::ep::LowLatencyDispatchInput in{d_x, d_topk, T, sh.H, sh.K, sh.E, fp8, round_scale};
+  // Wait statistics: two arrays, so that the dispatch's and the combine's
+  // are checked apart; they start at 1 to see that the kernels add.
+  std::int64_t* d_wait = opt.wait_stats ? upload(std::vector<std::int64_t>(2 * R, 1)) : nullptr;
+  nvst::ep::LowLatencyDispatchInput in{d_x, d_topk, T, sh.H, sh.K, sh.E, fp8, round_scale, opt.ue8m0, d_wait};
   using nvst::ep::Phase;
   nvst::ep::LowLatencyDispatchOutput out = buf.low_latency_dispatch(in, s, split ? Phase::kSend : Phase::kBoth);
   if (split) {  // other work between the halves, then the receive hook
@@ -347,7 +366,17 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   auto info = download(out.recv_src_info, el * rows_pe * 3);
   const std::size_t row_bytes = sh.H * (fp8 ? 1 : 2), spr = sh.H / 128;
   auto x = download(static_cast<const std::uint8_t*>(out.recv_x), el * rows_pe * row_bytes);
-  std::vector<float> sc = fp8 ? download(out.recv_x_scales, el * rows_pe * spr) : std::vector<float>{};
+  // The scales as bytes: floats, or UE8M0 exponents, a quarter the size.
+  const std::vector<std::uint8_t> sc =
+      fp8 ? download(static_cast<const std::uint8_t*>(out.recv_x_scales), el * rows_pe * spr * (opt.ue8m0 ? 1 : 4))
+          : std::vector<std::uint8_t>{};
+  auto scale_of_row = [&](int e, std::size_t i, int j) {
+    const std::size_t at = ll_scale_byte(opt.ue8m0, sh.H, rows_pe, e, i, j);
+    if (opt.ue8m0) return std::ldexp(1.0f, static_cast<int>(sc[at]) - 127);
+    float f;
+    std::memcpy(&f, &sc[at], 4);
+    return f;
+  };
   std::vector<std::uint16_t> y(el * rows_pe * sh.H, 0);
   for (int e = 0; e < el; ++e) {
     const int g = me * el + e;
@@ -371,7 +400,7 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
       for (int v = 0; v < sh.H; ++v) {
         const std::uint16_t xb = all[p].x[static_cast<std::size_t>(t) * sh.H + v];
         if (fp8) {
-          const float scale = sc[row * spr + v / 128];
+          const float scale = scale_of_row(e, static_cast<std::size_t>(i), v / 128);
           int exp2 = 0;
           if (round_scale && v % 128 == 0) err.add(std::frexp(scale, &exp2) != 0.5f, at + ": scale not a power of two");
           const float deq = fp8_value(x[row * row_bytes + v]) * scale;
@@ -394,7 +423,8 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   if (!fp8) {  // combine: weighted sum over k, fused multiply-adds in k order
     auto* d_y = upload(y);
     std::uint16_t* d_out = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(T) * sh.H, 0xFFFF));
-    nvst::ep::LowLatencyCombineInput cin{d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index};
+    nvst::ep::LowLatencyCombineInput cin{d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index,
+                                         d_wait ? d_wait + R : nullptr};
     buf.low_latency_combine(cin, d_out, s, split ? Phase::kSend : Phase::kBoth);
     if (split) buf.low_latency_combine(cin, d_out, s, Phase::kReceive);
     NVST_CHECK_CUDA(cudaStreamSynchronize(s));
@@ -423,6 +453,16 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
       }
     NVST_CHECK_CUDA(cudaFree(d_y));
     NVST_CHECK_CUDA(cudaFree(d_out));
+  }
+  if (d_wait) {  // every source PE's wait was counted (each wait takes at least a load's cycles)
+    const auto wait = download(d_wait, 2 * R);
+    for (int p = 0; p < R; ++p) {
+      err.add(wait[p] <= 1, "ll dispatch wait_recv_cost_stats[" + std::to_string(p) + "] = " +
+                                std::to_string(wait[p]) + ": not added to");
+      err.add(!fp8 && wait[R + p] <= 1, "ll combine wait_recv_cost_stats[" + std::to_string(p) + "] = " +
+                                            std::to_string(wait[R + p]) + ": not added to");
+    }
+    NVST_CHECK_CUDA(cudaFree(d_wait));
   }
   nvst::barrier_all();  // every PE has read its receive buffer before the next case
   NVST_CHECK_CUDA(cudaFree(d_x));
@@ -582,8 +622,13 @@ int run_pe() {
         report(ll_case(buf, kind, ll, fp8, split, g_seed * 100 + ++salt, s),
                std::string("low latency ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) +
                    (split ? ", send/receive split" : ""));
-  report(ll_case(buf, RouteKind::kRandom, ll, true, true, g_seed * 100 + ++salt, s, true),
+  report(ll_case(buf, RouteKind::kRandom, ll, true, true, g_seed * 100 + ++salt, s, {.round_scale = true}),
          "low latency fp8, round_scale (power-of-two scales), send/receive split");
+  for (bool split : {false, true})
+    report(ll_case(buf, RouteKind::kRandom, ll, true, split, g_seed * 100 + ++salt, s, {.ue8m0 = true}),
+           std::string("low latency fp8, UE8M0 scales (packed exponent bytes)") + (split ? ", send/receive split" : ""));
+  report(ll_case(buf, RouteKind::kMasked, ll, false, true, g_seed * 100 + ++salt, s, {.wait_stats = true}),
+         "low latency bf16, wait_recv_cost_stats of dispatch and combine, send/receive split");
   report(ll_graph_case(buf, ll, s), "low latency under a CUDA graph, 4 replays with new inputs");
   report(ll_two_batches_case(buf, ll, s), "low latency, two micro-batches in flight (send a, send b, receive a, b)");
 
@@ -595,6 +640,13 @@ int run_pe() {
     auto* d_topk = upload(topk);
     std::string m = error_of([&] { buf.low_latency_dispatch({d_x, d_topk, ll.T + 1, ll.H, ll.K, ll.E, true}, s); });
     check(m.find("at most") != std::string::npos, "low latency: too many tokens refused: " + m.substr(0, 90));
+    m = error_of([&] {  // UE8M0 keeps only exponents: the scales must be powers of two
+      nvst::ep::LowLatencyDispatchInput in{d_x, d_topk, 8, ll.H, ll.K, ll.E, true};
+      in.use_ue8m0 = true;
+      buf.low_latency_dispatch(in, s);
+    });
+    check(m.find("round_scale") != std::string::npos, "low latency: use_ue8m0 without round_scale refused: " +
+                                                          m.substr(0, 90));
     m = error_of([&] {
       nvst::ep::DispatchHandle h;
       nvst::ep::DispatchInput in{reinterpret_cast<char*>(d_x) + 2, nullptr, d_topk, nullptr, 8, ll.H, ll.K, ll.E};

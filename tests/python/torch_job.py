@@ -297,6 +297,29 @@ def _():
             same(recv_w, torch.where(mine, ref_w, torch.zeros_like(ref_w)), "recv_topk_weights")
         ref_counts = [int(((recv_idx == e).sum()).item()) for e in range(El)]
         assert counts == ref_counts, (counts, ref_counts)
+        # get_local_buffer_tensor: the receive region starts with the received rows.
+        R = len(rows)
+        same(buf.get_local_buffer_tensor(torch.bfloat16, (R, H)), recv_x, "get_local_buffer_tensor")
+        raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.bfloat16, 1 << 40), "a slice past the end")
+        raises(NotImplementedError, lambda: buf.get_local_buffer_tensor(torch.bfloat16, use_rdma_buffer=True),
+               "use_rdma_buffer")
+        # num_worst_tokens: the same rows, padded (no expert, weight 0, source
+        # -1), no per-expert counts; the combine takes the padded rows.
+        W = R + 5 + RANK
+        px, pidx, pw, pcounts, phandle, _ = buf.dispatch(x, num_tokens_per_expert=per_expert, topk_idx=idx,
+                                                          topk_weights=w, num_worst_tokens=W)
+        assert px.shape == (W, H) and pidx.shape == (W, K) and pcounts == [], (px.shape, pidx.shape, pcounts)
+        same(px[:R], recv_x, "num_worst_tokens recv_x")
+        same(pidx[:R], recv_idx, "num_worst_tokens recv_topk_idx")
+        same(pw[:R], recv_w, "num_worst_tokens recv_topk_weights")
+        same(pidx[R:], torch.full((W - R, K), -1, dtype=torch.int64, device=DEV), "padded recv_topk_idx")
+        same(pw[R:], torch.zeros((W - R, K), dtype=torch.float32, device=DEV), "padded recv_topk_weights")
+        same(phandle.recv_src_idx[R:], torch.full((W - R,), -1, dtype=torch.int32, device=DEV), "padded src_idx")
+        if R > 1:
+            raises(ValueError, lambda: buf.dispatch(x, num_tokens_per_expert=per_expert, topk_idx=idx,
+                                                    num_worst_tokens=R - 1), "num_worst_tokens below the count")
+        else:  # every rank takes part in the collective; this one keeps its rows
+            buf.dispatch(x, num_tokens_per_expert=per_expert, topk_idx=idx, num_worst_tokens=R)
         # Cached: the same routing again, new data.
         x2 = rand((T, H), torch.bfloat16, 60 + RANK)
         recv_x2, *_rest, event = buf.dispatch(x2, handle=handle, async_finish=True)
@@ -313,6 +336,10 @@ def _():
             ref[goes] += (x[goes] * ((r + 1) * 0.5)).to(torch.bfloat16).float()
         same(combined, ref.to(torch.bfloat16), "combined_x")
         same(combined_w, torch.where(idx >= 0, w, torch.zeros_like(w)), "combined_topk_weights")
+        py = torch.cat([y, rand((W - R, H), torch.bfloat16, 90 + RANK)])  # padding rows are not read
+        combined_p, combined_pw, _ = buf.combine(py, phandle, topk_weights=pw)
+        same(combined_p, combined, "combine of num_worst_tokens rows")
+        same(combined_pw, combined_w, "combined_topk_weights of num_worst_tokens rows")
         # DeepEP's bias pair: both added in fp32, in order, before the one rounding.
         b0 = (torch.arange(T * H, device=DEV) % 13 * 0.125 - 0.5).view(T, H).to(torch.bfloat16)
         b1 = (torch.arange(T * H, device=DEV) % 7 * 0.375 - 1.0).view(T, H).to(torch.bfloat16)
@@ -332,8 +359,8 @@ def _():
     buf.destroy()
 
 
-@check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, round_scale, stats, combine)",
-       internode=True)
+@check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, round_scale, ue8m0, stats, "
+       "wait stats, zero_copy, combine)", internode=True)
 def _():
     M, H, K, E = 64, 512, 4, 4 * WORLD
     El = E // WORLD
@@ -341,22 +368,30 @@ def _():
     buf = deep_ep.Buffer(None, num_rdma_bytes=size, low_latency_mode=True)
     stats = torch.zeros(El, dtype=torch.int32, device=DEV)  # cumulative_local_expert_recv_stats
     want_stats = torch.zeros(El, dtype=torch.int32, device=DEV)
-    for use_fp8, hook_mode, rounded in ((False, False, False), (True, False, False), (False, True, False),
-                                        (True, True, True)):
+    wait_d = torch.zeros(WORLD, dtype=torch.int64, device=DEV)  # dispatch_wait_recv_cost_stats
+    wait_c = torch.zeros(WORLD, dtype=torch.int64, device=DEV)  # combine_wait_recv_cost_stats
+    for use_fp8, hook_mode, rounded, ue8m0 in ((False, False, False, False), (True, False, False, False),
+                                               (False, True, False, False), (True, True, True, False),
+                                               (True, False, True, True), (True, True, True, True)):
         T = M - RANK  # ranks send different counts
         x = rand((T, H), torch.bfloat16, 70 + RANK)
         idx, w = routing(T, K, E, 80 + RANK, masked=True)
         all_x, all_idx = gather_all_padded(x, M), gather_all_padded(idx, M)
         recv_x, recv_count, handle, _, hook = buf.low_latency_dispatch(
-            x, idx, M, E, use_fp8=use_fp8, return_recv_hook=hook_mode, round_scale=rounded,
-            cumulative_local_expert_recv_stats=stats)
+            x, idx, M, E, use_fp8=use_fp8, return_recv_hook=hook_mode, round_scale=rounded, use_ue8m0=ue8m0,
+            cumulative_local_expert_recv_stats=stats, dispatch_wait_recv_cost_stats=wait_d)
         if hook_mode:
             hook()
         torch.cuda.synchronize()
         want_stats += recv_count
         if use_fp8:
-            q, s = recv_x
-            deq = (q.float().view(El, WORLD * M, H // 128, 128) * s[..., None]).view(El, WORLD * M, H)
+            q, scale = recv_x
+            # DeepEP's scales: [El, rows, columns] with the rows contiguous (column-major).
+            assert scale.stride(1) == 1 and scale.stride(2) == WORLD * M, scale.stride()
+            if ue8m0:  # int32 [El, rows, H / 512], four exponent bytes each, little-endian
+                assert scale.dtype == torch.int32 and scale.shape == (El, WORLD * M, H // 512), scale.shape
+                scale = torch.exp2(scale.contiguous().view(torch.uint8).float() - 127)
+            deq = (q.float().view(El, WORLD * M, H // 128, 128) * scale[..., None]).view(El, WORLD * M, H)
         info = handle.recv_src_info
         for e in range(El):
             n = int(recv_count[e].item())
@@ -365,7 +400,7 @@ def _():
             got = sorted((int(info[e, i, 0]), int(info[e, i, 1])) for i in range(n))
             assert got == want, f"expert {e}: rows from {got[:5]}..., expected {want[:5]}... ({n} vs {len(want)})"
             if rounded:  # every scale in use is a power of two
-                sc = recv_x[1][e, :n]
+                sc = scale[e, :n]
                 assert torch.equal(sc, torch.exp2(torch.log2(sc).round())), f"expert {e}: a scale is not 2^k"
             for i in range(n):
                 s, t = int(info[e, i, 0]), int(info[e, i, 1])
@@ -377,7 +412,13 @@ def _():
         xin = recv_x if not use_fp8 else deq.to(torch.bfloat16)
         factor = torch.tensor([(RANK * El + e) % 3 + 1 for e in range(El)], device=DEV, dtype=torch.float32)
         y = (xin.float() * factor[:, None, None]).to(torch.bfloat16)
-        combined, _, chook = buf.low_latency_combine(y, idx, w, handle, return_recv_hook=hook_mode)
+        zero_copy = not use_fp8 and not hook_mode
+        if zero_copy:  # DeepEP's zero-copy combine: the output written into the Buffer's tensor
+            raises(ValueError, lambda: buf.low_latency_combine(y, idx, w, handle, zero_copy=True),
+                   "zero_copy with another tensor")
+            y = buf.get_next_low_latency_combine_buffer(handle).copy_(y)
+        combined, _, chook = buf.low_latency_combine(y, idx, w, handle, return_recv_hook=hook_mode,
+                                                     zero_copy=zero_copy, combine_wait_recv_cost_stats=wait_c)
         if hook_mode:
             chook()
         torch.cuda.synchronize()
@@ -394,6 +435,13 @@ def _():
         if not use_fp8:
             torch.testing.assert_close(combined.float(), ref, rtol=1e-2, atol=1e-2)
     same(stats, want_stats, "cumulative_local_expert_recv_stats")
+    # Every receive waited on every rank for at least a load's cycles.
+    assert (wait_d > 0).all() and (wait_c > 0).all(), (wait_d.tolist(), wait_c.tolist())
+    raises(ValueError, lambda: buf.low_latency_dispatch(x, idx, M, E, use_fp8=True, use_ue8m0=True),
+           "use_ue8m0 without round_scale")
+    raises(TypeError, lambda: buf.low_latency_dispatch(x, idx, M, E, dispatch_wait_recv_cost_stats=wait_d.int()),
+           "int32 wait statistics")
+    raises(NotImplementedError, lambda: buf.low_latency_combine(y, idx, w, handle, use_logfmt=True), "use_logfmt")
     buf.destroy()
 
 
