@@ -321,6 +321,10 @@ class Buffer:
                                     topk_weights.data_ptr() if topk_weights is not None else 0, T, H, K,
                                     num_experts, fp8, expert_alignment, cpp, config.num_sms,
                                     config.threads_per_block, self._comm.cuda_stream)
+        # Across nodes, wait for the dispatch before queueing anything behind
+        # it: the padding's fill_, a kernel torch loads at its first use, held
+        # the driver while the dispatch waited on the proxy (r70, docs/09).
+        self._settle(self._comm)
         R = out["num_recv_tokens"]
         W = num_worst_tokens or R  # rows of the outputs
         if R > W:

@@ -390,7 +390,8 @@ def _():
             assert scale.stride(1) == 1 and scale.stride(2) == WORLD * M, scale.stride()
             if ue8m0:  # int32 [El, rows, H / 512], four exponent bytes each, little-endian
                 assert scale.dtype == torch.int32 and scale.shape == (El, WORLD * M, H // 512), scale.shape
-                scale = torch.exp2(scale.contiguous().view(torch.uint8).float() - 127)
+                packed = torch.empty(scale.shape, dtype=torch.int32, device=DEV).copy_(scale)  # row-major
+                scale = torch.exp2(packed.view(torch.uint8).float() - 127)
             deq = (q.float().view(El, WORLD * M, H // 128, 128) * scale[..., None]).view(El, WORLD * M, H)
         info = handle.recv_src_info
         for e in range(El):
