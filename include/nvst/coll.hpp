@@ -18,11 +18,16 @@
 //    bandwidth algorithm there. Segment s is reduced in ring order starting
 //    at member s (src/coll/ring_layout.hpp), so results are bitwise equal on
 //    every PE but, for floats, not those of the PE-order algorithms.
-//  - hierarchical (all_reduce on the world only, asked for by name): a
+//  - hierarchical (the world only, asked for by name): all_reduce is a
 //    reduce_scatter inside each node, an all_reduce of one part across the
-//    nodes, an all_gather inside each node; only 1/k of the bytes cross
-//    nodes (k PEs per node). Its first call splits the world into node and
-//    column teams (a collective allocation: not inside graph capture).
+//    nodes, an all_gather inside each node; all_gather (with
+//    NVST_COLL_ALGO=hierarchical) gathers across the nodes first, each PE
+//    sending its part once to its column (the PEs of its place in the other
+//    nodes), then inside the node; reduce_scatter (likewise) reduces inside
+//    the node first, then across. Only 1/k of the bytes cross nodes (k PEs
+//    per node); reductions are each node's sum (in node order) reduced in
+//    node order. The first call splits the world into node and column
+//    teams (a collective allocation: not inside graph capture).
 //  auto: oneshot on 2 PEs (both move the same remote bytes there, and
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
 //  per PE, twoshot above (threshold not yet calibrated on 4 GPUs); a team
@@ -45,8 +50,8 @@
 // GPU teams across nodes: the push kernels send a member of another node
 // its part as a put_signal through the proxy, the ring its segment, and
 // all_to_allv its rounds (docs/07); twoshot refuses such teams with a
-// message. Not yet: hierarchical forms of the collectives other than
-// all_reduce, or any timing across nodes.
+// message. Not yet: hierarchical forms of broadcast, reduce and the
+// all-to-alls, auto choosing a hierarchical form, or any timing across nodes.
 // Reductions: sum, max, min, prod; integer sums and products wrap.
 //  - reduce: the oneshot kernel, pushing to the root only; only the root
 //    reduces.

@@ -310,19 +310,80 @@ void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t c
   }
 }
 
+// The hierarchical teams for a call of `fn` on `stream`: made by the first
+// call, which therefore must not be captured.
+const HierTeams& hier_teams_for(const char* fn, cudaStream_t stream) {
+  if (!host_heaps() && g_hier.generation != nvst::detail::init_generation()) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
+    NVST_REQUIRE(st == cudaStreamCaptureStatusNone, "nvst::coll::", fn, " hierarchical: its first call makes "
+                 "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
+  }
+  return hier_teams();
+}
+
+// NVST_COLL_ALGO=hierarchical on the world team, when it spans nodes of
+// more than one PE (elsewhere the flat form is the same thing).
+bool hier_wanted(const TeamView& t) {
+  const int G = nvst::team_n_pes(Team::kNode);
+  return t.handle == static_cast<int>(Team::kWorld) && G > 1 && G < t.npes &&
+         algo_from_env(Algo::kAuto) == Algo::kHierarchical;
+}
+
+// `rows` blocks of `width` bytes from src (one every src_pitch bytes) to dst
+// (one every dst_pitch bytes), in stream order: the transposes between the
+// world's part order (node-major) and the node-then-column steps.
+void copy_strided(char* dst, std::size_t dst_pitch, const char* src, std::size_t src_pitch, std::size_t width,
+                  std::size_t rows, cudaStream_t s) {
+  if (width == 0 || rows == 0) return;
+  if (host_heaps()) {
+    for (std::size_t r = 0; r < rows; ++r) std::memmove(dst + r * dst_pitch, src + r * src_pitch, width);
+  } else {
+    NVST_CHECK_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, s));
+  }
+}
+
+// all_gather across the nodes first (each PE sends its part once to its
+// column: PEs of its place in the other nodes), then inside the node (N
+// parts per PE over NVLink): the bytes that cross nodes are 1/G of the flat
+// form's (G PEs per node). The node step leaves part (m, g) at [g][m];
+// copies put it at the world's place m * G + g.
+void hier_all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
+  const HierTeams& h = hier_teams_for("all_gather", stream);
+  const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
+  const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
+  if (cb == 0) return;
+  Scratch column(N * cb, stream), both(G * N * cb, stream);
+  all_gather(in, column.p, count, dtype, stream, h.across);
+  all_gather(column.p, both.p, N * count, dtype, stream, h.node);
+  for (std::size_t g = 0; g < G; ++g)
+    copy_strided(static_cast<char*>(out) + g * cb, G * cb, both.p + g * N * cb, cb, cb, N, stream);
+}
+
+// reduce_scatter inside the node of the parts of this PE's column (PE g of
+// the node gets the node's sums of parts (m, g) for every node m), then
+// across the nodes (node n's PE g gets part (n, g) summed over nodes):
+// 1/G of the flat form's bytes cross nodes. The result is the nodes' sums
+// (each in node order) reduced in node order, as hier_all_reduce's.
+void hier_reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
+  const HierTeams& h = hier_teams_for("reduce_scatter", stream);
+  const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
+  const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
+  if (cb == 0) return;
+  Scratch by_column(G * N * cb, stream), node_sums(N * cb, stream);
+  for (std::size_t g = 0; g < G; ++g)  // [g][m] = part (m, g) = in[m * G + g]
+    copy_strided(by_column.p + g * N * cb, cb, static_cast<const char*>(in) + g * cb, G * cb, cb, N, stream);
+  reduce_scatter(by_column.p, node_sums.p, N * count, dtype, op, stream, h.node);
+  reduce_scatter(node_sums.p, out, count, dtype, op, stream, h.across);
+}
+
 // reduce_scatter inside each node, all_reduce of one part across the nodes,
 // all_gather inside each node: the bytes that cross nodes are 1/k of the
 // flat algorithm's (k PEs per node), and the node steps run over NVLink.
 // The result is the nodes' sums (each in node order) reduced in node order.
 // A count that k does not divide is padded to k parts of c elements.
 void hier_all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
-  if (!host_heaps() && g_hier.generation != nvst::detail::init_generation()) {
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
-    NVST_REQUIRE(st == cudaStreamCaptureStatusNone, "nvst::coll::all_reduce hierarchical: its first call makes "
-                 "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
-  }
-  const HierTeams& h = hier_teams();
+  const HierTeams& h = hier_teams_for("all_reduce", stream);
   if (count == 0) return;
   const std::size_t es = dtype_size(dtype), k = static_cast<std::size_t>(h.k);
   const std::size_t c = (count + k - 1) / k;  // elements per part
@@ -437,6 +498,11 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
 }  // namespace
 
 void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream, Team team) {
+  if (hier_wanted(check_team("all_gather", team))) {
+    NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_gather: null buffer");
+    hier_all_gather(in, out, count, dtype, stream);
+    return;
+  }
   gather("all_gather", in, 0, out, count, dtype, stream, team);
 }
 
@@ -498,6 +564,10 @@ void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, R
   const char* fn = "reduce_scatter";
   const TeamView t = check_team(fn, team);
   const std::size_t es = check_reduction_args(fn, in, out, count, dtype);
+  if (hier_wanted(t)) {
+    hier_reduce_scatter(in, out, count, dtype, op, stream);
+    return;
+  }
   push_reduce(fn, t, in, count * es, out, count, dtype, op, -1, stream);
 }
 

@@ -333,6 +333,46 @@ int run_pe() {
     check(bad == 0, "all_reduce hierarchical (" + std::to_string(n / k) + " nodes of " + std::to_string(k) + ")" +
                         (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : std::string()));
   }
+  // NVST_COLL_ALGO=hierarchical all_gather and reduce_scatter: across
+  // nodes, column then node steps (node then column for reduce_scatter);
+  // all_gather byte for byte, reduce_scatter each node's sum (in node
+  // order) reduced across the nodes in order. On one node: the flat form,
+  // whose PE-order sum is the same thing.
+  {
+    const int k = nvst::team_n_pes(nvst::Team::kNode);
+    const char* was = std::getenv("NVST_COLL_ALGO");
+    const std::string before = was ? was : "";
+    setenv("NVST_COLL_ALGO", "hierarchical", 1);
+    long long bad = 0;
+    std::string first;
+    for (DType t : {DType::kF32, DType::kBF16, DType::kI64})
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4097}, std::size_t{(1u << 18) + 5}}) {
+        const std::size_t es = nvst::coll::dtype_size(t), cb = count * es;
+        ++salt;
+        std::vector<std::vector<std::uint8_t>> parts;
+        for (int p = 0; p < n; ++p) parts.push_back(make_input(t, count * n, p, salt, g_seed));
+        std::vector<std::uint8_t> gathered;
+        for (int p = 0; p < n; ++p) gathered.insert(gathered.end(), parts[p].begin(), parts[p].begin() + cb);
+        long long b = run_case(std::vector<std::uint8_t>(parts[me].begin(), parts[me].begin() + cb), 0, 0, gathered,
+                               [&](char* i, char* o) { nvst::coll::all_gather(i, o, count, t, s); });
+        std::vector<std::vector<std::uint8_t>> node_sums;
+        for (int node = 0; node < n / k; ++node) {
+          std::vector<std::vector<std::uint8_t>> mine;
+          for (int p = node * k; p < (node + 1) * k; ++p)
+            mine.emplace_back(parts[p].begin() + me * cb, parts[p].begin() + (me + 1) * cb);
+          node_sums.push_back(reduce_expected(t, RedOp::kSum, mine));
+        }
+        b += run_case(parts[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums), [&](char* i, char* o) {
+          nvst::coll::reduce_scatter(i, o, count, t, RedOp::kSum, s);
+        });
+        if (b && first.empty()) first = " (first: " + std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count) + ")";
+        bad += b;
+      }
+    if (was) setenv("NVST_COLL_ALGO", before.c_str(), 1);
+    else unsetenv("NVST_COLL_ALGO");
+    check(bad == 0, "all_gather and reduce_scatter hierarchical (" + std::to_string(n / k) + " nodes of " +
+                        std::to_string(k) + ")" + (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : std::string()));
+  }
   // Teams: split_2d(world, 2) gives pairs of consecutive PEs (x) and the
   // PEs of the same parity (y); on 2 PEs, x is both and y is each PE alone.
   // Every collective on each team against the reference over its members

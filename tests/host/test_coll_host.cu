@@ -3,6 +3,7 @@
 // the fabric transport, with 3 PEs (not a power of two).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -359,6 +360,79 @@ void ring_case(int npes) {
 
 TEST(CollHost, RingAllReduceMatchesTheRingOrderReferenceOn3Pes) { ring_case(3); }
 TEST(CollHost, RingAllReduceMatchesTheRingOrderReferenceOn4Pes) { ring_case(4); }
+
+// NVST_COLL_ALGO=hierarchical all_gather and reduce_scatter on 6 PEs as 2
+// logical nodes of 3 (so the transposes between node-major and column
+// order are not square): all_gather equals the flat result byte for byte;
+// reduce_scatter equals each node's sum (in node order) reduced across the
+// nodes, for every dtype, sum/max/prod, 0, 1, 7 and 4097 elements; nothing
+// past the output is written. A team other than the world runs the flat
+// form (a node's reduce_scatter is its PE-order sum).
+TEST(CollHost, HierarchicalAllGatherAndReduceScatterMatchTheReference) {
+  auto res = run_pes(6, [](int me) {
+    nvst::init();
+    const int n = nvst::n_pes(), G = nvst::team_n_pes(Team::kNode);
+    std::uint64_t salt = 9500;
+    long long bad_total = 0;
+    for (DType t : kAllDTypes)
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}}) {
+        const std::size_t es = nvst::coll::dtype_size(t), cb = count * es;
+        ++salt;
+        std::vector<std::vector<std::uint8_t>> parts;  // every PE's input, n parts each
+        for (int p = 0; p < n; ++p) parts.push_back(make_input(t, count * n, p, salt, 13));
+        std::vector<std::uint8_t> out(cb * n + 16, 0xA5);
+        nvst::coll::all_gather(parts[me].data(), out.data(), count, t, nullptr);  // each PE's first part
+        long long bad = 0;
+        for (int p = 0; p < n; ++p)
+          for (std::size_t i = 0; i < cb; ++i) bad += out[p * cb + i] != parts[p][i];
+        for (std::size_t i = cb * n; i < out.size(); ++i) bad += out[i] != 0xA5;
+        for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kProd}) {
+          std::vector<std::vector<std::uint8_t>> node_sums;
+          for (int node = 0; node < n / G; ++node) {
+            std::vector<std::vector<std::uint8_t>> mine;  // part `me` of the node's PEs
+            for (int p = node * G; p < (node + 1) * G; ++p)
+              mine.emplace_back(parts[p].begin() + me * cb, parts[p].begin() + (me + 1) * cb);
+            node_sums.push_back(reduce_expected(t, op, mine));
+          }
+          const auto want = reduce_expected(t, op, node_sums);
+          std::vector<std::uint8_t> got(cb + 16, 0xA5);
+          nvst::coll::reduce_scatter(parts[me].data(), got.data(), count, t, op, nullptr);
+          for (std::size_t i = 0; i < got.size(); ++i) bad += got[i] != (i < cb ? want[i] : 0xA5);
+          if (t == DType::kF32 && op == RedOp::kSum && count == 4097) {  // the hierarchical order was used:
+            std::vector<std::vector<std::uint8_t>> all;                  // the flat (PE-order) sum differs
+            for (int p = 0; p < n; ++p) all.emplace_back(parts[p].begin() + me * cb, parts[p].begin() + (me + 1) * cb);
+            const auto flat = reduce_expected(t, op, all);
+            PE_EXPECT(!std::equal(flat.begin(), flat.end(), got.begin()), "reduce_scatter took the flat path");
+            bad += std::equal(flat.begin(), flat.end(), got.begin());
+          }
+        }
+        PE_EXPECT(bad == 0, "hierarchical all_gather/reduce_scatter ", nvst::coll::dtype_name(t), " count ", count,
+                  ": ", bad, " bytes wrong");
+        bad_total += bad;
+      }
+    {  // the node team: the flat form
+      nvst::coll::prepare(Team::kNode);
+      const int g = nvst::team_my_pe(Team::kNode), first = nvst::team_translate_pe(Team::kNode, 0);
+      const std::size_t count = 33;
+      std::vector<std::vector<std::uint8_t>> mine;
+      std::vector<std::uint8_t> in;
+      for (int p = 0; p < G; ++p) {
+        auto whole = make_input(DType::kF32, count * G, first + p, ++salt, 13);
+        if (first + p == me) in = whole;
+        mine.emplace_back(whole.begin() + g * count * 4, whole.begin() + (g + 1) * count * 4);
+      }
+      const auto want = reduce_expected(DType::kF32, RedOp::kSum, mine);
+      std::vector<std::uint8_t> got(count * 4);
+      nvst::coll::reduce_scatter(in.data(), got.data(), count, DType::kF32, RedOp::kSum, nullptr, Team::kNode);
+      PE_EXPECT(got == want, "reduce_scatter on the node team");
+      bad_total += got != want;
+    }
+    nvst::finalize();
+    return bad_total == 0 ? 0 : 1;
+  }, {{"NVST_SYMMETRIC_SIZE", "32M"}, {"NVST_NODE_SIZE", "3"}, {"NVST_COLL_WORKSPACE", "1M"},
+      {"NVST_COLL_ALGO", "hierarchical"}}, 240);
+  for (int r = 0; r < 6; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
 
 // The hierarchical all_reduce (reduce_scatter in the node, all_reduce of a
 // part across nodes, all_gather in the node) on 4 PEs as 2 logical nodes of
