@@ -243,6 +243,11 @@ case "$MODE" in
     export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
     NVST_NODE_SIZE=2 step coll_2x2 540 "$BIN/nvst_coll_tests" --np 4
     ;;
+  shared-coll-hier)  # one GPU: only the hierarchical collectives, at 2x2 logical nodes and on one node (4 PEs)
+    export NVST_TEST_SHARE_GPUS=1 NVST_FABRIC_PROVIDER=shm
+    NVST_NODE_SIZE=2 step coll_hier_2x2 300 "$BIN/nvst_coll_tests" --np 4 --only hierarchical
+    step coll_hier_1x4 200 "$BIN/nvst_coll_tests" --np 4 --only hierarchical
+    ;;
   internode)  # only the proxy path (issue 3), with its state on stderr
     export NVST_PROXY_DEBUG=1
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_internode_tcp 300 "$BIN/nvst_gpu_tests" --np 2
