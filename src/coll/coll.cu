@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "coll/host_coll.hpp"
+#include "device/device_runtime.hpp"
 #include "coll/kernels.cuh"
 #include "coll/ring_layout.hpp"
 #include "nvst/coll.hpp"
@@ -203,6 +204,23 @@ const char* algo_name(Algo a) {
   return "?";
 }
 
+namespace {
+// Loads every collective kernel once per process, before any of them can
+// run behind a kernel that waits on the proxy (see reduce_kernels).
+void preload_coll_kernels() {
+  static bool done = false;
+  if (done) return;
+  std::vector<const void*> k = {reinterpret_cast<const void*>(gather_kernel),
+                                reinterpret_cast<const void*>(alltoallv_kernel),
+                                reinterpret_cast<const void*>(broadcast_kernel)};
+  for (const auto& more : {reduce_kernels<float>(), reduce_kernels<__nv_bfloat16>(), reduce_kernels<__half>(),
+                           reduce_kernels<std::int32_t>(), reduce_kernels<std::int64_t>()})
+    k.insert(k.end(), more.begin(), more.end());
+  nvst::detail::preload_kernels(k);
+  done = true;
+}
+}  // namespace
+
 void prepare(Team team) {
   NVST_REQUIRE(nvst::initialized(), "nvst::coll::prepare called before nvst::init()");
   const int handle = static_cast<int>(team);
@@ -213,6 +231,7 @@ void prepare(Team team) {
   const std::size_t need = static_cast<std::size_t>(handle) + 1;
   if (host_heaps()) return host_prepare(handle, npes, chunk);
   if (prepared(g_ws, handle)) return;
+  preload_coll_kernels();
   if (g_ws.size() < need) g_ws.resize(need);
   Workspace& w = g_ws[static_cast<std::size_t>(handle)];
   if (w.epoch != nullptr) cudaFree(w.epoch);  // from an earlier init; its heap is gone

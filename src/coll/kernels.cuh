@@ -534,4 +534,24 @@ void launch_reduce_op(RedOp op, Kernel k, int blocks, int threads, const Args& a
   }
 }
 
+// Every kernel one dtype's reductions may launch, for preloading: a kernel
+// first launched behind one that waits on the proxy would be loaded
+// (CUDA_MODULE_LOADING=LAZY) while the driver waits for that kernel, and the
+// proxy's CUDA calls wait for the driver: a deadlock (docs/09, r73).
+template <typename T>
+std::vector<const void*> reduce_kernels() {
+  std::vector<const void*> k;
+  auto add = [&](auto op_tag) {
+    constexpr RedOp OP = decltype(op_tag)::value;
+    k.insert(k.end(), {reinterpret_cast<const void*>(oneshot_kernel<T, OP>),
+                       reinterpret_cast<const void*>(twoshot_kernel<T, OP>),
+                       reinterpret_cast<const void*>(ring_kernel<T, OP>)});
+  };
+  add(std::integral_constant<RedOp, RedOp::kSum>{});
+  add(std::integral_constant<RedOp, RedOp::kMax>{});
+  add(std::integral_constant<RedOp, RedOp::kMin>{});
+  add(std::integral_constant<RedOp, RedOp::kProd>{});
+  return k;
+}
+
 }  // namespace nvst::coll::internal

@@ -117,9 +117,12 @@ void launch_stage_copy(void* dst, const void* src, std::size_t bytes, cudaStream
   NVST_CHECK_LAUNCH();
 }
 
-void preload_kernels(std::initializer_list<const void*> kernels) {
+void preload_kernels(std::span<const void* const> kernels) {
   cudaFuncAttributes attr{};
   for (const void* k : kernels) NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, k));
+}
+void preload_kernels(std::initializer_list<const void*> kernels) {
+  preload_kernels(std::span<const void* const>(kernels.begin(), kernels.size()));
 }
 
 void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream) {

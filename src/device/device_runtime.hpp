@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 
 #include "nvst/device/state.cuh"
@@ -39,6 +40,7 @@ void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, 
 // the device timeout: every kernel launched behind a spinning one is loaded
 // up front with this.
 void preload_kernels(std::initializer_list<const void*> kernels);
+void preload_kernels(std::span<const void* const> kernels);
 // The runtime's own (host API, proxy), at init.
 void preload_runtime_kernels();
 // A kernel of the CUDA module that holds the runtime's device code (and, in
