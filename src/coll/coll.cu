@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -279,25 +280,70 @@ const HierTeams& hier_teams() {
   return g_hier;
 }
 
-// A scratch buffer for one call: device memory in stream order (a CUDA graph
-// keeps the allocation as a node), or host memory on host-memory PEs.
-struct Scratch {
+// Scratch buffers for one hierarchical call, in one piece. Outside graph
+// capture they come from a device buffer that grows and is kept: a
+// cross-node step's source is read by the proxy on its own stream, and
+// memory from cudaMallocAsync may only be used on the stream that made it
+// (compute-sanitizer reported the proxy's reads of it as out of bounds,
+// r75). Each use waits for the last one (an event), so calls on different
+// streams never share it at once; a buffer outgrown is kept too (freeing
+// would synchronise the device, which can wait on a kernel that waits on
+// the proxy). Under capture: a graph allocation node (cudaMallocAsync), which
+// the graph owns. Host-memory PEs: host memory.
+struct ScratchArena {
   char* p = nullptr;
-  cudaStream_t stream = nullptr;
-  std::vector<char> host;
-  Scratch(std::size_t bytes, cudaStream_t s) : stream(s) {
+  std::size_t bytes = 0;
+  cudaEvent_t last_use = nullptr;
+  std::vector<char*> outgrown;
+};
+ScratchArena g_arena;
+
+class Scratch {
+ public:
+  Scratch(std::initializer_list<std::size_t> sizes, cudaStream_t s) : stream_(s) {
+    std::size_t total = 0;
+    for (std::size_t b : sizes) total += (b + 255) / 256 * 256;
+    total = std::max<std::size_t>(total, 256);
+    char* base = nullptr;
     if (host_heaps()) {
-      host.resize(std::max<std::size_t>(bytes, 1));
-      p = host.data();
+      host_.resize(total);
+      base = host_.data();
     } else {
-      NVST_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&p), std::max<std::size_t>(bytes, 1), s));
+      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+      NVST_CHECK_CUDA(cudaStreamIsCapturing(s, &st));
+      if (st != cudaStreamCaptureStatusNone) {
+        NVST_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&async_), total, s));
+        base = async_;
+      } else {
+        if (g_arena.bytes < total) {
+          if (g_arena.p) g_arena.outgrown.push_back(g_arena.p);
+          g_arena.bytes = std::max(total, 2 * g_arena.bytes);
+          NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&g_arena.p), g_arena.bytes));
+        }
+        if (g_arena.last_use == nullptr)
+          NVST_CHECK_CUDA(cudaEventCreateWithFlags(&g_arena.last_use, cudaEventDisableTiming));
+        NVST_CHECK_CUDA(cudaStreamWaitEvent(s, g_arena.last_use, 0));
+        base = g_arena.p;
+      }
+    }
+    for (std::size_t b : sizes) {
+      parts_.push_back(base);
+      base += (b + 255) / 256 * 256;
     }
   }
   ~Scratch() {
-    if (!host_heaps() && p) cudaFreeAsync(p, stream);
+    if (async_) cudaFreeAsync(async_, stream_);
+    else if (!host_heaps()) cudaEventRecord(g_arena.last_use, stream_);
   }
+  char* operator[](std::size_t i) const { return parts_[i]; }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
+
+ private:
+  cudaStream_t stream_;
+  char* async_ = nullptr;
+  std::vector<char> host_;
+  std::vector<char*> parts_;
 };
 
 void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
@@ -372,11 +418,12 @@ void hier_all_gather(const void* in, void* out, std::size_t count, DType dtype, 
   const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
   const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
   if (cb == 0) return;
-  Scratch column(N * cb, stream), both(G * N * cb, stream);
-  all_gather(in, column.p, count, dtype, stream, h.across);
-  all_gather(column.p, both.p, N * count, dtype, stream, h.node);
+  const Scratch scratch({N * cb, G * N * cb}, stream);
+  char *column = scratch[0], *both = scratch[1];
+  all_gather(in, column, count, dtype, stream, h.across);
+  all_gather(column, both, N * count, dtype, stream, h.node);
   for (std::size_t g = 0; g < G; ++g)
-    copy_strided(static_cast<char*>(out) + g * cb, G * cb, both.p + g * N * cb, cb, cb, N, stream);
+    copy_strided(static_cast<char*>(out) + g * cb, G * cb, both + g * N * cb, cb, cb, N, stream);
 }
 
 // reduce_scatter inside the node of the parts of this PE's column (PE g of
@@ -389,11 +436,12 @@ void hier_reduce_scatter(const void* in, void* out, std::size_t count, DType dty
   const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
   const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
   if (cb == 0) return;
-  Scratch by_column(G * N * cb, stream), node_sums(N * cb, stream);
+  const Scratch scratch({G * N * cb, N * cb}, stream);
+  char *by_column = scratch[0], *node_sums = scratch[1];
   for (std::size_t g = 0; g < G; ++g)  // [g][m] = part (m, g) = in[m * G + g]
-    copy_strided(by_column.p + g * N * cb, cb, static_cast<const char*>(in) + g * cb, G * cb, cb, N, stream);
-  reduce_scatter(by_column.p, node_sums.p, N * count, dtype, op, stream, h.node);
-  reduce_scatter(node_sums.p, out, count, dtype, op, stream, h.across);
+    copy_strided(by_column + g * N * cb, cb, static_cast<const char*>(in) + g * cb, G * cb, cb, N, stream);
+  reduce_scatter(by_column, node_sums, N * count, dtype, op, stream, h.node);
+  reduce_scatter(node_sums, out, count, dtype, op, stream, h.across);
 }
 
 // reduce_scatter inside each node, all_reduce of one part across the nodes,
@@ -407,19 +455,20 @@ void hier_all_reduce(const void* in, void* out, std::size_t count, DType dtype, 
   const std::size_t es = dtype_size(dtype), k = static_cast<std::size_t>(h.k);
   const std::size_t c = (count + k - 1) / k;  // elements per part
   const bool padded = c * k != count;
-  Scratch whole(padded ? c * k * es : 0, stream), part(2 * c * es, stream);
+  const Scratch scratch({padded ? c * k * es : 0, 2 * c * es}, stream);
+  char *whole = scratch[0], *part = scratch[1];
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
   if (padded) {  // the pad's values reach only the pad of the result
-    copy_bytes(whole.p, in, count * es, stream);
-    if (host_heaps()) std::memset(whole.p + count * es, 0, (c * k - count) * es);
-    else NVST_CHECK_CUDA(cudaMemsetAsync(whole.p + count * es, 0, (c * k - count) * es, stream));
-    src = dst = whole.p;
+    copy_bytes(whole, in, count * es, stream);
+    if (host_heaps()) std::memset(whole + count * es, 0, (c * k - count) * es);
+    else NVST_CHECK_CUDA(cudaMemsetAsync(whole + count * es, 0, (c * k - count) * es, stream));
+    src = dst = whole;
   }
-  reduce_scatter(src, part.p, c, dtype, op, stream, h.node);
-  all_reduce(part.p, part.p + c * es, c, dtype, op, stream, Algo::kOneShot, h.across);
-  all_gather(part.p + c * es, dst, c, dtype, stream, h.node);
-  if (padded) copy_bytes(out, whole.p, count * es, stream);
+  reduce_scatter(src, part, c, dtype, op, stream, h.node);
+  all_reduce(part, part + c * es, c, dtype, op, stream, Algo::kOneShot, h.across);
+  all_gather(part + c * es, dst, c, dtype, stream, h.node);
+  if (padded) copy_bytes(out, whole, count * es, stream);
 }
 }  // namespace
 
