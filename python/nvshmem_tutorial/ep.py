@@ -179,9 +179,9 @@ class Buffer:
 
     def get_local_buffer_tensor(self, dtype, size=None, offset=0, use_rdma_buffer=False):
         """DeepEP's raw view of this rank's buffer: `size` (a shape, or None
-        for all that is left) elements of `dtype` from element `offset` of
-        the normal-mode receive region (half of num_nvl_bytes). The next
-        dispatch overwrites it."""
+        for all that is left) elements of `dtype` from byte `offset` (as
+        DeepEP's) of the normal-mode receive region (half of
+        num_nvl_bytes). The next dispatch overwrites it."""
         fn = "get_local_buffer_tensor"
         if use_rdma_buffer:
             _fail(fn, "use_rdma_buffer=True is not provided: the low-latency memory is several arrays, not one "
@@ -191,16 +191,16 @@ class Buffer:
         if not isinstance(dtype, torch.dtype):
             _fail(fn, f"dtype must be a torch.dtype, got {dtype!r}", TypeError)
         addr, nbytes = self._normal.local_nvl_region()
-        total = nbytes // dtype.itemsize
-        if not isinstance(offset, int) or not 0 <= offset <= total:
-            _fail(fn, f"offset {offset!r} must be an int in [0, {total}] (elements of {dtype})")
-        shape = (total - offset,) if size is None else ((size,) if isinstance(size, int) else tuple(size))
+        item = dtype.itemsize
+        if not isinstance(offset, int) or not 0 <= offset <= nbytes or offset % item:
+            _fail(fn, f"offset {offset!r} must be a byte offset in [0, {nbytes}] and a multiple of {item} ({dtype})")
+        shape = ((nbytes - offset) // item,) if size is None else ((size,) if isinstance(size, int) else tuple(size))
         count = 1
         for d in shape:
             count *= int(d)
-        if any(int(d) < 0 for d in shape) or offset + count > total:
-            _fail(fn, f"{count} elements from offset {offset} exceed the region's {total} elements of {dtype}")
-        return tensor_at(addr + offset * dtype.itemsize, shape, dtype, self)
+        if any(int(d) < 0 for d in shape) or offset + count * item > nbytes:
+            _fail(fn, f"{count} elements of {dtype} from byte {offset} exceed the region's {nbytes} bytes")
+        return tensor_at(addr + offset, shape, dtype, self)
 
     def destroy(self):
         """Collective: frees the buffers now (DeepEP's explicitly_destroy)."""
@@ -279,6 +279,10 @@ class Buffer:
             _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
         if not isinstance(num_worst_tokens, int) or num_worst_tokens < 0:
             _fail(fn, f"num_worst_tokens must be an int >= 0, got {num_worst_tokens!r}")
+        if isinstance(handle, DispatchHandle) and handle.num_worst_tokens:  # cached: padded as its first dispatch
+            if num_worst_tokens not in (0, handle.num_worst_tokens):
+                _fail(fn, f"num_worst_tokens {num_worst_tokens} differs from the handle's {handle.num_worst_tokens}")
+            num_worst_tokens = handle.num_worst_tokens
         x, x_scales = x if isinstance(x, tuple) else (x, None)
         fp8 = x_scales is not None
         where = f"ep.Buffer.{fn}"
@@ -327,7 +331,8 @@ class Buffer:
         self._settle(self._comm)
         R = out["num_recv_tokens"]
         W = num_worst_tokens or R  # rows of the outputs
-        if R > W:
+        if R > W:  # the dispatch may still read x: let it finish before the caller can free it
+            self._comm.synchronize()
             _fail(fn, f"this rank received {R} tokens, more than num_worst_tokens {num_worst_tokens}")
         # Copied out of the buffer on comm, ordered after the dispatch; a
         # cached dispatch returns only the rows (and their scales). Rows past
@@ -365,8 +370,10 @@ class Buffer:
 
     def combine(self, x, handle, topk_weights=None, bias=None, config=None, previous_event=None,
                 async_finish=False, allocate_on_comm_stream=False):
-        """x: bf16 [num_recv_tokens, H], one row per received token. Returns
-        (combined_x [T, H] bf16, combined_topk_weights or None, event)."""
+        """x: bf16 [rows, H], one row per row the dispatch returned (its
+        received tokens, or num_worst_tokens rows, of which the padding is
+        not read). Returns (combined_x [T, H] bf16, combined_topk_weights or
+        None, event)."""
         fn = "combine"
         where = f"ep.Buffer.{fn}"
         if self._normal is None:

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -262,7 +263,7 @@ struct HierTeams {
 };
 HierTeams g_hier;
 
-const HierTeams& hier_teams() {
+const HierTeams& hier_teams(const char* fn) {
   if (g_hier.generation == nvst::detail::init_generation()) return g_hier;
   const int k = nvst::team_n_pes(Team::kNode), n = nvst::n_pes();
   int sizes_agree = k;  // every node must be the same size
@@ -270,7 +271,7 @@ const HierTeams& hier_teams() {
   for (int p = 0; p < n; ++p) {
     int v;
     std::memcpy(&v, all.data() + static_cast<std::size_t>(p) * sizeof(v), sizeof(v));
-    NVST_REQUIRE(v == k, "nvst::coll::all_reduce hierarchical: nodes of different sizes (PE ", p, "'s has ", v,
+    NVST_REQUIRE(v == k, "nvst::coll::", fn, " hierarchical: nodes of different sizes (PE ", p, "'s has ", v,
                  " PEs, this PE's ", k, ")");
   }
   auto [node, across] = nvst::team_split_2d(Team::kWorld, k);
@@ -289,7 +290,8 @@ const HierTeams& hier_teams() {
 // streams never share it at once; a buffer outgrown is kept too (freeing
 // would synchronise the device, which can wait on a kernel that waits on
 // the proxy). Under capture: a graph allocation node (cudaMallocAsync), which
-// the graph owns. Host-memory PEs: host memory.
+// the graph owns. Host-memory PEs: host memory. A Scratch holds a lock for
+// its life, so host threads calling collectives at once take turns for it.
 struct ScratchArena {
   char* p = nullptr;
   std::size_t bytes = 0;
@@ -297,10 +299,11 @@ struct ScratchArena {
   std::vector<char*> outgrown;
 };
 ScratchArena g_arena;
+std::mutex g_arena_mutex;
 
 class Scratch {
  public:
-  Scratch(std::initializer_list<std::size_t> sizes, cudaStream_t s) : stream_(s) {
+  Scratch(std::initializer_list<std::size_t> sizes, cudaStream_t s) : lock_(g_arena_mutex), stream_(s) {
     std::size_t total = 0;
     for (std::size_t b : sizes) total += (b + 255) / 256 * 256;
     total = std::max<std::size_t>(total, 256);
@@ -315,10 +318,13 @@ class Scratch {
         NVST_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&async_), total, s));
         base = async_;
       } else {
-        if (g_arena.bytes < total) {
+        if (g_arena.bytes < total) {  // the arena changes only once the new buffer exists
+          const std::size_t bytes = std::max(total, 2 * g_arena.bytes);
+          char* p = nullptr;
+          NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), bytes));
           if (g_arena.p) g_arena.outgrown.push_back(g_arena.p);
-          g_arena.bytes = std::max(total, 2 * g_arena.bytes);
-          NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&g_arena.p), g_arena.bytes));
+          g_arena.p = p;
+          g_arena.bytes = bytes;
         }
         if (g_arena.last_use == nullptr)
           NVST_CHECK_CUDA(cudaEventCreateWithFlags(&g_arena.last_use, cudaEventDisableTiming));
@@ -340,6 +346,7 @@ class Scratch {
   Scratch& operator=(const Scratch&) = delete;
 
  private:
+  std::lock_guard<std::mutex> lock_;
   cudaStream_t stream_;
   char* async_ = nullptr;
   std::vector<char> host_;
@@ -384,15 +391,19 @@ const HierTeams& hier_teams_for(const char* fn, cudaStream_t stream) {
     NVST_REQUIRE(st == cudaStreamCaptureStatusNone, "nvst::coll::", fn, " hierarchical: its first call makes "
                  "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
   }
-  return hier_teams();
+  return hier_teams(fn);
 }
 
 // NVST_COLL_ALGO=hierarchical on the world team, when it spans nodes of
-// more than one PE (elsewhere the flat form is the same thing).
-bool hier_wanted(const TeamView& t) {
-  const int G = nvst::team_n_pes(Team::kNode);
-  return t.handle == static_cast<int>(Team::kWorld) && G > 1 && G < t.npes &&
-         algo_from_env(Algo::kAuto) == Algo::kHierarchical;
+// more than one PE (with nodes of one PE the flat form is the same thing).
+// Every PE of a world that spans nodes makes (or finds) the teams, so nodes
+// of different sizes are refused on every PE, not only on those whose own
+// node has several PEs (which would leave the others in another algorithm).
+bool hier_wanted(const char* fn, const TeamView& t, cudaStream_t stream) {
+  if (t.handle != static_cast<int>(Team::kWorld) || nvst::team_n_pes(Team::kNode) >= t.npes ||
+      algo_from_env(Algo::kAuto) != Algo::kHierarchical)
+    return false;
+  return hier_teams_for(fn, stream).k > 1;
 }
 
 // `rows` blocks of `width` bytes from src (one every src_pitch bytes) to dst
@@ -403,8 +414,19 @@ void copy_strided(char* dst, std::size_t dst_pitch, const char* src, std::size_t
   if (width == 0 || rows == 0) return;
   if (host_heaps()) {
     for (std::size_t r = 0; r < rows; ++r) std::memmove(dst + r * dst_pitch, src + r * src_pitch, width);
-  } else {
+    return;
+  }
+  static const std::size_t max_pitch = [] {  // 2D copies refuse larger pitches (2 GiB on H100)
+    int dev = 0, v = 0;
+    NVST_CHECK_CUDA(cudaGetDevice(&dev));
+    NVST_CHECK_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMaxPitch, dev));
+    return static_cast<std::size_t>(v);
+  }();
+  if (std::max(dst_pitch, src_pitch) <= max_pitch) {
     NVST_CHECK_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, s));
+  } else {  // parts of hundreds of MiB: one copy each
+    for (std::size_t r = 0; r < rows; ++r)
+      NVST_CHECK_CUDA(cudaMemcpyAsync(dst + r * dst_pitch, src + r * src_pitch, width, cudaMemcpyDeviceToDevice, s));
   }
 }
 
@@ -566,7 +588,7 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
 }  // namespace
 
 void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream, Team team) {
-  if (hier_wanted(check_team("all_gather", team))) {
+  if (hier_wanted("all_gather", check_team("all_gather", team), stream)) {
     NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_gather: null buffer");
     hier_all_gather(in, out, count, dtype, stream);
     return;
@@ -632,7 +654,7 @@ void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, R
   const char* fn = "reduce_scatter";
   const TeamView t = check_team(fn, team);
   const std::size_t es = check_reduction_args(fn, in, out, count, dtype);
-  if (hier_wanted(t)) {
+  if (hier_wanted(fn, t, stream)) {
     hier_reduce_scatter(in, out, count, dtype, op, stream);
     return;
   }

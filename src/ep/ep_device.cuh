@@ -126,7 +126,8 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count) 
 // target; then the block proceeds (acquire, then a barrier: the whole block
 // sees the peers' data). The PE `skip` (-1: none) is left out. With `cost`
 // (block 0 only), each thread adds the GPU clock cycles it waited to
-// cost[pe] (DeepEP's wait_recv_cost_stats; one writer per element).
+// cost[pe] (DeepEP's wait_recv_cost_stats; atomically: receive halves on
+// two streams may share one array).
 __device__ __forceinline__ void wait_pes(const std::uint64_t* counters, int first, int count, int stride,
                                          std::uint64_t target, int skip = -1, std::int64_t* cost = nullptr) {
   const int i = static_cast<int>(threadIdx.x);
@@ -135,7 +136,8 @@ __device__ __forceinline__ void wait_pes(const std::uint64_t* counters, int firs
     const long long start = cost != nullptr ? clock64() : 0;
     dev::detail::wait_until_impl<std::uint64_t>(counters + pe, dev::Cmp::kGe, target, dev::FailKind::kWaitTimeout,
                                                 pe);
-    if (cost != nullptr && blockIdx.x == 0) cost[pe] += clock64() - start;
+    if (cost != nullptr && blockIdx.x == 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(cost + pe), static_cast<unsigned long long>(clock64() - start));
   }
   __syncthreads();
 }

@@ -351,8 +351,10 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   auto* d_topk = upload(mine.topk);
   auto* d_w = upload(mine.weights);
   // Wait statistics: two arrays, so that the dispatch's and the combine's
-  // are checked apart; they start at 1 to see that the kernels add.
-  std::int64_t* d_wait = opt.wait_stats ? upload(std::vector<std::int64_t>(2 * R, 1)) : nullptr;
+  // are checked apart; they start at 2^40 (about 10 minutes of cycles), so
+  // a kernel that stored its count instead of adding it would show.
+  constexpr std::int64_t kWaitBase = std::int64_t{1} << 40;
+  std::int64_t* d_wait = opt.wait_stats ? upload(std::vector<std::int64_t>(2 * R, kWaitBase)) : nullptr;
   nvst::ep::LowLatencyDispatchInput in{d_x, d_topk, T, sh.H, sh.K, sh.E, fp8, round_scale, opt.ue8m0, d_wait};
   using nvst::ep::Phase;
   nvst::ep::LowLatencyDispatchOutput out = buf.low_latency_dispatch(in, s, split ? Phase::kSend : Phase::kBoth);
@@ -457,10 +459,10 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   if (d_wait) {  // every source PE's wait was counted (each wait takes at least a load's cycles)
     const auto wait = download(d_wait, 2 * R);
     for (int p = 0; p < R; ++p) {
-      err.add(wait[p] <= 1, "ll dispatch wait_recv_cost_stats[" + std::to_string(p) + "] = " +
-                                std::to_string(wait[p]) + ": not added to");
-      err.add(!fp8 && wait[R + p] <= 1, "ll combine wait_recv_cost_stats[" + std::to_string(p) + "] = " +
-                                            std::to_string(wait[R + p]) + ": not added to");
+      err.add(wait[p] <= kWaitBase, "ll dispatch wait_recv_cost_stats[" + std::to_string(p) + "] = " +
+                                        std::to_string(wait[p]) + ": not added to");
+      err.add(!fp8 && wait[R + p] <= kWaitBase, "ll combine wait_recv_cost_stats[" + std::to_string(p) + "] = " +
+                                                    std::to_string(wait[R + p]) + ": not added to");
     }
     NVST_CHECK_CUDA(cudaFree(d_wait));
   }

@@ -434,6 +434,30 @@ TEST(CollHost, HierarchicalAllGatherAndReduceScatterMatchTheReference) {
   for (int r = 0; r < 6; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 
+// Nodes of different sizes (3 PEs as nodes of 2 and 1): every PE refuses a
+// hierarchical all_gather and reduce_scatter with the same message, the PE
+// alone on its node too (it once took the flat form while the others
+// waited in the hierarchical one).
+TEST(CollHost, HierarchicalOnUnevenNodesIsRefusedEverywhere) {
+  auto res = run_pes(3, [](int me) {
+    nvst::init();
+    std::vector<float> in(3 * 4, 1.0f), out(3 * 4);
+    int refused = 0;
+    for (int call = 0; call < 2; ++call) {
+      const std::string msg = error_of([&] {
+        if (call == 0) nvst::coll::all_gather(in.data(), out.data(), 4, DType::kF32, nullptr);
+        else nvst::coll::reduce_scatter(in.data(), out.data(), 4, DType::kF32, RedOp::kSum, nullptr);
+      });
+      PE_EXPECT(contains(msg, "nodes of different sizes"), "PE ", me, " call ", call, ": '", msg, "'");
+      refused += contains(msg, "nodes of different sizes");
+    }
+    nvst::finalize();
+    return refused == 2 ? 0 : 1;
+  }, {{"NVST_SYMMETRIC_SIZE", "32M"}, {"NVST_NODE_SIZE", "2"}, {"NVST_COLL_WORKSPACE", "1M"},
+      {"NVST_COLL_ALGO", "hierarchical"}}, 120);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
+
 // The hierarchical all_reduce (reduce_scatter in the node, all_reduce of a
 // part across nodes, all_gather in the node) on 4 PEs as 2 logical nodes of
 // 2: equal, bit for bit, to each node's sum (in node order) reduced across

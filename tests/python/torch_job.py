@@ -300,6 +300,9 @@ def _():
         # get_local_buffer_tensor: the receive region starts with the received rows.
         R = len(rows)
         same(buf.get_local_buffer_tensor(torch.bfloat16, (R, H)), recv_x, "get_local_buffer_tensor")
+        if R > 1:  # DeepEP's offset is in bytes
+            same(buf.get_local_buffer_tensor(torch.bfloat16, (R - 1, H), offset=2 * H), recv_x[1:],
+                 "get_local_buffer_tensor from byte 2H")
         raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.bfloat16, 1 << 40), "a slice past the end")
         raises(NotImplementedError, lambda: buf.get_local_buffer_tensor(torch.bfloat16, use_rdma_buffer=True),
                "use_rdma_buffer")
@@ -336,6 +339,10 @@ def _():
             ref[goes] += (x[goes] * ((r + 1) * 0.5)).to(torch.bfloat16).float()
         same(combined, ref.to(torch.bfloat16), "combined_x")
         same(combined_w, torch.where(idx >= 0, w, torch.zeros_like(w)), "combined_topk_weights")
+        # A cached dispatch with the padded handle is padded too (DeepEP's).
+        cx, *_ = buf.dispatch(x, handle=phandle)
+        assert cx.shape == (W, H), cx.shape
+        same(cx[:R], recv_x, "cached num_worst_tokens recv_x")
         py = torch.cat([y, rand((W - R, H), torch.bfloat16, 90 + RANK)])  # padding rows are not read
         combined_p, combined_pw, _ = buf.combine(py, phandle, topk_weights=pw)
         same(combined_p, combined, "combine of num_worst_tokens rows")
@@ -368,8 +375,9 @@ def _():
     buf = deep_ep.Buffer(None, num_rdma_bytes=size, low_latency_mode=True)
     stats = torch.zeros(El, dtype=torch.int32, device=DEV)  # cumulative_local_expert_recv_stats
     want_stats = torch.zeros(El, dtype=torch.int32, device=DEV)
-    wait_d = torch.zeros(WORLD, dtype=torch.int64, device=DEV)  # dispatch_wait_recv_cost_stats
-    wait_c = torch.zeros(WORLD, dtype=torch.int64, device=DEV)  # combine_wait_recv_cost_stats
+    base = 1 << 40  # the statistics start high, so a kernel storing instead of adding would show
+    wait_d = torch.full((WORLD,), base, dtype=torch.int64, device=DEV)  # dispatch_wait_recv_cost_stats
+    wait_c = torch.full((WORLD,), base, dtype=torch.int64, device=DEV)  # combine_wait_recv_cost_stats
     for use_fp8, hook_mode, rounded, ue8m0 in ((False, False, False, False), (True, False, False, False),
                                                (False, True, False, False), (True, True, True, False),
                                                (True, False, True, True), (True, True, True, True)):
@@ -437,7 +445,7 @@ def _():
             torch.testing.assert_close(combined.float(), ref, rtol=1e-2, atol=1e-2)
     same(stats, want_stats, "cumulative_local_expert_recv_stats")
     # Every receive waited on every rank for at least a load's cycles.
-    assert (wait_d > 0).all() and (wait_c > 0).all(), (wait_d.tolist(), wait_c.tolist())
+    assert (wait_d > base).all() and (wait_c > base).all(), (wait_d.tolist(), wait_c.tolist())
     raises(ValueError, lambda: buf.low_latency_dispatch(x, idx, M, E, use_fp8=True, use_ue8m0=True),
            "use_ue8m0 without round_scale")
     raises(TypeError, lambda: buf.low_latency_dispatch(x, idx, M, E, dispatch_wait_recv_cost_stats=wait_d.int()),
