@@ -375,9 +375,9 @@ def _():
     buf = deep_ep.Buffer(None, num_rdma_bytes=size, low_latency_mode=True)
     stats = torch.zeros(El, dtype=torch.int32, device=DEV)  # cumulative_local_expert_recv_stats
     want_stats = torch.zeros(El, dtype=torch.int32, device=DEV)
-    base = 1 << 40  # the statistics start high, so a kernel storing instead of adding would show
-    wait_d = torch.full((WORLD,), base, dtype=torch.int64, device=DEV)  # dispatch_wait_recv_cost_stats
-    wait_c = torch.full((WORLD,), base, dtype=torch.int64, device=DEV)  # combine_wait_recv_cost_stats
+    wait_base = 1 << 40  # the statistics start high, so a kernel storing instead of adding would show
+    wait_d = torch.full((WORLD,), wait_base, dtype=torch.int64, device=DEV)  # dispatch_wait_recv_cost_stats
+    wait_c = torch.full((WORLD,), wait_base, dtype=torch.int64, device=DEV)  # combine_wait_recv_cost_stats
     for use_fp8, hook_mode, rounded, ue8m0 in ((False, False, False, False), (True, False, False, False),
                                                (False, True, False, False), (True, True, True, False),
                                                (True, False, True, True), (True, True, True, True)):
@@ -445,7 +445,7 @@ def _():
             torch.testing.assert_close(combined.float(), ref, rtol=1e-2, atol=1e-2)
     same(stats, want_stats, "cumulative_local_expert_recv_stats")
     # Every receive waited on every rank for at least a load's cycles.
-    assert (wait_d > base).all() and (wait_c > base).all(), (wait_d.tolist(), wait_c.tolist())
+    assert (wait_d > wait_base).all() and (wait_c > wait_base).all(), (wait_d.tolist(), wait_c.tolist())
     raises(ValueError, lambda: buf.low_latency_dispatch(x, idx, M, E, use_fp8=True, use_ue8m0=True),
            "use_ue8m0 without round_scale")
     raises(TypeError, lambda: buf.low_latency_dispatch(x, idx, M, E, dispatch_wait_recv_cost_stats=wait_d.int()),
