@@ -58,6 +58,12 @@ step() {  # step NAME TIMEOUT CMD...: runs, logs, records rc and the last verdic
 { nvidia-smi; nvidia-smi topo -m; ldd "$BIN/nvst" | grep -E 'nccl|fabric|cuda'; } > "$OUT/machine.log" 2>&1
 echo "gpus=$GPUS mode=$MODE commit=$(cat "$BIN/../COMMIT" 2>/dev/null)" | tee -a "$summary"
 step info 60 "$BIN/nvst" info
+# Programs linked to NVSHMEM find the wheel's libnvshmem_host.so.3 this way.
+use_nvshmem_wheel() {
+  local lib
+  lib=$(python3 -c "import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],'nvshmem','lib'))")
+  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
 SAN="compute-sanitizer --target-processes all --error-exitcode 9 --print-limit 20"
 case "$MODE" in
   shared)
@@ -149,8 +155,7 @@ case "$MODE" in
     ;;
   nvshmem)  # the NVSHMEM backend (issue 8): the same test binaries on both backends
     # libnvshmem_host.so.3 from this machine's nvidia-nvshmem wheel.
-    NV_LIB=$(python3 -c "import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],'nvshmem','lib'))")
-    export LD_LIBRARY_PATH="$NV_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    use_nvshmem_wheel
     NVST_BACKEND=nvshmem step gpu_api_nvshmem_2pe 240 "$BIN/nvst_gpu_tests_nvshmem" --np 2
     NVST_BACKEND=nvshmem step coll_nvshmem_2pe 300 "$BIN/nvst_coll_tests_nvshmem" --np 2
     step gpu_api_ours_in_nvshmem_build 240 "$BIN/nvst_gpu_tests_nvshmem" --np 2
@@ -218,8 +223,7 @@ case "$MODE" in
   shared-torch-nvshmem)  # one GPU: the Python package on the NVSHMEM backend (issues 6, 8), and on ours as a control
     step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
     export PYTHONPATH="$BIN/../python"
-    NV_LIB=$(python3 -c "import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],'nvshmem','lib'))")
-    export LD_LIBRARY_PATH="$NV_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    use_nvshmem_wheel
     TR="python3 -m torch.distributed.run --standalone"
     NVST_BACKEND=nvshmem step torch_1pe_nvshmem 200 $TR --nproc_per_node=1 tests/python/torch_job.py
     step torch_1pe_ours 200 $TR --nproc_per_node=1 tests/python/torch_job.py
@@ -232,8 +236,7 @@ case "$MODE" in
     step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
     step pip_nvshmem4py 120 python3 -m pip install -q --no-deps --target /tmp/nvshmem4py "$BIN"/../wheels312/nvshmem4py*.whl
     export PYTHONPATH="$BIN/../python:/tmp/nvshmem4py" NVSHMEM_SYMMETRIC_SIZE=3G
-    NV_LIB=$(python3 -c "import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],'nvshmem','lib'))")
-    export LD_LIBRARY_PATH="$NV_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    use_nvshmem_wheel
     TR="python3 -m torch.distributed.run --standalone"
     step nvshmem4py_1pe 200 $TR --nproc_per_node=1 tests/python/nvshmem4py_job.py
     NVST_TEST_SHARE_GPUS=1 step nvshmem4py_2pe_shared 200 $TR --nproc_per_node=2 tests/python/nvshmem4py_job.py

@@ -21,8 +21,9 @@ import os as _os
 def _preload_nvshmem():
     """A build with NVSHMEM (nvshmem_backend_built()) links
     libnvshmem_host.so.3, which the nvidia-nvshmem wheel installs where the
-    loader does not look: load it by its full path first (NVSHMEM_DIR/lib,
-    else the wheel's). Builds without NVSHMEM need nothing and lose nothing."""
+    loader may not look: load it by its full path (NVSHMEM_DIR/lib, else
+    the wheel's). Returns whether one was found. Called only when the
+    module's import could not find it, so other builds load nothing."""
     dirs = [_os.path.join(_os.environ["NVSHMEM_DIR"], "lib")] if _os.environ.get("NVSHMEM_DIR") else []
     try:
         import nvidia  # the namespace package of NVIDIA's wheels
@@ -33,17 +34,22 @@ def _preload_nvshmem():
         lib = _os.path.join(d, "libnvshmem_host.so.3")
         if _os.path.exists(lib):
             _ctypes.CDLL(lib, mode=_ctypes.RTLD_GLOBAL)
-            return
+            return True
+    return False
 
 
-_preload_nvshmem()
 try:
     from . import _nvst  # noqa: F401
 except ImportError as _e:
-    if "libnvshmem_host" in str(_e):
-        raise ImportError(f"nvshmem_tutorial was built with NVSHMEM and cannot find its host library ({_e}): "
-                          "pip install nvidia-nvshmem-cu13==3.4.5 or set NVSHMEM_DIR") from _e
-    raise
+    if "libnvshmem_host" not in str(_e):
+        raise
+    try:
+        if not _preload_nvshmem():
+            raise _e
+        from . import _nvst  # noqa: F401
+    except ImportError as _e2:
+        raise ImportError(f"nvshmem_tutorial was built with NVSHMEM and cannot find its host library ({_e2}): "
+                          "pip install nvidia-nvshmem-cu13==3.4.5 or set NVSHMEM_DIR") from _e2
 from ._nvst import (  # noqa: F401
     TEAM_NODE,
     TEAM_WORLD,

@@ -33,6 +33,8 @@ Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
 outputs are views of the buffer, valid until the dispatch after next, as in
 DeepEP, with the scales' last two dimensions column-major as DeepEP's.
 """
+import math
+
 import torch
 import torch.distributed as dist
 
@@ -195,9 +197,7 @@ class Buffer:
         if not isinstance(offset, int) or not 0 <= offset <= nbytes or offset % item:
             _fail(fn, f"offset {offset!r} must be a byte offset in [0, {nbytes}] and a multiple of {item} ({dtype})")
         shape = ((nbytes - offset) // item,) if size is None else ((size,) if isinstance(size, int) else tuple(size))
-        count = 1
-        for d in shape:
-            count *= int(d)
+        count = math.prod(int(d) for d in shape)
         if any(int(d) < 0 for d in shape) or offset + count * item > nbytes:
             _fail(fn, f"{count} elements of {dtype} from byte {offset} exceed the region's {nbytes} bytes")
         return tensor_at(addr + offset, shape, dtype, self)
@@ -347,14 +347,10 @@ class Buffer:
         got = {}
         with torch.cuda.stream(self._comm):
             for name, row, dtype, pad in wanted:
-                rows = tensor_at(out[name], (R, *row), dtype, self)
-                if W == R:
-                    got[name] = rows.clone()
-                else:
-                    got[name] = torch.empty((W, *row), dtype=dtype, device=x.device)
-                    got[name][:R].copy_(rows)
-                    if pad is not None:
-                        got[name][R:].fill_(pad)
+                got[name] = torch.empty((W, *row), dtype=dtype, device=x.device)
+                got[name][:R].copy_(tensor_at(out[name], (R, *row), dtype, self))
+                if pad is not None and W > R:
+                    got[name][R:].fill_(pad)
                 got[name].record_stream(compute)  # allocated on comm, used on the caller's stream
         recv_x, recv_scales = got["recv_x"], got.get("recv_x_scales")
         event = self._finish(compute, async_finish, [x, x_scales, topk_idx, topk_weights])
@@ -443,13 +439,11 @@ class Buffer:
         where = f"ep.Buffer.{fn}"
         if use_ue8m0 and not (use_fp8 and round_scale):
             _fail(fn, "use_ue8m0 needs use_fp8=True and round_scale=True (UE8M0 keeps only a power of two)")
-        wait_stats = self._check_wait_stats(fn, "dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats)
+        E_local = num_experts // self.group_size
+        wait_stats = self._check_stats(fn, "dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats,
+                                       torch.int64, self.group_size, "one per rank")
         stats = cumulative_local_expert_recv_stats
-        if stats is not None:
-            check_tensor(stats, where, "cumulative_local_expert_recv_stats", [torch.int32])
-            if tuple(stats.shape) != (num_experts // self.group_size,):
-                _fail(fn, f"cumulative_local_expert_recv_stats must be [{num_experts // self.group_size}] "
-                      f"(the local experts), got {tuple(stats.shape)}")
+        self._check_stats(fn, "cumulative_local_expert_recv_stats", stats, torch.int32, E_local, "the local experts")
         check_tensor(x, where, "x", [torch.bfloat16])
         check_tensor(topk_idx, where, "topk_idx", [torch.int64])
         if x.dim() != 2 or topk_idx.dim() != 2 or topk_idx.shape[0] != x.shape[0]:
@@ -465,14 +459,13 @@ class Buffer:
         stream = self._comm if async_finish else torch.cuda.current_stream()
         compute = self._begin(None) if async_finish else None
         phase = "send" if return_recv_hook else "both"
-        out = ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
-                                      stream.cuda_stream, phase, round_scale=round_scale, use_ue8m0=use_ue8m0,
+        args = (x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8)  # the receive half's too
+        out = ll.low_latency_dispatch(*args, stream.cuda_stream, phase, round_scale=round_scale, use_ue8m0=use_ue8m0,
                                       wait_recv_cost_stats=wait_stats)
         # At once, before anything else is launched: the statistics' add_ below,
         # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
         # while this kernel waited on the proxy (r50, docs/09).
         self._settle(stream)
-        E_local = num_experts // self.group_size
         rows = out["max_rows_per_expert"]
         recv_x = tensor_at(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, self)
         if use_fp8:  # stored [E_local][columns][rows]: DeepEP's column-major scales, as a transposed view
@@ -493,19 +486,18 @@ class Buffer:
         index = out["buffer_index"]
 
         def receive():
-            ll.low_latency_dispatch(x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8,
-                                    current_stream(), "receive", index, wait_recv_cost_stats=wait_stats)
+            ll.low_latency_dispatch(*args, current_stream(), "receive", index, wait_recv_cost_stats=wait_stats)
             self._settle(torch.cuda.current_stream())
             count(torch.cuda.current_stream())
         return recv_x, recv_count, handle, event, receive if return_recv_hook else None
 
-    def _check_wait_stats(self, fn, name, t):
-        """The address of an optional int64 [ranks] statistics tensor (0: none)."""
+    def _check_stats(self, fn, name, t, dtype, n, what):
+        """The address of an optional statistics tensor `dtype` [n] (0: none)."""
         if t is None:
             return 0
-        check_tensor(t, f"ep.Buffer.{fn}", name, [torch.int64])
-        if tuple(t.shape) != (self.group_size,):
-            _fail(fn, f"{name} must be [{self.group_size}] (one per rank), got {tuple(t.shape)}")
+        check_tensor(t, f"ep.Buffer.{fn}", name, [dtype])
+        if tuple(t.shape) != (n,):
+            _fail(fn, f"{name} must be [{n}] ({what}), got {tuple(t.shape)}")
         return t.data_ptr()
 
     def get_next_low_latency_combine_buffer(self, handle):
@@ -541,7 +533,8 @@ class Buffer:
             _fail(fn, "call low_latency_dispatch first")
         if zero_copy and x is not self._zero_copy_x.get(handle.buffer_index):
             _fail(fn, "zero_copy=True needs x to be get_next_low_latency_combine_buffer(handle)")
-        wait_stats = self._check_wait_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats)
+        wait_stats = self._check_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
+                                       torch.int64, self.group_size, "one per rank")
         M, H, E, K = self._ll_shape
         check_tensor(x, where, "x", [torch.bfloat16])
         check_tensor(topk_idx, where, "topk_idx", [torch.int64])

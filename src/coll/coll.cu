@@ -57,7 +57,6 @@ struct Workspace {
 };
 std::vector<Workspace> g_ws;
 
-
 // The team's shape, and checks that hold for every collective: this PE is a
 // member and the team is small enough. On GPUs, whether some member is on
 // another node (the kernels then reach it through the proxy).
@@ -153,7 +152,6 @@ Algo algo_from_env(Algo asked) {
   if (std::string(e) == "ring") return Algo::kRing;
   NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot, ring, hierarchical");
 }
-
 
 // Checks the team, makes sure its workspace exists, and runs the host-heap
 // version of a collective when this PE has no GPU. Returns true if it ran.
@@ -287,16 +285,15 @@ const HierTeams& hier_teams(const char* fn) {
 // memory from cudaMallocAsync may only be used on the stream that made it
 // (compute-sanitizer reported the proxy's reads of it as out of bounds,
 // r75). Each use waits for the last one (an event), so calls on different
-// streams never share it at once; a buffer outgrown is kept too (freeing
-// would synchronise the device, which can wait on a kernel that waits on
-// the proxy). Under capture: a graph allocation node (cudaMallocAsync), which
+// streams never share it at once; a buffer outgrown is left allocated
+// (freeing would synchronise the device, which can wait on a kernel that
+// waits on the proxy). Under capture: a graph allocation node (cudaMallocAsync), which
 // the graph owns. Host-memory PEs: host memory. A Scratch holds a lock for
 // its life, so host threads calling collectives at once take turns for it.
 struct ScratchArena {
   char* p = nullptr;
   std::size_t bytes = 0;
   cudaEvent_t last_use = nullptr;
-  std::vector<char*> outgrown;
 };
 ScratchArena g_arena;
 std::mutex g_arena_mutex;
@@ -322,7 +319,6 @@ class Scratch {
           const std::size_t bytes = std::max(total, 2 * g_arena.bytes);
           char* p = nullptr;
           NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&p), bytes));
-          if (g_arena.p) g_arena.outgrown.push_back(g_arena.p);
           g_arena.p = p;
           g_arena.bytes = bytes;
         }
@@ -399,11 +395,13 @@ const HierTeams& hier_teams_for(const char* fn, cudaStream_t stream) {
 // Every PE of a world that spans nodes makes (or finds) the teams, so nodes
 // of different sizes are refused on every PE, not only on those whose own
 // node has several PEs (which would leave the others in another algorithm).
-bool hier_wanted(const char* fn, const TeamView& t, cudaStream_t stream) {
+// The teams when wanted, else null.
+const HierTeams* hier_wanted(const char* fn, const TeamView& t, cudaStream_t stream) {
   if (t.handle != static_cast<int>(Team::kWorld) || nvst::team_n_pes(Team::kNode) >= t.npes ||
       algo_from_env(Algo::kAuto) != Algo::kHierarchical)
-    return false;
-  return hier_teams_for(fn, stream).k > 1;
+    return nullptr;
+  const HierTeams& h = hier_teams_for(fn, stream);
+  return h.k > 1 ? &h : nullptr;
 }
 
 // `rows` blocks of `width` bytes from src (one every src_pitch bytes) to dst
@@ -435,8 +433,8 @@ void copy_strided(char* dst, std::size_t dst_pitch, const char* src, std::size_t
 // parts per PE over NVLink): the bytes that cross nodes are 1/G of the flat
 // form's (G PEs per node). The node step leaves part (m, g) at [g][m];
 // copies put it at the world's place m * G + g.
-void hier_all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream) {
-  const HierTeams& h = hier_teams_for("all_gather", stream);
+void hier_all_gather(const HierTeams& h, const void* in, void* out, std::size_t count, DType dtype,
+                     cudaStream_t stream) {
   const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
   const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
   if (cb == 0) return;
@@ -453,8 +451,8 @@ void hier_all_gather(const void* in, void* out, std::size_t count, DType dtype, 
 // across the nodes (node n's PE g gets part (n, g) summed over nodes):
 // 1/G of the flat form's bytes cross nodes. The result is the nodes' sums
 // (each in node order) reduced in node order, as hier_all_reduce's.
-void hier_reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
-  const HierTeams& h = hier_teams_for("reduce_scatter", stream);
+void hier_reduce_scatter(const HierTeams& h, const void* in, void* out, std::size_t count, DType dtype, RedOp op,
+                         cudaStream_t stream) {
   const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
   const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
   if (cb == 0) return;
@@ -564,6 +562,8 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
   const TeamView t = check_team(fn, team);
   const std::size_t total = count * dtype_size(dtype);
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::", fn, ": null buffer");
+  if (in_stride == 0)  // all_gather
+    if (const HierTeams* h = hier_wanted(fn, t, stream)) return hier_all_gather(*h, in, out, count, dtype, stream);
   if (on_host(t, fn, [&](const HostCall& c) {
         host_all_to_all(c, static_cast<const char*>(in), in_stride * total, static_cast<char*>(out), total);
       }))
@@ -588,11 +588,6 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
 }  // namespace
 
 void all_gather(const void* in, void* out, std::size_t count, DType dtype, cudaStream_t stream, Team team) {
-  if (hier_wanted("all_gather", check_team("all_gather", team), stream)) {
-    NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::all_gather: null buffer");
-    hier_all_gather(in, out, count, dtype, stream);
-    return;
-  }
   gather("all_gather", in, 0, out, count, dtype, stream, team);
 }
 
@@ -654,10 +649,7 @@ void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, R
   const char* fn = "reduce_scatter";
   const TeamView t = check_team(fn, team);
   const std::size_t es = check_reduction_args(fn, in, out, count, dtype);
-  if (hier_wanted(fn, t, stream)) {
-    hier_reduce_scatter(in, out, count, dtype, op, stream);
-    return;
-  }
+  if (const HierTeams* h = hier_wanted(fn, t, stream)) return hier_reduce_scatter(*h, in, out, count, dtype, op, stream);
   push_reduce(fn, t, in, count * es, out, count, dtype, op, -1, stream);
 }
 

@@ -19,15 +19,10 @@ constexpr int kMaxNormalPes = 64;  // NormalArgs carries per-PE offsets by value
 
 std::size_t align16(std::size_t v) { return (v + 15) / 16 * 16; }
 
-void require_aligned(const void* p, const char* what) {
-  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(p) & 15u) == 0, "nvst::ep: ", what,
-               " must be 16-byte aligned (got ", p, ")");
-}
-
-// An optional int64 array the kernels add to.
-void require_aligned_8(const void* p, const char* fn, const char* what) {
-  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(p) & 7u) == 0, "nvst::ep::", fn, ": ", what,
-               " must be 8-byte aligned (got ", p, ")");
+// Rows are moved in 16-byte vectors; int64 statistics are added to (8).
+void require_aligned(const void* p, const char* what, std::uintptr_t align = 16) {
+  NVST_REQUIRE((reinterpret_cast<std::uintptr_t>(p) & (align - 1)) == 0, "nvst::ep: ", what, " must be ", align,
+               "-byte aligned (got ", p, ")");
 }
 
 // Bytes of one set's far sections: [E_local][R][M] records = E x M.
@@ -53,7 +48,7 @@ PeRows pe_rows(const nvst::ep::DispatchHandle& h, int p, bool cross_node) {
   const int R = h.n_pes, G = h.pes_per_node, N = R / G, node = p / G;
   PeRows r;
   r.recv = h.recv_offset(R, p);
-  for (int q = node * G; q < (node + 1) * G; ++q) r.near_back += h.count[static_cast<std::size_t>(p) * R + q];
+  r.near_back = h.send_offset(p, (node + 1) * G) - h.send_offset(p, node * G);
   if (cross_node) {
     r.staged = h.rows_to_other_nodes(p);
     for (int n = 0; n < N; ++n)
@@ -174,8 +169,6 @@ struct Buffer::Impl {
   std::vector<void*> ll_symmetric;  // what to nvst::free
   detail::LaunchCounters* ll_counters = nullptr;  // [2 sets][dispatch, combine]
   int* ll_recv_count = nullptr;                   // [2][E_local]
-  bool ll_fp8[2] = {};   // use_fp8 of each set's last send (its receive half needs it)
-  bool ll_ue8m0[2] = {}; // and use_ue8m0
   std::vector<void*> ll_device;  // cross-node stages (cudaFree)
   int ll_next = 0;       // the set the next dispatch uses
   int ll_last_sent = 0;  // the set of the last dispatch's send half
@@ -196,9 +189,7 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
   // A combine region holds the rows sent back by the sender's node peers,
   // node peer by node peer, then (across nodes) one row per token and node.
   auto near_offset = [&](int src, int dst) {  // rows before dst's among src's node peers
-    int sum = 0;
-    for (int r = src / G * G; r < dst; ++r) sum += handle.count[static_cast<std::size_t>(src) * n_pes_ + r];
-    return sum;
+    return handle.send_offset(src, dst) - handle.send_offset(src, src / G * G);
   };
   for (int r = 0; r < n_pes_; ++r) {
     const bool near = r / G == node;
@@ -597,7 +588,7 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
     NVST_REQUIRE(in.use_fp8 && in.round_scale && m.ll_hidden % 512 == 0,
                  "nvst::ep::low_latency_dispatch: use_ue8m0 needs use_fp8, round_scale and hidden % 512 == 0 "
                  "(got use_fp8 ", in.use_fp8, ", round_scale ", in.round_scale, ", hidden ", m.ll_hidden, ")");
-  require_aligned_8(in.wait_recv_cost_stats, "low_latency_dispatch", "wait_recv_cost_stats");
+  require_aligned(in.wait_recv_cost_stats, "low_latency_dispatch: wait_recv_cost_stats", 8);
   NVST_REQUIRE(buffer_index >= -1 && buffer_index <= 1, "nvst::ep::low_latency_dispatch: buffer_index ",
                buffer_index, " must be 0, 1 or -1 (the last sent)");
   int set = buffer_index >= 0 ? buffer_index : m.ll_last_sent;
@@ -605,14 +596,10 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
     set = m.ll_next;
     m.ll_next ^= 1;
     m.ll_last_sent = set;
+    m.ll[set].use_fp8 = in.use_fp8;  // a set keeps its send's choices: its receive half needs them
+    m.ll[set].use_ue8m0 = in.use_ue8m0;
   }
-  if (phase != Phase::kReceive) {
-    m.ll_fp8[set] = in.use_fp8;
-    m.ll_ue8m0[set] = in.use_ue8m0;
-  }
-  detail::LowLatencyArgs a = m.ll[set];
-  a.use_fp8 = m.ll_fp8[set];  // a receive half follows its send's choices
-  a.use_ue8m0 = m.ll_ue8m0[set];
+  const detail::LowLatencyArgs& a = m.ll[set];
   detail::launch_ll_dispatch(a, in, phase, stream);
   LowLatencyDispatchOutput out;
   out.recv_x = a.x;
@@ -643,7 +630,7 @@ void Buffer::low_latency_combine(const LowLatencyCombineInput& in, void* combine
                  "nvst::ep::low_latency_combine: topk_idx, topk_weights and combined_x are required");
     require_aligned(combined_x, "combined_x");
   }
-  require_aligned_8(in.wait_recv_cost_stats, "low_latency_combine", "wait_recv_cost_stats");
+  require_aligned(in.wait_recv_cost_stats, "low_latency_combine: wait_recv_cost_stats", 8);
   detail::launch_ll_combine(m.ll[in.buffer_index], in, combined_x, phase, stream);
 }
 

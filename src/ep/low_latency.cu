@@ -296,11 +296,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
 #pragma unroll
       for (int j = 0; j < 8; ++j) acc[j] = __fmaf_rn(wt, __bfloat162float(h[j]), acc[j]);
     }
-    int4 o;
-    auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) oh[j] = __float2bfloat16(acc[j]);
-    reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = o;
+    reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc);
   }
 }
 
