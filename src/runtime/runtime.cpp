@@ -67,6 +67,13 @@ Runtime& rt(const char* fn) {
   return *g_rt;
 }
 
+// Stops the proxy. One whose thread is held inside a provider call for good
+// (a dead peer: Proxy::stop) is left allocated, since that thread uses it.
+void stop_proxy(Runtime& r) {
+  if (r.proxy && !r.proxy->stop()) (void)r.proxy.release();
+  r.proxy.reset();
+}
+
 std::string read_first_line(const char* path) {
   std::ifstream f(path);
   std::string s;
@@ -285,7 +292,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     // registration, and CUDA registered its own when the device was set.
     static const bool stop_at_exit_registered = [] {
       std::atexit([] {
-        if (g_rt) g_rt->proxy.reset();
+        if (g_rt) stop_proxy(*g_rt);
       });
       return true;
     }();
@@ -314,7 +321,7 @@ void finalize() {
   // Everyone stops touching peers' heaps before anyone unmaps; barrier_all
   // quiets this PE's proxy first, so after it no write to anyone is pending.
   barrier_all();
-  r.proxy.reset();
+  stop_proxy(r);
   detail::set_device_error_describer(nullptr);
   r.heap.reset();
   if (r.mailbox) cudaFreeHost(r.mailbox);

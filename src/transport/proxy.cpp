@@ -317,7 +317,18 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
   thread_ = std::thread([this] { run(); });
-  if (device_ >= 0) watchdog_ = std::thread([this] { watch(); });
+  watchdog_ = std::thread([this] { watch(); });
+}
+
+namespace {
+double seconds_since(std::int64_t since_ns) {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since_ns)).count();
+}
+}  // namespace
+
+bool Proxy::stuck_in_provider(fabric::Transport::Call& call) const {
+  call = transport_->call_in_progress();
+  return call.since_ns != 0 && seconds_since(call.since_ns) > 0.8 * timeout_s_;
 }
 
 void Proxy::watch() {
@@ -327,10 +338,20 @@ void Proxy::watch() {
       std::unique_lock<std::mutex> lock(watchdog_mu_);
       if (watchdog_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_.load(); })) return;
     }
+    // A provider call that does not return: the proxy thread cannot run its
+    // own age check (step 2 of step()), so this thread fails it, naming the
+    // peer, before the producers' NVST_TIMEOUT_S gives only "no progress".
+    if (fabric::Transport::Call call{}; !failed_.load(std::memory_order_relaxed) && stuck_in_provider(call)) {
+      const std::string peer = call.pe >= 0 ? detail::concat("PE ", call.pe) : std::string("a peer");
+      fail(detail::concat(detail::rank_prefix(), "the proxy thread has been inside ", call.what,
+                          call.pe >= 0 ? " to " + peer : std::string(), " for ", seconds_since(call.since_ns),
+                          " s (limit 0.8 x NVST_TIMEOUT_S) and cannot go on; ", peer,
+                          " may be dead (libfabric's shm provider waits for good on a lock a killed peer held)"));
+    }
+    if (device_ < 0) continue;
     const std::int64_t since = cuda_call_since_ns_.load(std::memory_order_acquire);
     if (since == 0 || since == reported) continue;
-    const double stuck_s =
-        std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since)).count();
+    const double stuck_s = seconds_since(since);
     if (stuck_s < kStuckCudaCallS) continue;
     reported = since;
     const char* what = cuda_call_what_.load(std::memory_order_relaxed);
@@ -345,7 +366,8 @@ void Proxy::watch() {
   }
 }
 
-Proxy::~Proxy() {
+bool Proxy::stop() {
+  if (!thread_.joinable()) return !left_behind_;
   {
     std::lock_guard<std::mutex> lock(watchdog_mu_);
     stop_.store(true);
@@ -356,9 +378,33 @@ Proxy::~Proxy() {
     // exit() called on the proxy thread itself (a library's crash handler
     // does that): it cannot join itself, and the process is ending.
     thread_.detach();
+    left_behind_ = true;
+    return false;
+  }
+  // The thread leaves run() soon after stop_, unless a provider call holds
+  // it for good (see watch()); joining that would hang this process.
+  for (fabric::Transport::Call call{}; !exited_.load(std::memory_order_acquire);
+       std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+    if (!stuck_in_provider(call)) continue;
+    std::fprintf(stderr, "%sproxy: its thread is still inside %s; left behind, not joined\n",
+                 detail::rank_prefix().c_str(), call.what);
+    thread_.detach();
+    left_behind_ = true;
+    return false;
+  }
+  thread_.join();
+  return true;
+}
+
+Proxy::~Proxy() {
+  if (!stop()) {
+    // The thread still runs and may touch what it uses: leave that (the
+    // runtime does not destroy such a proxy at all, see stop()).
+    (void)transport_.release();
+    (void)st_.release();
+    (void)host_fifo_mem_.release();
     return;
   }
-  if (thread_.joinable()) thread_.join();
   if (debug_)
     std::fprintf(stderr, "%sproxy: finished; the provider refused %llu posts (FI_EAGAIN), at most %d in flight\n",
                  detail::rank_prefix().c_str(), static_cast<unsigned long long>(transport_->refused()),
@@ -401,6 +447,7 @@ std::string Proxy::failure() const {
 }
 
 void Proxy::fail(const std::string& why) {
+  failed_.store(true, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     if (failure_.empty()) failure_ = why;
@@ -431,7 +478,7 @@ void Proxy::run() {
   std::uint64_t last_refused = 0;
   bool refusing = false;
   auto refusing_since = last_busy;
-  while (!stop_.load(std::memory_order_relaxed)) {
+  while (!stop_.load(std::memory_order_relaxed) && !failed_.load(std::memory_order_relaxed)) {
     bool busy = false;
     try {
       busy = step();
@@ -468,6 +515,7 @@ void Proxy::run() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  exited_.store(true, std::memory_order_release);
 }
 
 // Whether the driver knows a kernel's put source. It knows device, managed
@@ -513,9 +561,8 @@ bool Proxy::step() {
       const auto i = static_cast<std::size_t>(t);
       const auto* bell = reinterpret_cast<const std::uint64_t*>(
           control_ + s.layout.bell(t, static_cast<int>(s.recv[i] % kInboxSlots)));
-      peers += " " + std::to_string(t) + ":" + std::to_string(s.sent[i]) + "/" +
-               (s.sent[i] == 0 || s.acked(t, s.sent[i] - 1) ? "yes" : "no") + "/" + std::to_string(s.recv[i]) +
-               "/" + std::to_string(s.applied[i]) + "/" + std::to_string(load_acquire(bell));
+      peers += detail::concat(" ", t, ":", s.sent[i], "/", s.sent[i] == 0 || s.acked(t, s.sent[i] - 1) ? "yes" : "no",
+                              "/", s.recv[i], "/", s.applied[i], "/", load_acquire(bell));
     }
     std::fprintf(stderr,
                  "%sproxy: in_flight %d active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "

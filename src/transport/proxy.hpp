@@ -61,6 +61,11 @@ class Proxy {
   void quiet();
   // The failure, if the proxy stopped on one ("" otherwise).
   std::string failure() const;
+  // Stops the proxy thread and waits for it. False when it cannot: the
+  // thread is held inside a provider call for good (a dead peer, see
+  // watch()) or this is that thread; it is then left running, and this
+  // object must outlive it (never destroyed). Idempotent.
+  bool stop();
 
   // Kernels' FIFO (GPU heaps only): the shared part as the device sees it
   // (pinned, mapped) and the producers' ticket counter (device memory).
@@ -75,6 +80,9 @@ class Proxy {
   void run();
   bool step();
   void fail(const std::string& why);
+  // Whether the proxy thread has been inside one provider call (returned in
+  // `call`) for longer than 0.8 x NVST_TIMEOUT_S.
+  bool stuck_in_provider(fabric::Transport::Call& call) const;
 
   int device_;
   double timeout_s_;
@@ -96,12 +104,17 @@ class Proxy {
 
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};  // fail() was called: the thread stops working
+  std::atomic<bool> exited_{false};  // run() has returned
+  bool left_behind_ = false;          // stop() detached a thread that still runs
   // The proxy's CUDA calls on the data path (GPU heaps) wait while another
   // thread's call holds the driver, and one case never ends (docs/09: a
   // pageable copy queued behind a kernel that waits on this proxy). The
   // proxy thread says which call it is in since when (0: none); the watchdog
   // thread reports one that took longer than kStuckCudaCallS, naming that
-  // cause, before the kernels' timeout reports only a missing signal.
+  // cause, before the kernels' timeout reports only a missing signal. The
+  // same thread fails the proxy when a provider call has not returned for
+  // 0.8 x NVST_TIMEOUT_S (fabric::Transport::call_in_progress).
   static constexpr double kStuckCudaCallS = 3.0;
   std::atomic<std::int64_t> cuda_call_since_ns_{0};
   std::atomic<const char*> cuda_call_what_{nullptr};

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <ostream>
 #include <random>
@@ -226,7 +227,12 @@ TEST(FabricSetup, ShmTakesTheInboxByDefault) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(bad[r].code(), 0) << "rank " << r;
 }
 
-// A peer killed mid-run: the others get an error naming it, not a hang.
+// A peer killed mid-run: the others get an error naming it, not a hang,
+// and the process can still exit (the runtime's exit handler stops the
+// proxy). Over shm, about one run in forty kills PE 2 while it holds a lock
+// in its shared memory, and the others' proxy threads spin inside fi_write
+// for good: the watchdog reports it and exit leaves the thread behind
+// (transport/proxy.hpp); before that, this test failed or hung then.
 TEST_P(Fabric, KilledPeerGivesAClearErrorAndNoHang) {
   auto res = run_pes(3, [](int me) {
     nvst::init();
@@ -246,7 +252,8 @@ TEST_P(Fabric, KilledPeerGivesAClearErrorAndNoHang) {
     PE_EXPECT(contains(msg, "PE 2") || contains(msg, "rank 2"), "message does not name the dead PE: '", msg, "'");
     PE_EXPECT(dt < 20, "took ", dt, " s");
     std::fprintf(stderr, "rank %d saw after %.1f s: %s\n", me, dt, msg.c_str());
-    return 0;
+    std::fflush(stderr);
+    std::exit(0);  // exit handlers included; a hang here fails the deadline
   }, env(), 60);
   EXPECT_EQ(res[2].signal(), SIGKILL);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
