@@ -9,9 +9,13 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "nvst/error.hpp"
@@ -29,6 +33,20 @@
 namespace nvst::fabric {
 
 namespace {
+
+// libfabric's shm names each endpoint's region /dev/shm/<pid>:<n>:<n> and
+// removes it only when the endpoint is closed, so a killed process leaves
+// its regions behind, and a later process that gets the same pid fails
+// fi_enable (EBUSY). This lists those names ("" when none, or not shm).
+std::string shm_regions_of_this_pid(const std::string& provider) {
+  if (provider != "shm") return {};
+  const std::string prefix = std::to_string(::getpid()) + ":";
+  std::string found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) found += " " + e.path().string();
+  return found;
+}
 
 constexpr std::uint32_t kApi = FI_VERSION(1, 17);
 
@@ -193,10 +211,27 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   NVST_CHECK_FI(fi_av_open(m.domain, &av_attr, &m.av, nullptr));
-  NVST_CHECK_FI(fi_endpoint(m.domain, m.info, &m.ep, nullptr));
-  NVST_CHECK_FI(fi_ep_bind(m.ep, &m.cq->fid, FI_TRANSMIT | FI_RECV));
-  NVST_CHECK_FI(fi_ep_bind(m.ep, &m.av->fid, 0));
-  NVST_CHECK_FI(fi_enable(m.ep));
+  // A stale shm region name (see shm_regions_of_this_pid): shm's fi_enable
+  // fails with EBUSY and removes the name as it does, so a second endpoint
+  // works. Listed first: after the failure the names are gone.
+  const std::string stale = shm_regions_of_this_pid(provider_);
+  for (bool retried = false;;) {
+    NVST_CHECK_FI(fi_endpoint(m.domain, m.info, &m.ep, nullptr));
+    NVST_CHECK_FI(fi_ep_bind(m.ep, &m.cq->fid, FI_TRANSMIT | FI_RECV));
+    NVST_CHECK_FI(fi_ep_bind(m.ep, &m.av->fid, 0));
+    const int rc = fi_enable(m.ep);
+    if (rc == 0) break;
+    fi_close(&m.ep->fid);
+    m.ep = nullptr;
+    if (rc == -FI_EBUSY && !stale.empty() && !retried) {
+      std::fprintf(stderr, "%sfabric: /dev/shm held region names of this pid from a killed process (%s); shm "
+                   "removed them, opening the endpoint again\n", detail::rank_prefix().c_str(), stale.c_str() + 1);
+      retried = true;
+      continue;
+    }
+    NVST_FAIL("fi_enable failed: ", fi_strerror(-rc), " (", rc, ")",
+              stale.empty() ? "" : "; /dev/shm held this pid's shm region names before:" + stale);
+  }
 
   // Keys: ours when the provider lets us choose (1 heap, 2 scratch, 3 control).
   const std::uint64_t remote = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ;

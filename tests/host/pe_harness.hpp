@@ -35,10 +35,10 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 
 // libfabric's shm provider names each endpoint's region /dev/shm/<pid>:...
 // and unlinks it only when the endpoint is closed. A PE that was killed, or
-// left through _exit() after an error, leaves its 16 MiB behind, and a later
-// process that gets the same pid fails fi_enable with EBUSY (CI did, after
-// 270 such files had piled up on one machine). The parent removes its dead
-// children's regions.
+// left through _exit() after an error, leaves its 16 MiB behind (270 such
+// files once piled up on a CI machine). A later process that gets the same
+// pid copes (FabricSetup.StaleShmRegionOfThisPidIsReplaced), but the memory
+// stays taken: the parent removes its dead children's regions.
 inline void remove_shm_regions_of(pid_t pid) {
   std::error_code ec;
   const std::string prefix = std::to_string(pid) + ":";

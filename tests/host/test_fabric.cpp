@@ -2,10 +2,13 @@
 // libfabric's tcp;ofi_rxm and shm providers on this machine: what a GPU-less
 // CI can prove about the inter-node path.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <ostream>
 #include <random>
 #include <vector>
@@ -257,6 +260,29 @@ TEST_P(Fabric, KilledPeerGivesAClearErrorAndNoHang) {
   }, env(), 60);
   EXPECT_EQ(res[2].signal(), SIGKILL);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
+}
+
+// Region names left in /dev/shm by a killed process whose pid this PE now
+// has: shm's fi_enable fails once (EBUSY) and removes them; the transport
+// says so, opens its endpoint again, and the PEs talk. (CI once had 270
+// such names pile up; tests/host/pe_harness.hpp removes its children's.)
+TEST(FabricSetup, StaleShmRegionOfThisPidIsReplaced) {
+  auto res = run_pes(2, [](int me) {
+    const std::string stale = "/dev/shm/" + std::to_string(::getpid()) + ":0:0";
+    { std::ofstream(stale) << "left by a killed process"; }
+    nvst::init();
+    auto* word = static_cast<std::uint64_t*>(nvst::malloc(8));
+    *word = 0;
+    nvst::barrier_all();
+    const std::uint64_t v = 0x5EED0 + static_cast<std::uint64_t>(me);
+    nvst::putmem(word, &v, 8, 1 - me);
+    nvst::barrier_all();
+    PE_EXPECT(*word == 0x5EED0 + static_cast<std::uint64_t>(1 - me), "word ", *word);
+    nvst::finalize();
+    PE_EXPECT(!std::filesystem::exists(stale), stale, " is still there after finalize");
+    return 0;
+  }, {{"NVST_FABRIC_PROVIDER", "shm"}}, 60);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 
 TEST(FabricSetup, MissingProviderListsThosepresent) {
