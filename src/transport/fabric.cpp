@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -261,31 +260,10 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
 
 Transport::~Transport() = default;
 
-// Marks the provider call the thread is inside, for call_in_progress().
-class Transport::CallRecord {
- public:
-  CallRecord(Transport& t, const char* what, int pe) : t_(t) {
-    t_.call_what_.store(what, std::memory_order_relaxed);
-    t_.call_pe_.store(pe, std::memory_order_relaxed);
-    t_.call_since_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);
-  }
-  ~CallRecord() { t_.call_since_ns_.store(0, std::memory_order_release); }
-  CallRecord(const CallRecord&) = delete;
-  CallRecord& operator=(const CallRecord&) = delete;
-
- private:
-  Transport& t_;
-};
-
-Transport::Call Transport::call_in_progress() const {
-  const std::int64_t since = call_since_ns_.load(std::memory_order_acquire);
-  return {call_what_.load(std::memory_order_relaxed), call_pe_.load(std::memory_order_relaxed), since};
-}
-
 bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
                       std::uint64_t dest_offset, void* context) {
   Impl& m = *impl_;
-  CallRecord record(*this, "fi_write", pe);
+  CallWatch::Mark mark(provider_call_, "fi_write", pe);
   ssize_t rc = fi_write(m.ep, src, bytes, m.desc_for(src, bytes), m.addr[static_cast<std::size_t>(pe)],
                         m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), context);
   if (rc == -FI_EAGAIN) return ++refused_, false;
@@ -296,7 +274,7 @@ bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
 bool Transport::atomic(int pe, const std::uint64_t* value, AtomicOp op, Region region,
                        std::uint64_t dest_offset, void* context) {
   Impl& m = *impl_;
-  CallRecord record(*this, "fi_atomic", pe);
+  CallWatch::Mark mark(provider_call_, "fi_atomic", pe);
   ssize_t rc = fi_atomic(m.ep, value, 1, m.desc_for(value, 8), m.addr[static_cast<std::size_t>(pe)],
                          m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), FI_UINT64,
                          op == AtomicOp::kAdd ? FI_SUM : FI_ATOMIC_WRITE, context);
@@ -308,7 +286,7 @@ bool Transport::atomic(int pe, const std::uint64_t* value, AtomicOp op, Region r
 
 int Transport::progress(std::vector<Completion>& out) {
   Impl& m = *impl_;
-  CallRecord record(*this, "fi_cq_read (the provider's progress)", -1);
+  CallWatch::Mark mark(provider_call_, "fi_cq_read (the provider's progress)");
   fi_cq_entry entries[32];
   int n = 0;
   for (;;) {

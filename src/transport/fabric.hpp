@@ -12,12 +12,13 @@
 // signal follow its data.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "transport/call_watch.hpp"
 
 namespace nvst {
 
@@ -89,20 +90,14 @@ class Transport {
   // Posts refused with FI_EAGAIN so far (NVST_PROXY_DEBUG shows it).
   std::uint64_t refused() const { return refused_; }
 
-  // The provider call the calling thread is inside, readable from another
-  // thread (the proxy's watchdog). A provider call can block for good on a
-  // dead peer: libfabric 1.17's shm spins on a lock inside the peer's shared
-  // memory, and a peer killed while holding it never lets go (seen in CI:
-  // KilledPeerGivesAClearErrorAndNoHang). since_ns == 0: in none.
-  struct Call {
-    const char* what;
-    int pe;  // -1: no single peer (progress)
-    std::int64_t since_ns;  // steady_clock, time_since_epoch
-  };
-  Call call_in_progress() const;
+  // The provider call the calling thread is inside, for a watchdog on
+  // another thread. One can block for good on a dead peer: libfabric 1.17's
+  // shm spins on a lock inside the peer's shared memory, and a peer killed
+  // while holding it never lets go (seen in CI:
+  // KilledPeerGivesAClearErrorAndNoHang).
+  CallWatch::Snapshot provider_call() const { return provider_call_.snapshot(); }
 
  private:
-  class CallRecord;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string provider_;
@@ -110,9 +105,7 @@ class Transport {
   bool hmem_ = false;
   std::size_t max_write_ = 0;
   std::uint64_t refused_ = 0;
-  std::atomic<const char*> call_what_{nullptr};
-  std::atomic<int> call_pe_{-1};
-  std::atomic<std::int64_t> call_since_ns_{0};
+  CallWatch provider_call_;
 };
 
 }  // namespace fabric

@@ -87,22 +87,6 @@ fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
 }
 }  // namespace
 
-// Marks the proxy thread as inside a CUDA call for the watchdog (see
-// Proxy::watch) for the lifetime of the mark.
-class CudaCallMark {
- public:
-  CudaCallMark(Proxy& p, const char* what) : p_(p) {
-    p_.cuda_call_what_.store(what, std::memory_order_relaxed);
-    p_.cuda_call_since_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
-  }
-  ~CudaCallMark() { p_.cuda_call_since_ns_.store(0, std::memory_order_release); }
-  CudaCallMark(const CudaCallMark&) = delete;
-  CudaCallMark& operator=(const CudaCallMark&) = delete;
-
- private:
-  Proxy& p_;
-};
-
 // One posted fabric operation. Lives in the registered scratch area so that
 // `value` can be the local operand of an atomic.
 struct Proxy::InFlight {
@@ -320,15 +304,9 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   watchdog_ = std::thread([this] { watch(); });
 }
 
-namespace {
-double seconds_since(std::int64_t since_ns) {
-  return std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since_ns)).count();
-}
-}  // namespace
-
-bool Proxy::stuck_in_provider(fabric::Transport::Call& call) const {
-  call = transport_->call_in_progress();
-  return call.since_ns != 0 && seconds_since(call.since_ns) > 0.8 * timeout_s_;
+bool Proxy::stuck_in_provider(CallWatch::Snapshot& call) const {
+  call = transport_->provider_call();
+  return call.inside() && call.age_s() > 0.8 * timeout_s_;
 }
 
 void Proxy::watch() {
@@ -341,20 +319,20 @@ void Proxy::watch() {
     // A provider call that does not return: the proxy thread cannot run its
     // own age check (step 2 of step()), so this thread fails it, naming the
     // peer, before the producers' NVST_TIMEOUT_S gives only "no progress".
-    if (fabric::Transport::Call call{}; !failed_.load(std::memory_order_relaxed) && stuck_in_provider(call)) {
+    if (CallWatch::Snapshot call; !failed_.load(std::memory_order_relaxed) && stuck_in_provider(call)) {
       const std::string peer = call.pe >= 0 ? detail::concat("PE ", call.pe) : std::string("a peer");
       fail(detail::concat(detail::rank_prefix(), "the proxy thread has been inside ", call.what,
-                          call.pe >= 0 ? " to " + peer : std::string(), " for ", seconds_since(call.since_ns),
+                          call.pe >= 0 ? " to " + peer : std::string(), " for ", call.age_s(),
                           " s (limit 0.8 x NVST_TIMEOUT_S) and cannot go on; ", peer,
                           " may be dead (libfabric's shm provider waits for good on a lock a killed peer held)"));
     }
     if (device_ < 0) continue;
-    const std::int64_t since = cuda_call_since_ns_.load(std::memory_order_acquire);
-    if (since == 0 || since == reported) continue;
-    const double stuck_s = seconds_since(since);
+    const CallWatch::Snapshot cuda = cuda_call_.snapshot();
+    if (!cuda.inside() || cuda.since_ns == reported) continue;
+    const double stuck_s = cuda.age_s();
     if (stuck_s < kStuckCudaCallS) continue;
-    reported = since;
-    const char* what = cuda_call_what_.load(std::memory_order_relaxed);
+    reported = cuda.since_ns;
+    const char* what = cuda.what;
     std::fprintf(stderr,
                  "%sproxy: stuck for %.1f s in a CUDA call (%s): another CUDA call of this process holds the "
                  "driver, waiting for a kernel that waits on this proxy, which cannot finish while the proxy is "
@@ -383,7 +361,7 @@ bool Proxy::stop() {
   }
   // The thread leaves run() soon after stop_, unless a provider call holds
   // it for good (see watch()); joining that would hang this process.
-  for (fabric::Transport::Call call{}; !exited_.load(std::memory_order_acquire);
+  for (CallWatch::Snapshot call; !exited_.load(std::memory_order_acquire);
        std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
     if (!stuck_in_provider(call)) continue;
     std::fprintf(stderr, "%sproxy: its thread is still inside %s; left behind, not joined\n",
@@ -629,7 +607,7 @@ bool Proxy::step() {
           busy = true;
           continue;
         }
-        CudaCallMark mark(*this, "landing a peer's put in the GPU heap");
+        CallWatch::Mark mark(cuda_call_, "landing a peer's put in the GPU heap");
         if (h->bytes)
           NVST_CHECK_CUDA(cudaMemcpyAsync(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader,
                                           h->bytes, cudaMemcpyHostToDevice, s.stream));
@@ -651,7 +629,7 @@ bool Proxy::step() {
     while (!s.applying.empty()) {
       cudaError_t q;
       {
-        CudaCallMark mark(*this, "cudaEventQuery on a landed put");
+        CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a landed put");
         q = cudaEventQuery(s.applying.front().done);
       }
       if (q == cudaErrorNotReady) break;
@@ -705,7 +683,7 @@ bool Proxy::step() {
       h->sig_value = c.sig_value;
       h->sig_op = c.sig_op;
       if (piece && s.gpu) {
-        CudaCallMark mark(*this, "staging a put's source from the GPU");
+        CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
         if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
           detail::launch_stage_copy(stage + kInboxHeader, src, piece, s.stage_stream);
         else
@@ -825,7 +803,7 @@ bool Proxy::step() {
         // The symmetric heap (most kernel sources) is known without asking.
         s.cur_by_kernel = from == s.dev_consumer.get() && kind != proxy::Op::kSignal && c.bytes && !s.in_heap(c.src);
         if (s.cur_by_kernel) {
-          CudaCallMark mark(*this, "cudaPointerGetAttributes on a put's source");
+          CallWatch::Mark mark(cuda_call_, "cudaPointerGetAttributes on a put's source");
           s.cur_by_kernel = !driver_knows(reinterpret_cast<const void*>(c.src));
         }
         s.active = true;

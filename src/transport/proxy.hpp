@@ -36,6 +36,7 @@
 #include <thread>
 
 #include "nvst/proxy_fifo.hpp"
+#include "transport/call_watch.hpp"
 #include "transport/fabric.hpp"
 #include "transport/fifo_host.hpp"
 
@@ -82,7 +83,7 @@ class Proxy {
   void fail(const std::string& why);
   // Whether the proxy thread has been inside one provider call (returned in
   // `call`) for longer than 0.8 x NVST_TIMEOUT_S.
-  bool stuck_in_provider(fabric::Transport::Call& call) const;
+  bool stuck_in_provider(CallWatch::Snapshot& call) const;
 
   int device_;
   double timeout_s_;
@@ -114,15 +115,13 @@ class Proxy {
   // thread reports one that took longer than kStuckCudaCallS, naming that
   // cause, before the kernels' timeout reports only a missing signal. The
   // same thread fails the proxy when a provider call has not returned for
-  // 0.8 x NVST_TIMEOUT_S (fabric::Transport::call_in_progress).
+  // 0.8 x NVST_TIMEOUT_S (fabric::Transport::provider_call).
   static constexpr double kStuckCudaCallS = 3.0;
-  std::atomic<std::int64_t> cuda_call_since_ns_{0};
-  std::atomic<const char*> cuda_call_what_{nullptr};
+  CallWatch cuda_call_;
   std::thread watchdog_;
   std::mutex watchdog_mu_;  // with watchdog_cv_: the destructor wakes it at once
   std::condition_variable watchdog_cv_;
   void watch();
-  friend class CudaCallMark;
   mutable std::mutex failure_mu_;
   std::string failure_;
   std::thread thread_;

@@ -1,0 +1,55 @@
+// Which blocking call a thread is inside, and since when: the thread marks
+// the call (CallWatch::Mark, for the call's duration), a watchdog thread
+// reads it (snapshot()). The proxy watches two kinds this way: its CUDA
+// calls, which can wait for good behind a kernel that waits on the proxy
+// (docs/09), and the transport's provider calls, which can spin for good on
+// a dead peer's lock (libfabric 1.17's shm; docs/06).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace nvst {
+
+class CallWatch {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Snapshot {
+    const char* what = nullptr;
+    int pe = -1;               // the peer it concerns, -1: none in particular
+    std::int64_t since_ns = 0;  // Clock's time_since_epoch; 0: in no call
+    bool inside() const { return since_ns != 0; }
+    double age_s() const {
+      return std::chrono::duration<double>(Clock::now().time_since_epoch() - Clock::duration(since_ns)).count();
+    }
+  };
+
+  class Mark {
+   public:
+    Mark(CallWatch& w, const char* what, int pe = -1) : w_(w) {
+      w_.what_.store(what, std::memory_order_relaxed);
+      w_.pe_.store(pe, std::memory_order_relaxed);
+      w_.since_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+    }
+    ~Mark() { w_.since_ns_.store(0, std::memory_order_release); }
+    Mark(const Mark&) = delete;
+    Mark& operator=(const Mark&) = delete;
+
+   private:
+    CallWatch& w_;
+  };
+
+  Snapshot snapshot() const {
+    const std::int64_t since = since_ns_.load(std::memory_order_acquire);
+    return {what_.load(std::memory_order_relaxed), pe_.load(std::memory_order_relaxed), since};
+  }
+
+ private:
+  std::atomic<const char*> what_{nullptr};
+  std::atomic<int> pe_{-1};
+  std::atomic<std::int64_t> since_ns_{0};
+};
+
+}  // namespace nvst
