@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <initializer_list>
+#include <array>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -257,12 +257,21 @@ namespace {
 struct HierTeams {
   std::uint64_t generation = 0;
   Team node{}, across{};
-  int k = 0;  // PEs per node
+  int k = 0;      // PEs per node
+  int nodes = 0;  // world / k
 };
 HierTeams g_hier;
 
-const HierTeams& hier_teams(const char* fn) {
+// The hierarchical teams for a call of `fn` on `stream`: made by the first
+// call, which therefore must not be captured.
+const HierTeams& hier_teams(const char* fn, cudaStream_t stream) {
   if (g_hier.generation == nvst::detail::init_generation()) return g_hier;
+  if (!host_heaps()) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
+    NVST_REQUIRE(st == cudaStreamCaptureStatusNone, "nvst::coll::", fn, " hierarchical: its first call makes "
+                 "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
+  }
   const int k = nvst::team_n_pes(Team::kNode), n = nvst::n_pes();
   int sizes_agree = k;  // every node must be the same size
   auto all = nvst::bootstrap_allgather(&sizes_agree, sizeof(sizes_agree));
@@ -275,39 +284,39 @@ const HierTeams& hier_teams(const char* fn) {
   auto [node, across] = nvst::team_split_2d(Team::kWorld, k);
   prepare(node);
   prepare(across);
-  g_hier = HierTeams{nvst::detail::init_generation(), node, across, k};
+  g_hier = HierTeams{nvst::detail::init_generation(), node, across, k, n / k};
   return g_hier;
 }
 
-// Scratch buffers for one hierarchical call, in one piece. Outside graph
-// capture they come from a device buffer that grows and is kept: a
-// cross-node step's source is read by the proxy on its own stream, and
-// memory from cudaMallocAsync may only be used on the stream that made it
-// (compute-sanitizer reported the proxy's reads of it as out of bounds,
-// r75). Each use waits for the last one (an event), so calls on different
-// streams never share it at once; a buffer outgrown is left allocated
-// (freeing would synchronise the device, which can wait on a kernel that
-// waits on the proxy). Under capture: a graph allocation node (cudaMallocAsync), which
-// the graph owns. Host-memory PEs: host memory. A Scratch holds a lock for
-// its life, so host threads calling collectives at once take turns for it.
+// Scratch buffers for one hierarchical call: two parts of one buffer that
+// grows and is kept (device memory; host memory for host-memory PEs).
+// Device: a cross-node step's source is read by the proxy on its own
+// stream, and memory from cudaMallocAsync may only be used on the stream
+// that made it (compute-sanitizer reported the proxy's reads of it as out of
+// bounds, r75). Each use waits for the last one (an event), so calls on
+// different streams never share it at once; a buffer outgrown is left
+// allocated (freeing would synchronise the device, which can wait on a
+// kernel that waits on the proxy). Under capture: a graph allocation node
+// (cudaMallocAsync), which the graph owns. A Scratch holds a lock for its
+// life, so host threads calling collectives at once take turns for it.
 struct ScratchArena {
   char* p = nullptr;
   std::size_t bytes = 0;
   cudaEvent_t last_use = nullptr;
+  std::vector<char> host;
 };
 ScratchArena g_arena;
 std::mutex g_arena_mutex;
 
 class Scratch {
  public:
-  Scratch(std::initializer_list<std::size_t> sizes, cudaStream_t s) : lock_(g_arena_mutex), stream_(s) {
-    std::size_t total = 0;
-    for (std::size_t b : sizes) total += (b + 255) / 256 * 256;
-    total = std::max<std::size_t>(total, 256);
+  Scratch(std::size_t first, std::size_t second, cudaStream_t s) : lock_(g_arena_mutex), stream_(s) {
+    const std::size_t first_padded = (first + 255) / 256 * 256;
+    const std::size_t total = std::max<std::size_t>(first_padded + second, 256);
     char* base = nullptr;
     if (host_heaps()) {
-      host_.resize(total);
-      base = host_.data();
+      if (g_arena.host.size() < total) g_arena.host.resize(total);
+      base = g_arena.host.data();
     } else {
       cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
       NVST_CHECK_CUDA(cudaStreamIsCapturing(s, &st));
@@ -328,10 +337,7 @@ class Scratch {
         base = g_arena.p;
       }
     }
-    for (std::size_t b : sizes) {
-      parts_.push_back(base);
-      base += (b + 255) / 256 * 256;
-    }
+    parts_ = {base, base + first_padded};
   }
   ~Scratch() {
     if (async_) cudaFreeAsync(async_, stream_);
@@ -345,8 +351,7 @@ class Scratch {
   std::lock_guard<std::mutex> lock_;
   cudaStream_t stream_;
   char* async_ = nullptr;
-  std::vector<char> host_;
-  std::vector<char*> parts_;
+  std::array<char*, 2> parts_{};
 };
 
 void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
@@ -378,18 +383,6 @@ void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t c
   }
 }
 
-// The hierarchical teams for a call of `fn` on `stream`: made by the first
-// call, which therefore must not be captured.
-const HierTeams& hier_teams_for(const char* fn, cudaStream_t stream) {
-  if (!host_heaps() && g_hier.generation != nvst::detail::init_generation()) {
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
-    NVST_REQUIRE(st == cudaStreamCaptureStatusNone, "nvst::coll::", fn, " hierarchical: its first call makes "
-                 "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
-  }
-  return hier_teams(fn);
-}
-
 // NVST_COLL_ALGO=hierarchical on the world team, when it spans nodes of
 // more than one PE (with nodes of one PE the flat form is the same thing).
 // Every PE of a world that spans nodes makes (or finds) the teams, so nodes
@@ -400,7 +393,7 @@ const HierTeams* hier_wanted(const char* fn, const TeamView& t, cudaStream_t str
   if (t.handle != static_cast<int>(Team::kWorld) || nvst::team_n_pes(Team::kNode) >= t.npes ||
       algo_from_env(Algo::kAuto) != Algo::kHierarchical)
     return nullptr;
-  const HierTeams& h = hier_teams_for(fn, stream);
+  const HierTeams& h = hier_teams(fn, stream);
   return h.k > 1 ? &h : nullptr;
 }
 
@@ -410,22 +403,19 @@ const HierTeams* hier_wanted(const char* fn, const TeamView& t, cudaStream_t str
 void copy_strided(char* dst, std::size_t dst_pitch, const char* src, std::size_t src_pitch, std::size_t width,
                   std::size_t rows, cudaStream_t s) {
   if (width == 0 || rows == 0) return;
-  if (host_heaps()) {
-    for (std::size_t r = 0; r < rows; ++r) std::memmove(dst + r * dst_pitch, src + r * src_pitch, width);
-    return;
-  }
   static const std::size_t max_pitch = [] {  // 2D copies refuse larger pitches (2 GiB on H100)
+    if (host_heaps()) return std::size_t{0};
     int dev = 0, v = 0;
     NVST_CHECK_CUDA(cudaGetDevice(&dev));
     NVST_CHECK_CUDA(cudaDeviceGetAttribute(&v, cudaDevAttrMaxPitch, dev));
     return static_cast<std::size_t>(v);
   }();
-  if (std::max(dst_pitch, src_pitch) <= max_pitch) {
+  if (!host_heaps() && std::max(dst_pitch, src_pitch) <= max_pitch) {
     NVST_CHECK_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, s));
-  } else {  // parts of hundreds of MiB: one copy each
-    for (std::size_t r = 0; r < rows; ++r)
-      NVST_CHECK_CUDA(cudaMemcpyAsync(dst + r * dst_pitch, src + r * src_pitch, width, cudaMemcpyDeviceToDevice, s));
+    return;
   }
+  for (std::size_t r = 0; r < rows; ++r)  // host PEs, or parts of hundreds of MiB: a copy each
+    copy_bytes(dst + r * dst_pitch, src + r * src_pitch, width, s);
 }
 
 // all_gather across the nodes first (each PE sends its part once to its
@@ -436,9 +426,9 @@ void copy_strided(char* dst, std::size_t dst_pitch, const char* src, std::size_t
 void hier_all_gather(const HierTeams& h, const void* in, void* out, std::size_t count, DType dtype,
                      cudaStream_t stream) {
   const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
-  const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
+  const std::size_t N = static_cast<std::size_t>(h.nodes);
   if (cb == 0) return;
-  const Scratch scratch({N * cb, G * N * cb}, stream);
+  const Scratch scratch(N * cb, G * N * cb, stream);
   char *column = scratch[0], *both = scratch[1];
   all_gather(in, column, count, dtype, stream, h.across);
   all_gather(column, both, N * count, dtype, stream, h.node);
@@ -454,9 +444,9 @@ void hier_all_gather(const HierTeams& h, const void* in, void* out, std::size_t 
 void hier_reduce_scatter(const HierTeams& h, const void* in, void* out, std::size_t count, DType dtype, RedOp op,
                          cudaStream_t stream) {
   const std::size_t cb = count * dtype_size(dtype), G = static_cast<std::size_t>(h.k);
-  const std::size_t N = static_cast<std::size_t>(nvst::n_pes()) / G;
+  const std::size_t N = static_cast<std::size_t>(h.nodes);
   if (cb == 0) return;
-  const Scratch scratch({G * N * cb, N * cb}, stream);
+  const Scratch scratch(G * N * cb, N * cb, stream);
   char *by_column = scratch[0], *node_sums = scratch[1];
   for (std::size_t g = 0; g < G; ++g)  // [g][m] = part (m, g) = in[m * G + g]
     copy_strided(by_column + g * N * cb, cb, static_cast<const char*>(in) + g * cb, G * cb, cb, N, stream);
@@ -469,13 +459,13 @@ void hier_reduce_scatter(const HierTeams& h, const void* in, void* out, std::siz
 // flat algorithm's (k PEs per node), and the node steps run over NVLink.
 // The result is the nodes' sums (each in node order) reduced in node order.
 // A count that k does not divide is padded to k parts of c elements.
-void hier_all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp op, cudaStream_t stream) {
-  const HierTeams& h = hier_teams_for("all_reduce", stream);
+void hier_all_reduce(const HierTeams& h, const void* in, void* out, std::size_t count, DType dtype, RedOp op,
+                     cudaStream_t stream) {
   if (count == 0) return;
   const std::size_t es = dtype_size(dtype), k = static_cast<std::size_t>(h.k);
   const std::size_t c = (count + k - 1) / k;  // elements per part
   const bool padded = c * k != count;
-  const Scratch scratch({padded ? c * k * es : 0, 2 * c * es}, stream);
+  const Scratch scratch(padded ? c * k * es : 0, 2 * c * es, stream);
   char *whole = scratch[0], *part = scratch[1];
   const char* src = static_cast<const char*>(in);
   char* dst = static_cast<char*>(out);
@@ -505,7 +495,7 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     algo = Algo::kAuto;  // NVST_COLL_ALGO=hierarchical means the world's all_reduces
   }
   if (algo == Algo::kHierarchical) {
-    hier_all_reduce(in, out, count, dtype, op, stream);
+    hier_all_reduce(hier_teams(fn, stream), in, out, count, dtype, op, stream);
     return;
   }
   // Across nodes from 3 members oneshot sends n-1 copies of everything
