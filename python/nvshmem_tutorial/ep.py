@@ -155,7 +155,6 @@ class Buffer:
         # Across nodes every call waits for its kernels before returning:
         # see _finish.
         self._num_nodes = _nvst.n_pes() // _nvst.team_n_pes(_nvst.TEAM_NODE)
-        self._across_nodes = self._num_nodes > 1
 
     # ---- DeepEP's static helpers ------------------------------------------------
     @staticmethod
@@ -226,7 +225,7 @@ class Buffer:
         ended by NVST_DEVICE_TIMEOUT_S (docs/09). Waiting here costs the
         overlap, not correctness. Not under graph capture: a replay is the
         caller's to order."""
-        if self._across_nodes and not torch.cuda.is_current_stream_capturing():
+        if self._num_nodes > 1 and not torch.cuda.is_current_stream_capturing():
             work.synchronize()
 
     def _finish(self, compute, async_finish, tensors):
@@ -258,7 +257,7 @@ class Buffer:
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((topk_idx.shape[0], n), dtype=torch.bool, device=dev)
             # DeepEP's num_tokens_per_rdma_rank: tokens per node, when the job spans nodes.
-            per_node = torch.empty(self._num_nodes, dtype=torch.int32, device=dev) if self._across_nodes else None
+            per_node = torch.empty(self._num_nodes, dtype=torch.int32, device=dev) if self._num_nodes > 1 else None
         _nvst.ep.get_dispatch_layout(topk_idx.data_ptr(), topk_idx.shape[0], topk_idx.shape[1], num_experts,
                                      per_rank.data_ptr(), per_expert.data_ptr(), in_rank.data_ptr(),
                                      self._comm.cuda_stream, per_node.data_ptr() if per_node is not None else 0)
@@ -325,12 +324,13 @@ class Buffer:
                                     topk_weights.data_ptr() if topk_weights is not None else 0, T, H, K,
                                     num_experts, fp8, expert_alignment, cpp, config.num_sms,
                                     config.threads_per_block, self._comm.cuda_stream)
-        # Across nodes, wait for the dispatch before queueing anything behind
-        # it: the padding's fill_, a kernel torch loads at its first use, held
-        # the driver while the dispatch waited on the proxy (r70, docs/09).
-        self._settle(self._comm)
         R = out["num_recv_tokens"]
         W = num_worst_tokens or R  # rows of the outputs
+        if W > R:
+            # Across nodes, wait for the dispatch before the padding's fill_:
+            # a kernel torch loads at its first use, it held the driver while
+            # the dispatch waited on the proxy (r70, docs/09).
+            self._settle(self._comm)
         if R > W:  # the dispatch may still read x: let it finish before the caller can free it
             self._comm.synchronize()
             _fail(fn, f"this rank received {R} tokens, more than num_worst_tokens {num_worst_tokens}")

@@ -30,7 +30,10 @@ __device__ __forceinline__ T* pe_ptr(T* sym, int pe) {
   return pe == dev::state().my_pe ? sym : reinterpret_cast<T*>(dev::peer_address(sym, pe));
 }
 
-// Called by every thread at the start of a block: the launch's base count.
+// Called by every thread at the start of a block: the launch's base count
+// (in a kernel that follows the one whose launch_end advanced it, such as a
+// receive half, that is the first kernel's base + B: the value its `done`
+// signals reach).
 __device__ __forceinline__ unsigned long long launch_base(const LaunchCounters* c) {
   __shared__ unsigned long long base;
   if (threadIdx.x == 0) base = *reinterpret_cast<const volatile unsigned long long*>(&c->blocks_before);
@@ -132,11 +135,12 @@ __device__ __forceinline__ void wait_pes(const std::uint64_t* counters, int firs
                                          std::uint64_t target, int skip = -1, std::int64_t* cost = nullptr) {
   const int i = static_cast<int>(threadIdx.x);
   const int pe = first + i * stride;
+  if (blockIdx.x != 0) cost = nullptr;
   if (i < count && pe != skip) {
     const long long start = cost != nullptr ? clock64() : 0;
     dev::detail::wait_until_impl<std::uint64_t>(counters + pe, dev::Cmp::kGe, target, dev::FailKind::kWaitTimeout,
                                                 pe);
-    if (cost != nullptr && blockIdx.x == 0)
+    if (cost != nullptr)
       atomicAdd(reinterpret_cast<unsigned long long*>(cost + pe), static_cast<unsigned long long>(clock64() - start));
   }
   __syncthreads();

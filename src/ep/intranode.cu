@@ -165,6 +165,15 @@ __device__ __forceinline__ void forward_relay_rows(const NormalArgs& a, bool wei
   }
 }
 
+// The end of a dispatch on this node: adds to `done` on every node peer
+// (other nodes' PEs heard from the relays), then waits until each node
+// peer's count reached `target` (this launch's base + B).
+__device__ __forceinline__ void node_dispatch_done(const NormalArgs& a, std::uint64_t target) {
+  const int G = a.pes_per_node, node = dev::state().my_pe / G;
+  signal_all_pes(a.done, 0);
+  wait_pes(a.done, node * G, G, 1, target);
+}
+
 // Bounded for the widest Config (1024 threads): at most 64 registers.
 __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchInput in) {
   const int npes = dev::state().n_pes, me = dev::state().my_pe;
@@ -227,8 +236,7 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
     if (last_block_to_arrive(&a.counters->blocks_packed))
       put_rows_to_relays(a, scales_per_row, in.topk_weights != nullptr, base + gridDim.x);
   } else {
-    signal_all_pes(a.done, 0);
-    wait_pes(a.done, node * G, G, 1, base + gridDim.x);
+    node_dispatch_done(a, base + gridDim.x);
   }
   launch_end(a.counters, base);
 }
@@ -239,11 +247,9 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
 // the whole kernel spill). The first kernel advanced the launch count, so
 // blocks_before is now this launch's base + B: the value done reaches.
 __global__ void __launch_bounds__(1024) dispatch_forward_kernel(NormalArgs a, bool weights, int scales_per_row) {
-  const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
-  const std::uint64_t target = *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before);
+  const std::uint64_t target = launch_base(a.counters);
   forward_relay_rows(a, weights, scales_per_row, target);
-  signal_all_pes(a.done, 0);  // node peers only: the far ones heard from the relays
-  wait_pes(a.done, node * G, G, 1, target);
+  node_dispatch_done(a, target);
   if (blockIdx.x == 0 && threadIdx.x == 0) dev::proxy_quiet();  // the next dispatch rewrites send_region
 }
 
@@ -358,7 +364,7 @@ __global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, Combin
 // that the send half carries none of its registers. The send half advanced
 // the launch count: blocks_before is now this launch's base + B.
 __global__ void __launch_bounds__(1024) combine_relay_kernel(NormalArgs a, bool weights) {
-  const std::uint64_t target = *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before);
+  const std::uint64_t target = launch_base(a.counters);
   reduce_relay_rows(a, weights, target);
   const bool shipper = last_block_to_arrive(&a.counters->blocks_packed);
   if (shipper) put_partials_back(a, weights, target);
@@ -376,7 +382,7 @@ __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, Combi
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes, G = a.pes_per_node, node = me / G;
   const bool across = a.relay_region != nullptr;
-  const std::uint64_t target = *reinterpret_cast<const volatile unsigned long long*>(&a.counters->blocks_before);
+  const std::uint64_t target = launch_base(a.counters);
   wait_pes(a.done, node * G, G, 1, target);
   if (across) wait_pes(a.done, me % G, a.n_nodes, G, target, me);
   const auto [warp_id, total_warps, lane] = warp_grid();

@@ -188,8 +188,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
 // slot counter is reset. One block per expert (one block when on one node).
 __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
   const dev::DeviceState& s = dev::state();
-  const unsigned long long target =
-      *reinterpret_cast<const volatile unsigned long long*>(&a.dispatch_counters->blocks_before);
+  const unsigned long long target = launch_base(a.dispatch_counters);
   wait_all_pes(a.dispatch_done, target, wait_cost);
   if (a.far_x == nullptr) {
     for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
@@ -276,8 +275,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
 
 __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
                                                             __nv_bfloat16* out) {
-  const unsigned long long target =
-      *reinterpret_cast<const volatile unsigned long long*>(&a.combine_counters->blocks_before);
+  const unsigned long long target = launch_base(a.combine_counters);
   wait_all_pes(a.combine_done, target, in.wait_recv_cost_stats);
   const WarpGrid w = warp_grid();
   const auto* rows = reinterpret_cast<const __nv_bfloat16*>(a.combine_x);
