@@ -194,6 +194,11 @@ struct LowLatencyCombineInput {
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
   int buffer_index = 0;                        // from LowLatencyDispatchOutput
   std::int64_t* wait_recv_cost_stats = nullptr;  // optional [n_pes]: as the dispatch's, for the combine's rows
+  // Send the rows in LogFMT-10 (src/ep/logfmt.hpp): groups of 128 channels
+  // under 1 in magnitude as 10 bits a value (relative error at most 2.2 %),
+  // others as bf16. A receiver decodes each sender's rows as that sender
+  // chose, so PEs may differ; only the send half reads this.
+  bool use_logfmt = false;
 };
 
 // Which halves of a low-latency call to launch. kBoth: the whole operation.

@@ -180,8 +180,9 @@ void bind_ep(py::module_& m) {
           "low_latency_combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, std::uintptr_t topk_weights, int num_tokens,
              int hidden, int num_topk, int num_experts, int buffer_index, std::uintptr_t combined_x,
-             std::uintptr_t stream, const std::string& phase, std::uintptr_t wait_recv_cost_stats) {
+             std::uintptr_t stream, const std::string& phase, std::uintptr_t wait_recv_cost_stats, bool use_logfmt) {
             ep::LowLatencyCombineInput in;
+            in.use_logfmt = use_logfmt;
             in.wait_recv_cost_stats = as<std::int64_t>(wait_recv_cost_stats);
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);
@@ -194,7 +195,8 @@ void bind_ep(py::module_& m) {
           },
           py::arg("x"), py::arg("topk_idx"), py::arg("topk_weights"), py::arg("num_tokens"), py::arg("hidden"),
           py::arg("num_topk"), py::arg("num_experts"), py::arg("buffer_index"), py::arg("combined_x"),
-          py::arg("stream"), py::arg("phase") = "both", py::arg("wait_recv_cost_stats") = 0);
+          py::arg("stream"), py::arg("phase") = "both", py::arg("wait_recv_cost_stats") = 0,
+          py::arg("use_logfmt") = false);
 }
 
 }  // namespace nvst_py

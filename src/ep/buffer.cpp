@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ep/kernels.hpp"
+#include "ep/logfmt.hpp"
 #include "nvst/ep.hpp"
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
@@ -323,8 +324,9 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
       a.recv_count = m.ll_recv_count + b * el;
       a.dispatch_ready = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.dispatch_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-      a.combine_x = static_cast<char*>(
-          sym(static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * ll_hidden * 2));
+      a.combine_slot = detail::ll_combine_slot_bytes(ll_hidden);
+      a.combine_x = static_cast<char*>(sym(static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * a.combine_slot));
+      a.combine_format = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.combine_ready = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.combine_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.dispatch_counters = m.ll_counters + 2 * b;
@@ -342,6 +344,15 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
         m.ll_device.push_back(count);
         NVST_CHECK_CUDA(cudaMemset(count, 0, 2 * static_cast<std::size_t>(ll_num_experts) * sizeof(int)));
         a.far_count = static_cast<int*>(count);
+        if (b == 0) {  // one stage for both sets: each send half ends with a quiet
+          const std::size_t far_pes = static_cast<std::size_t>(n_pes_ - m.pes_per_node);
+          void* cstage = nullptr;
+          NVST_CHECK_CUDA(cudaMalloc(&cstage, far_pes * m.ll_max_tokens * ll_num_topk * a.combine_slot));
+          m.ll_device.push_back(cstage);
+          a.far_combine_stage = static_cast<char*>(cstage);
+        } else {
+          a.far_combine_stage = m.ll[0].far_combine_stage;
+        }
       }
     }
     detail::preload_ll_kernels();
@@ -393,9 +404,9 @@ std::size_t Buffer::low_latency_size_hint(int max_tokens, int hidden, int n_pes,
   const std::size_t el = static_cast<std::size_t>(num_experts / n_pes);
   const std::size_t rows = el * n_pes * max_tokens;
   const std::size_t per_set = align16(rows * hidden * 2) + align16(rows * (hidden / 128) * 4) + align16(rows * 12) +
-                              align16(el * 4) + 4 * align16(n_pes * 8) +
-                              align16(static_cast<std::size_t>(max_tokens) * num_topk * hidden * 2);
-  return 2 * per_set + 9 * 2 * 256;  // two sets, plus allocator alignment
+                              align16(el * 4) + 5 * align16(n_pes * 8) +
+                              static_cast<std::size_t>(max_tokens) * num_topk * detail::ll_combine_slot_bytes(hidden);
+  return 2 * per_set + 10 * 2 * 256;  // two sets, plus allocator alignment
 }
 
 DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config,

@@ -105,7 +105,9 @@ struct LowLatencyArgs {
   std::uint64_t* dispatch_ready; // symmetric [R]: PE p started its dispatch send
   std::uint64_t* dispatch_done; // symmetric [R]
   // Combine receive region (symmetric), one buffer:
-  char* combine_x;              // [M][K][H] bf16
+  char* combine_x;              // [M][K] slots: a row as bf16 or LogFMT (logfmt.hpp)
+  std::size_t combine_slot;     // bytes of a combine_x slot: ll_combine_slot_bytes(hidden)
+  std::uint64_t* combine_format; // symmetric [R]: how PE p sent its rows (kCombineSentBf16 or kCombineSentLogfmt)
   std::uint64_t* combine_ready; // symmetric [R]: PE p started its combine send
   std::uint64_t* combine_done;  // symmetric [R]
   LaunchCounters* dispatch_counters;
@@ -119,7 +121,16 @@ struct LowLatencyArgs {
   char* far_stage;              // device [M * K] records to other nodes, staged for the put
   int* far_count;               // device [2][num_experts]: records per expert so far, and a copy to put
   std::size_t far_rec;          // bytes of a record slot (x as bf16)
+  char* far_combine_stage;      // device [(R - G) * M * K] combine slots: LogFMT rows to other nodes, encoded
+                                // here for the put; slot of (source s, token t, k) at ll_far_combine_slot
 };
+// The slot of far_combine_stage that row (t, k) of PE `src` (of another
+// node) is encoded into: PEs of other nodes numbered without this node's.
+constexpr std::size_t ll_far_combine_slot(int src, int node_first_pe, int node_n_pes, int max_tokens, int num_topk,
+                                          int t, int k) {
+  const int far = src < node_first_pe ? src : src - node_n_pes;
+  return (static_cast<std::size_t>(far) * max_tokens + t) * num_topk + k;
+}
 // A record of LowLatencyArgs::far_x for rows of `hidden`: where its scales
 // and x start (16-byte aligned), and the bytes of a slot (x as bf16).
 constexpr std::size_t ll_far_scales_at() { return 16; }

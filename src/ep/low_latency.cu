@@ -12,9 +12,13 @@
 // hand the slot counters out as recv_count and zero them for the next use.
 //
 // Combine send: a warp per received row sends it to its token's PE, into
-// that PE's combine buffer at [token][k]. Combine receive: wait for every
-// PE, then out[t] = sum over k of w[t][k] * row[t][k] in fp32 (k in order,
-// one fused multiply-add each), rounded once to bf16.
+// that PE's combine buffer at [token][k], as bf16 or, with use_logfmt, as
+// LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels is
+// under 1 in magnitude). Each PE first tells every PE which of the two it
+// sends (combine_format), so a receiver decodes each row as its sender
+// chose. Combine receive: wait for every PE, then out[t] = sum over k of
+// w[t][k] * row[t][k] in fp32 (k in order, one fused multiply-add each),
+// rounded once to bf16.
 //
 // Across nodes: a row for a PE of another node cannot claim a slot with a
 // remote atomic. The warp writes it as one record (source info, scales, x)
@@ -24,8 +28,9 @@
 // dispatch_done word to what B additions would (tell_far, ep_device.cuh).
 // The receive half then moves each far section's records, source by
 // source, behind the rows its node peers stored, so the output is packed as
-// on one node. Combine: a row for another node goes back as one put; the
-// last block then tells combine_done there the same way. Both send halves
+// on one node. Combine: a row for another node goes back as one put (a
+// LogFMT row is encoded into far_combine_stage first); the last block then
+// tells combine_done there the same way. Both send halves
 // end with a quiet: their stage and x may be rewritten once they are done.
 //
 // Buffers alternate between two sets (DeepEP's double buffering): a result
@@ -41,6 +46,7 @@
 #include "device/device_runtime.hpp"
 #include "ep/ep_device.cuh"
 #include "ep/kernels.hpp"
+#include "ep/logfmt.hpp"
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
 
@@ -98,6 +104,101 @@ __device__ __forceinline__ void store_ll_scale(const LowLatencyArgs& a, void* sc
   char* at = static_cast<char*>(scales) + ll_scale_at(a.use_ue8m0, a.hidden, rows_per_expert, e, slot, j);
   if (a.use_ue8m0) *reinterpret_cast<std::uint8_t*>(at) = static_cast<std::uint8_t>(__float_as_uint(scale) >> 23);
   else *reinterpret_cast<float*>(at) = scale;
+}
+
+// One warp writes a bf16 row into a combine slot at dst as LogFMT
+// (logfmt.hpp): the ranges at the head, then the groups back to back. Two
+// groups per step, one per half-warp; a step's bytes are assembled in
+// `stage` (this warp's 512 bytes of shared memory) and leave as one 16-byte
+// store per lane, so that NVLink carries whole vectors. Returns the bytes
+// written from dst.
+__device__ std::size_t warp_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden, int lane,
+                                              char* stage) {
+  const int groups = hidden / kLogfmtGroup, half = lane >> 4, sub = lane & 15;
+  std::size_t at = ll_logfmt_ranges_bytes(hidden);
+  for (int g0 = 0; g0 < groups; g0 += 2) {
+    const int g = g0 + half;
+    const bool active = g < groups;  // an odd group count leaves the last upper half idle
+    int4 q = make_int4(0, 0, 0, 0);
+    float amax = 0.0f, amin = INFINITY;
+    if (active) {
+      q = load_cg(reinterpret_cast<const int4*>(src) + g * (kLogfmtGroup / 8) + sub);
+      const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float m = fabsf(__bfloat162float(h[j]));
+        amax = m == m ? fmaxf(amax, m) : INFINITY;  // a NaN sends its group as bf16
+        if (m > 0.0f) amin = fminf(amin, m);
+      }
+    }
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1) {  // within each half-warp
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+      amin = fminf(amin, __shfl_xor_sync(0xffffffffu, amin, m));
+    }
+    const LogfmtRange r = logfmt_range(amax, amin);
+    const bool packed = r.step >= 0.0f;
+    const unsigned mask = __ballot_sync(0xffffffffu, active && packed && sub == 0);
+    const int size0 = (mask & 1u) ? kLogfmtPackedBytes : kLogfmtBf16Bytes;
+    const int size1 = g0 + 1 < groups ? ((mask >> 16) & 1u ? kLogfmtPackedBytes : kLogfmtBf16Bytes) : 0;
+    char* mine = stage + (half ? size0 : 0);
+    if (active) {
+      if (packed) {
+        const LogfmtEncoder enc = logfmt_encoder(r);
+        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+        std::uint32_t v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(__bfloat162float(h[j]), enc);
+        std::uint16_t w[5];
+        logfmt_pack8(v, w);
+        auto* out = reinterpret_cast<std::uint16_t*>(mine + sub * 10);
+#pragma unroll
+        for (int i = 0; i < 5; ++i) out[i] = w[i];
+      } else {
+        reinterpret_cast<int4*>(mine)[sub] = q;
+      }
+      if (sub == 0) reinterpret_cast<float2*>(dst)[g] = packed ? make_float2(r.lo, r.step) : make_float2(0.0f, -1.0f);
+    }
+    __syncwarp();
+    const int chunk = size0 + size1;
+    if (lane * 16 < chunk) *reinterpret_cast<int4*>(dst + at + lane * 16) = reinterpret_cast<const int4*>(stage)[lane];
+    __syncwarp();  // the stage is rewritten next step
+    at += static_cast<std::size_t>(chunk);
+  }
+  return at;
+}
+
+// The 8 channels [8 v, 8 v + 8) of a LogFMT combine slot, as floats. Every
+// lane of the warp calls it (ballots), `active` lanes get their values.
+__device__ void warp_logfmt_decode(const char* slot, int hidden, int v, bool active, int lane, float (&out)[8]) {
+  const int groups = hidden / kLogfmtGroup, g = v / (kLogfmtGroup / 8), sub = v % (kLogfmtGroup / 8);
+  const auto* ranges = reinterpret_cast<const float2*>(slot);
+  int packed_before = 0;  // compressed groups before g: each is 96 bytes shorter
+  for (int j0 = 0; j0 < groups; j0 += 32) {
+    const int j = j0 + lane;
+    const unsigned mask = __ballot_sync(0xffffffffu, j < groups && load_cg(&ranges[j].y) >= 0.0f);
+    const int below = g - j0;
+    if (below > 0) packed_before += __popc(below >= 32 ? mask : mask & ((1u << below) - 1u));
+  }
+  if (!active) return;
+  const float2 rr = load_cg(ranges + g);
+  const char* group = slot + ll_logfmt_ranges_bytes(hidden) + static_cast<std::size_t>(g) * kLogfmtBf16Bytes -
+                      static_cast<std::size_t>(packed_before) * (kLogfmtBf16Bytes - kLogfmtPackedBytes);
+  if (rr.y >= 0.0f) {
+    std::uint16_t w[5];
+    const auto* in = reinterpret_cast<const unsigned short*>(group + sub * 10);
+#pragma unroll
+    for (int i = 0; i < 5; ++i) w[i] = __ldcg(in + i);
+    std::uint32_t codes[8];
+    logfmt_unpack8(w, codes);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = logfmt_decode(codes[j], {rr.x, rr.y});
+  } else {
+    const int4 q = load_cg(reinterpret_cast<const int4*>(group) + sub);
+    const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) out[j] = __bfloat162float(h[j]);
+  }
 }
 
 // Block that finished last, thread r < n_pes for each PE r of another
@@ -235,9 +336,19 @@ __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int6
 }
 
 __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
+  __shared__ int4 logfmt_stage[kThreads / 32][32];  // a warp's step of warp_logfmt_encode_row
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
+  // Every receiver learns how this PE sends (before any row: block 0's
+  // release in signal_all_pes, or the proxy's order, puts it first).
+  const std::uint64_t format = in.use_logfmt ? kCombineSentLogfmt : kCombineSentBf16;
+  if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < s.n_pes) {
+    const int r = static_cast<int>(threadIdx.x);
+    if (dev::on_node(r)) *reinterpret_cast<volatile std::uint64_t*>(pe_ptr(a.combine_format + s.my_pe, r)) = format;
+    else dev::signal_op(a.combine_format + s.my_pe, format, dev::SignalOp::kSet, r);
+  }
   const WarpGrid w = warp_grid();
+  char* stage = reinterpret_cast<char*>(logfmt_stage[threadIdx.x >> 5]);
   const int experts_per_pe = a.num_experts / s.n_pes;
   const int rows_per_expert = s.n_pes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
@@ -252,18 +363,26 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
       const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
       const int* info = a.src_info + row * 3;  // written by the source PE
       const int src = load_cg(info), t = load_cg(info + 1), k = load_cg(info + 2);
-      const std::size_t to = (static_cast<std::size_t>(t) * a.num_topk + k) * row_bytes;
-      if (dev::on_node(src)) {
+      const std::size_t to = (static_cast<std::size_t>(t) * a.num_topk + k) * a.combine_slot;
+      const bool near = dev::on_node(src);
+      const char* from = x + row * row_bytes;
+      std::size_t bytes = row_bytes;
+      if (in.use_logfmt) {  // encoded straight into the peer's slot, or into the stage for the put
+        char* dst = near ? pe_ptr(a.combine_x, src) + to
+                         : a.far_combine_stage + ll_far_combine_slot(src, s.node_first_pe, s.node_n_pes, a.max_tokens,
+                                                                     a.num_topk, t, k) * a.combine_slot;
+        bytes = warp_logfmt_encode_row(dst, reinterpret_cast<const __nv_bfloat16*>(from), a.hidden, w.lane, stage);
+        from = dst;
+      } else if (near) {
         char* dst = pe_ptr(a.combine_x, src) + to;
-        warp_copy_row_multi<1>(&dst, 1, x + row * row_bytes, row_bytes);
-      } else {
-        dev::putmem_nbi_warp(a.combine_x + to, x + row * row_bytes, row_bytes, src);
+        warp_copy_row_multi<1>(&dst, 1, from, row_bytes);
       }
+      if (!near) dev::putmem_nbi_warp(a.combine_x + to, from, bytes, src);
     }
   }
   signal_all_pes(a.combine_done, 0);
   // PEs of other nodes: combine_done = base + B after every block's puts, then a
-  // quiet (x may be rewritten once the send half is done).
+  // quiet (x and the stage may be rewritten once the send half is done).
   if (a.far_x != nullptr && last_block_to_arrive(&a.combine_counters->blocks_packed)) {
     const int r = static_cast<int>(threadIdx.x);
     if (r < s.n_pes && !dev::on_node(r)) tell_far(a.combine_done, r, base + gridDim.x);
@@ -278,23 +397,35 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
   const unsigned long long target = launch_base(a.combine_counters);
   wait_all_pes(a.combine_done, target, in.wait_recv_cost_stats);
   const WarpGrid w = warp_grid();
-  const auto* rows = reinterpret_cast<const __nv_bfloat16*>(a.combine_x);
+  const int experts_per_pe = a.num_experts / dev::state().n_pes;
   // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
+  // A slice is two LogFMT groups; every lane stays to the end (ballots).
   const int vecs = a.hidden / 8, slices = (vecs + 31) / 32;
   for (int task = w.warp_id; task < in.num_tokens * slices; task += w.total_warps) {
     const int t = task / slices, v = (task % slices) * 32 + w.lane;
-    if (v >= vecs) continue;
+    const bool active = v < vecs;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int k = 0; k < a.num_topk; ++k) {
       const std::size_t tk = static_cast<std::size_t>(t) * a.num_topk + k;
-      if (in.topk_idx[tk] == -1) continue;
+      const std::int64_t e = in.topk_idx[tk];
+      if (e == -1) continue;
       const float wt = in.topk_weights[tk];
-      const int4 q = load_cg(reinterpret_cast<const int4*>(rows + tk * a.hidden) + v);
-      const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+      const char* slot = a.combine_x + tk * a.combine_slot;
+      float y[8];
+      // The row came from the PE of expert e, in the format it announced.
+      if (load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt) {
+        warp_logfmt_decode(slot, a.hidden, v, active, w.lane, y);
+      } else if (active) {
+        const int4 q = load_cg(reinterpret_cast<const int4*>(slot) + v);
+        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = __fmaf_rn(wt, __bfloat162float(h[j]), acc[j]);
+        for (int j = 0; j < 8; ++j) y[j] = __bfloat162float(h[j]);
+      }
+      if (!active) continue;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] = __fmaf_rn(wt, y[j], acc[j]);
     }
-    reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc);
+    if (active) reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc);
   }
 }
 

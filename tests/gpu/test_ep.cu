@@ -8,7 +8,8 @@
 //    bit for bit, and the top-k weights summed back;
 //  - low-latency dispatch (bf16 exact, fp8 within e4m3 rounding) and combine
 //    (weighted, bit for bit), with the send/receive halves split, and under a
-//    CUDA graph replayed with new inputs;
+//    CUDA graph replayed with new inputs; the LogFMT combine within its
+//    error bound (bf16 groups bit for bit), on every PE or on some only;
 //  - bad input refused with a message on every PE (no hang);
 //  - --stress N: N iterations of random routing (default 10^4), and
 //    --ll-stress N of the low-latency path (default 1000).
@@ -24,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ep/logfmt.hpp"
 #include "ep_reference.hpp"
 #include "error_of.hpp"
 #include "gpu_job.hpp"
@@ -331,11 +333,96 @@ std::size_t ll_scale_byte(bool ue8m0, int hidden, std::size_t rows_pe, int e, st
 }
 
 // Options of a low-latency case beyond the route and shape.
+enum class Logfmt { kNone, kAll, kOddPes };  // which PEs combine with use_logfmt
 struct LlOptions {
   bool round_scale = false;
   bool ue8m0 = false;       // packed exponent scales (needs round_scale)
   bool wait_stats = false;  // pass wait_recv_cost_stats to both halves and check them
+  Logfmt logfmt = Logfmt::kNone;
 };
+
+// The "expert" of the LogFMT cases, for channel v of global expert g:
+// magnitudes under 1 (compressed), except every fourth group of 128
+// channels, scaled past 1 (sent as bf16), and an exact zero now and then.
+bool logfmt_bf16_channel(int v) { return (v / nvst::ep::detail::kLogfmtGroup) % 4 == 3; }
+std::uint16_t logfmt_expert(std::uint16_t x, std::int64_t g, int v) {
+  if (v % 97 == 5) return 0;
+  const float scale = logfmt_bf16_channel(v) ? 2.0f : 1.0f / 16;
+  return bf16_bits(bf16_value(x) * static_cast<float>(g % 7 + 1) * scale);
+}
+
+// What a receiver gets of one row of `hidden` values sent as LogFMT: each
+// group of 128 encoded and decoded by the kernels' own functions.
+std::vector<float> logfmt_round_trip(const std::vector<float>& row) {
+  using namespace nvst::ep::detail;
+  std::vector<float> out(row.size());
+  for (std::size_t g0 = 0; g0 < row.size(); g0 += kLogfmtGroup) {
+    float amax = 0.0f, amin = INFINITY;
+    for (std::size_t v = g0; v < g0 + kLogfmtGroup; ++v) {
+      const float m = std::fabs(row[v]);
+      amax = std::isnan(m) ? INFINITY : std::fmax(amax, m);
+      if (m > 0.0f) amin = std::fmin(amin, m);
+    }
+    const LogfmtRange r = logfmt_range(amax, amin);
+    const LogfmtEncoder enc = r.step >= 0.0f ? logfmt_encoder(r) : LogfmtEncoder{};
+    for (std::size_t v = g0; v < g0 + kLogfmtGroup; ++v)
+      out[v] = r.step >= 0.0f ? logfmt_decode(logfmt_encode(row[v], enc), r) : row[v];
+  }
+  return out;
+}
+
+// The LogFMT combine on this PE against (a) the exact weighted sum: within
+// 2.2 % of the sum of the terms' magnitudes plus bf16 rounding, and bit for
+// bit in the bf16 groups; (b) the same sum over values round-tripped on the
+// CPU: equal but for the rare value whose code the GPU's log2 puts one
+// level over (at most 1 % of outputs). Some compressed output must differ
+// from the exact sum, or nothing was compressed.
+void check_logfmt_combine(Errors& err, const PeInput& mine, int T, int H, int K, int el, Logfmt mode,
+                          const std::vector<std::uint16_t>& got) {
+  long long compressed = 0, off_exact = 0, off_cpu = 0;
+  std::vector<float> row(H), acc(H), exact(H), mag(H);
+  for (int t = 0; t < T; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    std::fill(exact.begin(), exact.end(), 0.0f);
+    std::fill(mag.begin(), mag.end(), 0.0f);
+    bool any_logfmt = false;
+    for (int k = 0; k < K; ++k) {
+      const std::size_t tk = static_cast<std::size_t>(t) * K + k;
+      const std::int64_t e = mine.topk[tk];
+      if (e < 0) continue;
+      const float w = mine.weights[tk];
+      for (int v = 0; v < H; ++v) row[v] = bf16_value(logfmt_expert(mine.x[static_cast<std::size_t>(t) * H + v], e, v));
+      const bool sender_logfmt = mode == Logfmt::kAll || (e / el) % 2 == 1;
+      any_logfmt |= sender_logfmt;
+      const std::vector<float> sent = sender_logfmt ? logfmt_round_trip(row) : row;
+      for (int v = 0; v < H; ++v) {
+        acc[v] = std::fmaf(w, sent[v], acc[v]);
+        exact[v] = std::fmaf(w, row[v], exact[v]);
+        mag[v] += std::fabs(w * row[v]);
+      }
+    }
+    for (int v = 0; v < H; ++v) {
+      const std::uint16_t gb = got[static_cast<std::size_t>(t) * H + v];
+      const float g = bf16_value(gb);
+      const std::string at = "ll combine logfmt token " + std::to_string(t) + " channel " + std::to_string(v) +
+                             ": got " + std::to_string(g) + ", exact " + std::to_string(exact[v]);
+      if (logfmt_bf16_channel(v)) {
+        err.add(gb != bf16_bits(exact[v]), at + " (a bf16 group must arrive unchanged)");
+        continue;
+      }
+      err.add(!(std::fabs(g - exact[v]) <= mag[v] * 0.0223f + std::fabs(exact[v]) * (1.0f / 256) + 1e-6f),
+              at + " (beyond LogFMT's 2.2 % bound)");
+      if (!any_logfmt) continue;
+      ++compressed;
+      off_exact += gb != bf16_bits(exact[v]);
+      off_cpu += gb != bf16_bits(acc[v]);
+    }
+  }
+  err.add(compressed > 0 && off_exact == 0, "ll combine logfmt: no compressed output differs from the exact sum "
+                                            "(was anything compressed?)");
+  err.add(off_cpu > compressed / 100, "ll combine logfmt: " + std::to_string(off_cpu) + " of " +
+                                          std::to_string(compressed) + " outputs differ from the CPU's LogFMT");
+}
 
 // Low-latency dispatch, checked row by row (slots are claimed in any order,
 // so rows are matched by their (PE, token, k)), then combine.
@@ -413,7 +500,7 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
           std::uint16_t got;
           std::memcpy(&got, &x[row * row_bytes + v * 2], 2);
           err.add(got != xb, at + ": x");
-          y[row * sh.H + v] = expert_transform(xb, g % 7);
+          y[row * sh.H + v] = opt.logfmt != Logfmt::kNone ? logfmt_expert(xb, g, v) : expert_transform(xb, g % 7);
         }
       }
     }
@@ -427,12 +514,14 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
     std::uint16_t* d_out = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(T) * sh.H, 0xFFFF));
     nvst::ep::LowLatencyCombineInput cin{d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index,
                                          d_wait ? d_wait + R : nullptr};
+    cin.use_logfmt = opt.logfmt == Logfmt::kAll || (opt.logfmt == Logfmt::kOddPes && me % 2 == 1);
     buf.low_latency_combine(cin, d_out, s, split ? Phase::kSend : Phase::kBoth);
     if (split) buf.low_latency_combine(cin, d_out, s, Phase::kReceive);
     NVST_CHECK_CUDA(cudaStreamSynchronize(s));
     auto got = download(d_out, static_cast<std::size_t>(T) * sh.H);
     auto expert_out = [](std::uint16_t x, std::int64_t e) { return expert_transform(x, static_cast<int>(e % 7)); };
-    for (int t = 0; t < T; ++t)
+    if (opt.logfmt != Logfmt::kNone) check_logfmt_combine(err, mine, T, sh.H, sh.K, el, opt.logfmt, got);
+    for (int t = 0; opt.logfmt == Logfmt::kNone && t < T; ++t)
       for (int v = 0; v < sh.H; ++v) {
         const std::uint16_t want = ll_combine_expected(mine, t, v, sh.H, sh.K, expert_out);
         const bool wrong = got[static_cast<std::size_t>(t) * sh.H + v] != want;
@@ -631,6 +720,12 @@ int run_pe() {
            std::string("low latency fp8, UE8M0 scales (packed exponent bytes)") + (split ? ", send/receive split" : ""));
   report(ll_case(buf, RouteKind::kMasked, ll, false, true, g_seed * 100 + ++salt, s, {.wait_stats = true}),
          "low latency bf16, wait_recv_cost_stats of dispatch and combine, send/receive split");
+  for (RouteKind kind : {RouteKind::kRandom, RouteKind::kMasked})
+    for (bool split : {false, true})
+      report(ll_case(buf, kind, ll, false, split, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
+             std::string("low latency combine LogFMT, ") + route_name(kind) + (split ? ", send/receive split" : ""));
+  report(ll_case(buf, RouteKind::kRandom, ll, false, true, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kOddPes}),
+         "low latency combine LogFMT on odd PEs only (each sender's rows decoded as it sent them)");
   report(ll_graph_case(buf, ll, s), "low latency under a CUDA graph, 4 replays with new inputs");
   report(ll_two_batches_case(buf, ll, s), "low latency, two micro-batches in flight (send a, send b, receive a, b)");
 
@@ -701,15 +796,17 @@ int run_pe() {
     check(bad == 0, std::to_string(g_stress) + " iterations of random routing" +
                         (bad ? ": " + std::to_string(bad) + " wrong, first " + first : std::string()));
   }
-  if (g_ll_stress > 0) {  // low latency, random kinds and split, combine checked exactly
+  if (g_ll_stress > 0) {  // low latency, random kinds and split, combine checked (a quarter with LogFMT)
     long long bad = 0;
     std::string first;
     std::mt19937_64 rng(g_seed * 37 + 11);
     for (int it = 0; it < g_ll_stress; ++it) {
       const RouteKind kind = static_cast<RouteKind>(rng() % 5);
       const bool split = rng() % 2 == 0;
-      Errors e = ll_case(buf, kind, {1 + static_cast<int>(rng() % ll.T), ll.H, ll.K, ll.E}, false, split,
-                         g_seed * 7000003 + it, s);
+      const int tokens = 1 + static_cast<int>(rng() % ll.T);
+      const Logfmt logfmt = rng() % 4 == 0 ? Logfmt::kAll : Logfmt::kNone;  // a quarter with LogFMT
+      Errors e = ll_case(buf, kind, {tokens, ll.H, ll.K, ll.E}, false, split, g_seed * 7000003 + it, s,
+                         {.logfmt = logfmt});
       if (e.bad && first.empty()) first = "iteration " + std::to_string(it) + " (" + route_name(kind) + "): " + e.first;
       bad += e.bad;
     }
