@@ -228,6 +228,11 @@ class Buffer {
     std::size_t bytes = 0;
   };
   Region local_nvl_region() const;
+  // This PE's low-latency memory (nullptr and 0 without low-latency mode):
+  // one symmetric block with both buffer sets' receive arrays, counters and
+  // signals (DeepEP's RDMA buffer, get_local_buffer_tensor(use_rdma_buffer=
+  // True)). Its layout is internal; the low-latency calls overwrite it.
+  Region local_ll_region() const;
 
   // Bytes of num_nvl_bytes that hold `num_recv_tokens` received rows (the
   // most any PE receives, sends, or across nodes relays) of this shape.

@@ -27,9 +27,9 @@ all checked with a clear error rather than silently ignored:
    either way; use_logfmt=True sends LogFMT-10 as DeepEP's (our own
    encoding of the same idea, src/ep/logfmt.hpp: groups of 128 channels
    under 1 in magnitude as 10 bits a value), decoded per sending rank;
- - get_local_buffer_tensor gives the normal-mode receive region only
-   (half of num_nvl_bytes); the low-latency memory is several arrays, so
-   use_rdma_buffer=True raises NotImplementedError;
+ - get_local_buffer_tensor gives the normal-mode receive region (half of
+   num_nvl_bytes), or with use_rdma_buffer=True the low-latency block
+   (which exists from the first low_latency_dispatch);
  - handles are objects, not tuples; pass them back as DeepEP's are.
 Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
 outputs are views of the buffer, valid until the dispatch after next, as in
@@ -182,18 +182,22 @@ class Buffer:
 
     def get_local_buffer_tensor(self, dtype, size=None, offset=0, use_rdma_buffer=False):
         """DeepEP's raw view of this rank's buffer: `size` (a shape, or None
-        for all that is left) elements of `dtype` from byte `offset` (as
-        DeepEP's) of the normal-mode receive region (half of
-        num_nvl_bytes). The next dispatch overwrites it."""
+        for all that is left) elements of `dtype` from byte `offset`. Of the
+        normal-mode receive region (half of num_nvl_bytes), or with
+        use_rdma_buffer=True of the low-latency memory (one block: both
+        buffer sets' receive arrays, counters and signals; it exists from the
+        first low_latency_dispatch). The next call of that mode overwrites it."""
         fn = "get_local_buffer_tensor"
-        if use_rdma_buffer:
-            _fail(fn, "use_rdma_buffer=True is not provided: the low-latency memory is several arrays, not one "
-                  "buffer", NotImplementedError)
-        if self._normal is None:
-            _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
         if not isinstance(dtype, torch.dtype):
             _fail(fn, f"dtype must be a torch.dtype, got {dtype!r}", TypeError)
-        addr, nbytes = self._normal.local_nvl_region()
+        if use_rdma_buffer:
+            if self._ll is None:
+                _fail(fn, "no low-latency memory yet: it is sized by the first low_latency_dispatch")
+            addr, nbytes = self._ll.local_ll_region()
+        else:
+            if self._normal is None:
+                _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
+            addr, nbytes = self._normal.local_nvl_region()
         item = dtype.itemsize
         if not isinstance(offset, int) or not 0 <= offset <= nbytes or offset % item:
             _fail(fn, f"offset {offset!r} must be a byte offset in [0, {nbytes}] and a multiple of {item} ({dtype})")

@@ -90,6 +90,11 @@ void bind_ep(py::module_& m) {
              const ep::Buffer::Region r = b.local_nvl_region();
              return py::make_tuple(addr(r.ptr), r.bytes);
            })
+      .def("local_ll_region",
+           [](const ep::Buffer& b) {
+             const ep::Buffer::Region r = b.local_ll_region();
+             return py::make_tuple(addr(r.ptr), r.bytes);
+           })
       .def_property_readonly("rank", &ep::Buffer::rank)
       .def_property_readonly("num_ranks", &ep::Buffer::num_ranks)
       // Returns (outputs as a dict of addresses, handle). The handle is filled

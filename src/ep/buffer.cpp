@@ -167,7 +167,8 @@ struct Buffer::Impl {
   // Low-latency mode: two alternating sets.
   int ll_max_tokens = 0, ll_hidden = 0, ll_num_experts = 0, ll_num_topk = 0;
   detail::LowLatencyArgs ll[2]{};
-  std::vector<void*> ll_symmetric;  // what to nvst::free
+  char* ll_block = nullptr;         // every low-latency symmetric array, one allocation
+  std::size_t ll_block_bytes = 0;
   detail::LaunchCounters* ll_counters = nullptr;  // [2 sets][dispatch, combine]
   int* ll_recv_count = nullptr;                   // [2][E_local]
   std::vector<void*> ll_device;  // cross-node stages (cudaFree)
@@ -306,35 +307,52 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     NVST_CHECK_CUDA(cudaMemset(m.ll_counters, 0, 4 * sizeof(detail::LaunchCounters)));
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.ll_recv_count), 2 * el * sizeof(int)));
     NVST_CHECK_CUDA(cudaMemset(m.ll_recv_count, 0, 2 * el * sizeof(int)));
+    // All symmetric arrays of both sets in one block (DeepEP's RDMA buffer,
+    // which get_local_buffer_tensor(use_rdma_buffer=True) shows): laid out
+    // once to learn its size, then again over the block.
+    char* block = nullptr;
+    std::size_t used = 0;
     auto sym = [&](std::size_t bytes) {
-      void* p = nvst::calloc(1, align16(bytes));
-      m.ll_symmetric.push_back(p);
+      char* p = block ? block + used : nullptr;
+      used += align16(bytes);
       return p;
     };
+    auto lay_out = [&] {
+      for (detail::LowLatencyArgs& a : m.ll) {
+        a.x = sym(rows * ll_hidden * 2);
+        a.scales = sym(rows * (ll_hidden / 128) * sizeof(float));  // float, or (smaller) UE8M0 bytes
+        a.src_info = reinterpret_cast<int*>(sym(rows * 3 * sizeof(int)));
+        a.slot_counter = reinterpret_cast<int*>(sym(el * sizeof(int)));
+        a.dispatch_ready = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
+        a.dispatch_done = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
+        a.combine_slot = detail::ll_combine_slot_bytes(ll_hidden);
+        a.combine_x = sym(static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * a.combine_slot);
+        a.combine_format = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
+        a.combine_ready = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
+        a.combine_done = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
+        if (m.cross_node) {  // see LowLatencyArgs: records from other nodes
+          a.far_x = sym(far_x_bytes(m.ll_max_tokens, ll_hidden, ll_num_experts));
+          a.far_n = reinterpret_cast<int*>(sym(static_cast<std::size_t>(ll_num_experts) * sizeof(int)));  // [R][E_local]
+        }
+      }
+    };
+    lay_out();
+    block = static_cast<char*>(nvst::calloc(1, used));  // collective; zeroed: counters and signals start at 0
+    m.ll_block = block;
+    m.ll_block_bytes = used;
+    used = 0;
+    lay_out();
     for (int b = 0; b < 2; ++b) {
       detail::LowLatencyArgs& a = m.ll[b];
       a.max_tokens = m.ll_max_tokens;
       a.hidden = ll_hidden;
       a.num_topk = ll_num_topk;
       a.num_experts = ll_num_experts;
-      a.x = static_cast<char*>(sym(rows * ll_hidden * 2));
-      a.scales = sym(rows * (ll_hidden / 128) * sizeof(float));  // float, or (smaller) UE8M0 bytes
-      a.src_info = static_cast<int*>(sym(rows * 3 * sizeof(int)));
-      a.slot_counter = static_cast<int*>(sym(el * sizeof(int)));
       a.recv_count = m.ll_recv_count + b * el;
-      a.dispatch_ready = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-      a.dispatch_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-      a.combine_slot = detail::ll_combine_slot_bytes(ll_hidden);
-      a.combine_x = static_cast<char*>(sym(static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * a.combine_slot));
-      a.combine_format = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-      a.combine_ready = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-      a.combine_done = static_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
       a.dispatch_counters = m.ll_counters + 2 * b;
       a.combine_counters = m.ll_counters + 2 * b + 1;
-      if (m.cross_node) {  // see LowLatencyArgs: records from and to other nodes
+      if (m.cross_node) {  // records to other nodes, staged for the put
         a.far_rec = detail::ll_far_record_bytes(ll_hidden);
-        a.far_x = static_cast<char*>(sym(far_x_bytes(m.ll_max_tokens, ll_hidden, ll_num_experts)));
-        a.far_n = static_cast<int*>(sym(static_cast<std::size_t>(ll_num_experts) * sizeof(int)));  // [R][E_local]
         void* stage = nullptr;
         NVST_CHECK_CUDA(cudaMalloc(&stage, static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * a.far_rec));
         m.ll_device.push_back(stage);
@@ -366,7 +384,7 @@ Buffer::~Buffer() {
   Impl& m = *impl_;
   try {
     cudaDeviceSynchronize();
-    for (auto it = m.ll_symmetric.rbegin(); it != m.ll_symmetric.rend(); ++it) nvst::free(*it);
+    if (m.ll_block) nvst::free(m.ll_block);
     if (m.done) nvst::free(m.done);
     if (m.ready) nvst::free(m.ready);
     if (m.combine_stage) nvst::free(m.combine_stage);
@@ -578,6 +596,11 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
 Buffer::Region Buffer::local_nvl_region() const {
   const Impl& m = *impl_;
   return {m.dispatch_region, m.dispatch_region ? m.nvl_bytes / 2 : 0};
+}
+
+Buffer::Region Buffer::local_ll_region() const {
+  const Impl& m = *impl_;
+  return {m.ll_block, m.ll_block_bytes};
 }
 
 LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,

@@ -451,6 +451,18 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   }
   NVST_CHECK_CUDA(cudaStreamSynchronize(s));
   const std::size_t rows_pe = static_cast<std::size_t>(out.max_rows_per_expert);
+  {  // The receive arrays lie in the low-latency block (DeepEP's RDMA buffer).
+    const nvst::ep::Buffer::Region block = buf.local_ll_region();
+    const auto* lo = static_cast<const char*>(block.ptr);
+    auto inside = [&](const void* p, std::size_t bytes) {
+      const auto* c = static_cast<const char*>(p);
+      return lo != nullptr && c >= lo && c + bytes <= lo + block.bytes;
+    };
+    const std::size_t rows_all = el * rows_pe;
+    err.add(!inside(out.recv_x, rows_all * sh.H * (fp8 ? 1 : 2)) || !inside(out.recv_src_info, rows_all * 12) ||
+                (fp8 && !inside(out.recv_x_scales, rows_all * (sh.H / 128) * (opt.ue8m0 ? 1 : 4))),
+            "ll receive arrays outside local_ll_region()");
+  }
   auto count = download(out.recv_count, el);
   auto info = download(out.recv_src_info, el * rows_pe * 3);
   const std::size_t row_bytes = sh.H * (fp8 ? 1 : 2), spr = sh.H / 128;

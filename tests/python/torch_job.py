@@ -304,8 +304,8 @@ def _():
             same(buf.get_local_buffer_tensor(torch.bfloat16, (R - 1, H), offset=2 * H), recv_x[1:],
                  "get_local_buffer_tensor from byte 2H")
         raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.bfloat16, 1 << 40), "a slice past the end")
-        raises(NotImplementedError, lambda: buf.get_local_buffer_tensor(torch.bfloat16, use_rdma_buffer=True),
-               "use_rdma_buffer")
+        raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.bfloat16, use_rdma_buffer=True),
+               "use_rdma_buffer before any low-latency dispatch")
         # num_worst_tokens: the same rows, padded (no expert, weight 0, source
         # -1), no per-expert counts; the combine takes the padded rows.
         W = R + 5 + RANK
@@ -367,7 +367,7 @@ def _():
 
 
 @check("ep.Buffer low-latency mode equals a PyTorch reference (bf16, fp8, hook, round_scale, ue8m0, stats, "
-       "wait stats, zero_copy, combine, LogFMT combine)", internode=True)
+       "wait stats, zero_copy, combine, LogFMT combine, the RDMA-buffer view)", internode=True)
 def _():
     M, H, K, E = 64, 512, 4, 4 * WORLD
     El = E // WORLD
@@ -468,6 +468,15 @@ def _():
     bound = mag * 0.0223 + ref.abs() / 256 + 1e-6
     assert bool((err <= bound).all()), f"LogFMT combine off by {float((err - bound).max()):.3g} beyond its bound"
     assert bool((err > ref.abs() / 256 + 1e-6).any()) or T == 0, "LogFMT combine equals bf16 everywhere"
+    # get_local_buffer_tensor(use_rdma_buffer=True): the low-latency block,
+    # which holds recv_x; DeepEP's byte offset reaches its first row.
+    region = buf.get_local_buffer_tensor(torch.uint8, use_rdma_buffer=True)
+    at = recv_x.data_ptr() - region.data_ptr()
+    assert 0 <= at and at + recv_x.numel() * 2 <= region.numel(), (at, recv_x.numel(), region.numel())
+    same(buf.get_local_buffer_tensor(torch.bfloat16, (H,), offset=at, use_rdma_buffer=True), recv_x[0, 0],
+         "the low-latency block at recv_x's offset")
+    raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.uint8, region.numel() + 1, use_rdma_buffer=True),
+           "a view past the low-latency block")
     buf.destroy()
 
 
