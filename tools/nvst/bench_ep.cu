@@ -147,20 +147,27 @@ class EpBench {
  public:
   // `impl` names ours' rows ("nvst", or kOnNvshmem on NVSHMEM's heap); the
   // NCCL baseline and the SM sweep run only in the pass named "nvst".
-  EpBench(const BenchOptions& o, Report& report, const std::string& impl)
+  // `comm`: the NCCL communicator of every pass, made by the first (it
+  // outlives the runtime's finalize; the caller destroys it).
+  EpBench(const BenchOptions& o, Report& report, const std::string& impl, ncclComm_t& comm)
       : o_(o), me_(nvst::my_pe()), n_(nvst::n_pes()), impl_(impl), first_pass_(impl == "nvst"), report_(report) {
-    ncclUniqueId nid{};
-    if (me_ == 0) check_nccl(ncclGetUniqueId(&nid), "ncclGetUniqueId");
-    nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
-    check_nccl(ncclCommInitRank(&comm_, n_, nid, me_), "ncclCommInitRank");
+    if (comm == nullptr) {
+      ncclUniqueId nid{};
+      if (me_ == 0) check_nccl(ncclGetUniqueId(&nid), "ncclGetUniqueId");
+      nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
+      check_nccl(ncclCommInitRank(&comm, n_, nid, me_), "ncclCommInitRank");
+    }
+    comm_ = comm;
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking));
     NVST_CHECK_CUDA(cudaEventCreate(&t0_));
     NVST_CHECK_CUDA(cudaEventCreate(&t1_));
     NVST_CHECK_CUDA(cudaMalloc(&wrong_, sizeof(*wrong_)));
   }
   ~EpBench() {
-    ncclCommDestroy(comm_);
     cudaFree(wrong_);
+    cudaEventDestroy(t0_);
+    cudaEventDestroy(t1_);
+    cudaStreamDestroy(s_);
   }
 
   void normal(const Case& c);
@@ -467,6 +474,7 @@ int bench_ep(const BenchOptions& o) {
   if (nvst::nvshmem_backend_built()) passes.emplace_back(nvst::HeapKind::kNvshmem, kOnNvshmem);
   bool rank0 = false;
   int n = 0;
+  ncclComm_t comm = nullptr;
   for (const auto& [kind, impl] : passes) {
     nvst::InitOptions init;
     init.heap_bytes = std::size_t{3} << 30;  // DeepEP's shapes: ~1 GiB normal + ~1 GiB low-latency at 8 PEs
@@ -481,7 +489,7 @@ int bench_ep(const BenchOptions& o) {
                              " (heap from nvshmem_malloc, node peers through nvshmem_ptr), DeepEP's 24 SMs");
     }
     {
-      EpBench b(o, report, impl);
+      EpBench b(o, report, impl, comm);
       // DeepEP's test configurations (tests/test_intranode.py, test_low_latency.py)
       // and a smaller model.
       b.normal({"deepep", 4096, 7168, 8, 256});
@@ -495,6 +503,7 @@ int bench_ep(const BenchOptions& o) {
     }
     nvst::finalize();
   }
+  if (comm != nullptr) ncclCommDestroy(comm);
   if (rank0) {
     progress_done();
     std::printf("\n# %d PEs; bytes per PE by DeepEP's accounting; time = slowest PE's median\n", n);
