@@ -146,6 +146,19 @@ struct Proxy::State {
     std::uint64_t value;
   };
   std::deque<ControlWord> control_words;
+  // Inbox path: pieces staged (a GPU source's copy queued on stage_stream),
+  // posted in order once their copy is done. Meanwhile the thread keeps
+  // driving the provider: a software provider (tcp) moves bytes only inside
+  // progress calls, so waiting for each copy left the wire idle while it ran.
+  struct Staged {
+    int slot, pe, inbox_slot;
+    std::uint64_t seq;
+    std::size_t bytes;   // header + data
+    cudaEvent_t copied;  // nullptr: nothing to wait for
+    Clock::time_point since;
+  };
+  std::deque<Staged> staged;
+  std::vector<cudaEvent_t> stage_events;  // one per staging slot
   // Sending side: pieces sent per target. Receiving side: next piece
   // expected per source, pieces applied (copied, stream done) per source.
   std::vector<std::uint64_t> sent;
@@ -212,7 +225,7 @@ struct Proxy::State {
     control_words.push_back({src, layout.ack(me, static_cast<int>(seq % kInboxSlots)), seq + 1});
   }
   bool drained() const {
-    return in_flight == 0 && !active && ready_signals.empty() && control_words.empty() &&
+    return in_flight == 0 && !active && staged.empty() && ready_signals.empty() && control_words.empty() &&
            (!layout.inbox || all_acked());
   }
   char* layout_base = nullptr;  // the control region
@@ -292,10 +305,10 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     s.dev_consumer = std::make_unique<proxy::Consumer>(dev_fifo_);
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stage_stream, cudaStreamNonBlocking));
-    for (int i = 0; i < kInboxSlots * world; ++i) {
+    for (int i = 0; i < kInboxSlots * world + kStageSlots; ++i) {
       cudaEvent_t e;
       NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      s.free_events.push_back(e);
+      (i < kStageSlots ? s.stage_events : s.free_events).push_back(e);
     }
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
@@ -391,8 +404,12 @@ Proxy::~Proxy() {
   if (device_ >= 0) {
     State& s = *st_;
     cudaStreamSynchronize(s.stream);
+    cudaStreamSynchronize(s.stage_stream);
     for (auto& a : s.applying) s.free_events.push_back(a.done);
+    for (auto& f : s.staged)
+      if (f.copied) s.stage_events.push_back(f.copied);
     for (cudaEvent_t e : s.free_events) cudaEventDestroy(e);
+    for (cudaEvent_t e : s.stage_events) cudaEventDestroy(e);
     cudaStreamDestroy(s.stream);
     cudaStreamDestroy(s.stage_stream);
     cudaFreeHost(dev_fifo_);
@@ -543,10 +560,11 @@ bool Proxy::step() {
                               "/", s.recv[i], "/", s.applied[i], "/", load_acquire(bell));
     }
     std::fprintf(stderr,
-                 "%sproxy: in_flight %d active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
+                 "%sproxy: in_flight %d staged %zu active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
                  "signals %zu applying %zu free_slots %zu refused posts %llu host head %llu dev head %llu; per PE sent/last acked/"
                  "received/applied/next doorbell's value:%s\n",
-                 detail::rank_prefix().c_str(), s.in_flight, s.active, static_cast<int>(proxy::tag_op(s.cur.tag)),
+                 detail::rank_prefix().c_str(), s.in_flight, s.staged.size(), s.active,
+                 static_cast<int>(proxy::tag_op(s.cur.tag)),
                  s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes), s.blocked,
                  s.control_words.size(), s.ready_signals.size(), s.applying.size(), s.free_slots.size(),
                  static_cast<unsigned long long>(transport_->refused()),
@@ -556,9 +574,16 @@ bool Proxy::step() {
 
   // 2. Dead or wedged peers: operations that never complete, or a command
   // that cannot start (target's inbox full, EAGAIN while the provider reconnects).
-  if ((s.in_flight > 0 || s.active) && Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
+  if ((s.in_flight > 0 || s.active || !s.staged.empty()) &&
+      Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
     s.last_age_check = Clock::now();
     const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
+    if (!s.staged.empty()) {
+      const double age = std::chrono::duration<double>(Clock::now() - s.staged.front().since).count();
+      if (age > limit)
+        NVST_FAIL("a piece of a put to PE ", s.staged.front().pe, " has waited ", age,
+                  " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
+    }
     const double active_age = std::chrono::duration<double>(Clock::now() - s.cur_since).count();
     if (s.active && active_age > limit)
       NVST_FAIL("an operation to PE ", s.cur.pe, " has gone ", active_age,
@@ -651,6 +676,35 @@ bool Proxy::step() {
     busy = true;
   }
 
+  // 4a. Staged inbox pieces, in order, each once its copy is done (also
+  // right after each piece is staged below, so the wire starts at once).
+  auto post_staged = [&] {
+    while (!s.staged.empty() && !s.free_ops.empty()) {
+      const State::Staged& f = s.staged.front();
+      if (f.copied) {
+        cudaError_t q;
+        {
+          CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a staged piece");
+          q = cudaEventQuery(f.copied);
+        }
+        if (q == cudaErrorNotReady) return;
+        NVST_CHECK_CUDA(q);
+      }
+      InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
+      op->value = f.seq;
+      op->stage_slot = f.slot;
+      op->inbox_slot = f.inbox_slot;
+      if (!transport_->write(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kStageBytes, f.bytes,
+                             fabric::Region::kControl, s.layout.slot(s.me, f.inbox_slot), op))
+        return;
+      s.commit(op);
+      if (f.copied) s.stage_events.push_back(f.copied);
+      s.staged.pop_front();
+      busy = true;
+    }
+  };
+  post_staged();
+
   // 4. The active command, piece by piece, as resources allow.
   while (s.active && !s.free_ops.empty()) {
     const proxy::Command& c = s.cur;
@@ -682,30 +736,28 @@ bool Proxy::step() {
       h->sig = c.sig;
       h->sig_value = c.sig_value;
       h->sig_op = c.sig_op;
+      cudaEvent_t copied = nullptr;  // posted by 4a once this is done
       if (piece && s.gpu) {
         CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
         if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
           detail::launch_stage_copy(stage + kInboxHeader, src, piece, s.stage_stream);
         else
           NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, piece, cudaMemcpyDefault, s.stage_stream));
-        NVST_CHECK_CUDA(cudaStreamSynchronize(s.stage_stream));
+        copied = s.stage_events.back();
+        s.stage_events.pop_back();
+        NVST_CHECK_CUDA(cudaEventRecord(copied, s.stage_stream));
       } else if (piece) {
         std::memcpy(stage + kInboxHeader, src, piece);
       }
-      const int k = static_cast<int>(sent % kInboxSlots);
-      InFlight* op = s.take(InFlight::kInboxWrite, pe);
-      op->value = sent;
-      op->stage_slot = slot;
-      op->inbox_slot = k;
-      if (!transport_->write(pe, stage, kInboxHeader + piece, fabric::Region::kControl, s.layout.slot(s.me, k), op))
-        break;
-      s.commit(op);
+      s.staged.push_back({slot, pe, static_cast<int>(sent % kInboxSlots), sent, kInboxHeader + piece, copied,
+                          Clock::now()});
       s.cur_since = Clock::now();  // progress: the age check measures time without it
       s.free_slots.pop_back();
       ++sent;
       s.cur_done += piece;
       if (h->has_signal) s.cur_signal_sent = true;
       busy = true;
+      post_staged();
       continue;
     }
 
