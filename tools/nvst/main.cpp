@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -135,7 +136,12 @@ int main(int argc, char** argv) {
     const int gpus = nvst::tools::gpu_count();
     int rc = 0;
     if (which == "p2p" || (which == "all" && gpus >= 2)) {
-      NVST_REQUIRE(gpus >= 2, "nvst bench p2p needs 2 GPUs; ", gpus, " visible");
+      // One GPU split into logical nodes of one PE: both PEs on it, the
+      // proxy path between them (NCCL's column is left out there).
+      const char* node_size = std::getenv("NVST_NODE_SIZE");
+      const bool one_gpu_nodes = gpus == 1 && node_size && std::string(node_size) == "1";
+      NVST_REQUIRE(gpus >= 2 || one_gpu_nodes, "nvst bench p2p needs 2 GPUs, or one with NVST_NODE_SIZE=1 (the proxy ",
+                   "path between two PEs on it); ", gpus, " visible");
       std::printf("# nvst bench p2p: %d GPU(s) visible, PE 0 -> PE 1\n", gpus);
       std::fflush(stdout);
       g_argv = bench_argv(g_argv, "p2p");
