@@ -241,8 +241,12 @@ class Buffer {
   static std::size_t nvl_size_hint(int num_recv_tokens, int hidden, int num_topk, XType x_type);
   // Symmetric heap of the low-latency buffers on one node. Across nodes the
   // Buffer also takes 1.5 x num_nvl_bytes (three stages) and about as
-  // much as the x buffers again (the far sections); the constructor checks
-  // the heap for the whole and says how much it needs.
+  // much as the x buffers again (the far sections, which local_ll_region
+  // then includes); the constructor checks the heap for the whole and says
+  // how much it needs. Across nodes it also takes device memory (cudaMalloc)
+  // for stages, per buffer set: M x top-k records (dispatch) and, for
+  // LogFMT, (n_pes - PEs per node) x M x top-k combine slots (about 120 MB
+  // per set at DeepEP's 128 x top-8 of hidden 7168 on 2 nodes of 8).
   static std::size_t low_latency_size_hint(int num_max_dispatch_tokens_per_rank, int hidden, int n_pes,
                                            int num_experts, int num_topk);
 

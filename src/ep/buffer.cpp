@@ -362,15 +362,13 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
         m.ll_device.push_back(count);
         NVST_CHECK_CUDA(cudaMemset(count, 0, 2 * static_cast<std::size_t>(ll_num_experts) * sizeof(int)));
         a.far_count = static_cast<int*>(count);
-        if (b == 0) {  // one stage for both sets: each send half ends with a quiet
-          const std::size_t far_pes = static_cast<std::size_t>(n_pes_ - m.pes_per_node);
-          void* cstage = nullptr;
-          NVST_CHECK_CUDA(cudaMalloc(&cstage, far_pes * m.ll_max_tokens * ll_num_topk * a.combine_slot));
-          m.ll_device.push_back(cstage);
-          a.far_combine_stage = static_cast<char*>(cstage);
-        } else {
-          a.far_combine_stage = m.ll[0].far_combine_stage;
-        }
+        // One per set, as far_stage: send halves of the two sets may run
+        // on two streams at once.
+        const std::size_t far_pes = static_cast<std::size_t>(n_pes_ - m.pes_per_node);
+        void* cstage = nullptr;
+        NVST_CHECK_CUDA(cudaMalloc(&cstage, far_pes * m.ll_max_tokens * ll_num_topk * a.combine_slot));
+        m.ll_device.push_back(cstage);
+        a.far_combine_stage = static_cast<char*>(cstage);
       }
     }
     detail::preload_ll_kernels();

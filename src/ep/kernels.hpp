@@ -121,8 +121,8 @@ struct LowLatencyArgs {
   char* far_stage;              // device [M * K] records to other nodes, staged for the put
   int* far_count;               // device [2][num_experts]: records per expert so far, and a copy to put
   std::size_t far_rec;          // bytes of a record slot (x as bf16)
-  char* far_combine_stage;      // device [(R - G) * M * K] combine slots: LogFMT rows to other nodes, encoded
-                                // here for the put; slot of (source s, token t, k) at ll_far_combine_slot
+  char* far_combine_stage;      // device [(R - G) * M * K] combine slots, one per set: LogFMT rows to other
+                                // nodes, encoded here for the put; (source s, token t, k) at ll_far_combine_slot
 };
 // The slot of far_combine_stage that row (t, k) of PE `src` (of another
 // node) is encoded into: PEs of other nodes numbered without this node's.

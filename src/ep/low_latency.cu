@@ -339,8 +339,10 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
   __shared__ int4 logfmt_stage[kThreads / 32][32];  // a warp's step of warp_logfmt_encode_row
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
-  // Every receiver learns how this PE sends (before any row: block 0's
-  // release in signal_all_pes, or the proxy's order, puts it first).
+  // Every receiver learns how this PE sends. It reads the word only after
+  // every block's combine_done arrived: block 0's release add in
+  // signal_all_pes (node peers) or the last block's tell_far, after this
+  // signal in the proxy's order (other nodes), comes after it.
   const std::uint64_t format = in.use_logfmt ? kCombineSentLogfmt : kCombineSentBf16;
   if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < s.n_pes) {
     const int r = static_cast<int>(threadIdx.x);
@@ -409,6 +411,9 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
       const std::size_t tk = static_cast<std::size_t>(t) * a.num_topk + k;
       const std::int64_t e = in.topk_idx[tk];
       if (e == -1) continue;
+      if (e < -1 || e >= a.num_experts)  // it picks the sender's format word below
+        dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(tk), static_cast<std::uint64_t>(e),
+                  static_cast<std::uint64_t>(a.num_experts), -1);
       const float wt = in.topk_weights[tk];
       const char* slot = a.combine_x + tk * a.combine_slot;
       float y[8];

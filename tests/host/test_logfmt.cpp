@@ -60,6 +60,9 @@ TEST(Logfmt, OnlyGroupsUnderOneWithTwoMagnitudesAreCompressed) {
   const LogfmtRange zero = logfmt_range(0.0f, INFINITY);  // all zero: compressed, every code 0
   EXPECT_GT(zero.step, 0.0f);
   EXPECT_EQ(logfmt_encode(0.0f, logfmt_encoder(zero)), 0u);
+  // Negative zero keeps its sign bit and code 0.
+  EXPECT_EQ(logfmt_encode(-0.0f, logfmt_encoder(logfmt_range(0.5f, 0.125f))), 1u << 9);
+  EXPECT_TRUE(std::signbit(logfmt_decode(1u << 9, logfmt_range(0.5f, 0.125f))));
   const LogfmtRange r = logfmt_range(0.5f, 0.125f);
   EXPECT_FLOAT_EQ(r.lo, -3.0f);
   EXPECT_FLOAT_EQ(r.step, 2.0f / 510);
