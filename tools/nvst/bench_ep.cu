@@ -55,6 +55,32 @@ __global__ void fill_bf16(__nv_bfloat16* p, std::size_t n, std::uint64_t seed) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     p[i] = __float2bfloat16(static_cast<float>(hash32(seed * 0x9E3779B97F4A7C15ull + i) % 4001) / 1000.f - 2.f);
 }
+// The low-latency combine's output on this PE against what it must be when
+// every expert hands back the rows it received times `scale`: for token t,
+// the sum over its slots (k in order, one fused multiply-add each) of
+// w[t][k] * bf16(scale * x[t]), bit for bit; with LogFMT within its bound
+// (2.2 % of the terms' magnitudes, plus bf16 rounding).
+__global__ void check_ll_combine(const __nv_bfloat16* out, const __nv_bfloat16* x, const std::int64_t* topk,
+                                 const float* w, int num_tokens, int hidden, int num_topk, float scale, bool logfmt,
+                                 unsigned long long* wrong) {
+  const std::size_t n = static_cast<std::size_t>(num_tokens) * hidden;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    const std::size_t t = i / hidden;
+    const float y = __bfloat162float(__float2bfloat16(scale * __bfloat162float(x[i])));
+    float acc = 0.0f, mag = 0.0f;
+    for (int k = 0; k < num_topk; ++k) {
+      if (topk[t * num_topk + k] < 0) continue;
+      const float wt = w[t * num_topk + k];
+      acc = __fmaf_rn(wt, y, acc);
+      mag += fabsf(wt * y);
+    }
+    const float got = __bfloat162float(out[i]);
+    const bool bad = logfmt ? !(fabsf(got - acc) <= mag * 0.0223f + fabsf(acc) / 256 + 1e-6f)
+                            : __bfloat16_as_ushort(out[i]) != __bfloat16_as_ushort(__float2bfloat16(acc));
+    if (bad) atomicAdd(wrong, 1ull);
+  }
+}
+
 // Expert outputs of the LogFMT combine row: [-0.5, 0.5], so that every
 // group of 128 channels is under 1 in magnitude and goes compressed.
 __global__ void quarter_bf16(__nv_bfloat16* p, std::size_t n) {
@@ -444,10 +470,10 @@ void EpBench::low_latency(const Case& c) {
   const double t = time_op([&] {
     buf.low_latency_combine({y, topk, w, c.T, c.H, c.K, c.E, (k++ & 1) ? d1.buffer_index : d0.buffer_index}, out, s_);
   });
-  add(op, impl_, mean_over_pes(selections * c.H * 2), t, 0);
   // LogFMT: 10 bits a value on the wire (plus 8 bytes of range per 128
   // channels); the bytes column still counts bf16, as the row above, so
-  // that the two GB/s compare as speeds of the same work.
+  // that the two GB/s compare as speeds of the same work. Its expert
+  // outputs are quartered ([-0.5, 0.5]) so that every group is compressed.
   quarter_bf16<<<264, 256, 0, s_>>>(y, packed);
   NVST_CHECK_LAUNCH();
   const std::string op_log = std::string("ll_combine_logfmt") + tag;
@@ -457,7 +483,27 @@ void EpBench::low_latency(const Case& c) {
     ci.use_logfmt = true;
     buf.low_latency_combine(ci, out, s_);
   });
-  add(op_log, impl_, mean_over_pes(selections * c.H * 2), t_log, 0);
+  // #wrong of both rows: one more dispatch and combine each, the experts
+  // handing back what they received (check_ll_combine).
+  auto combine_wrong = [&](bool logfmt) {
+    const auto d = buf.low_latency_dispatch(in, s_);
+    NVST_CHECK_CUDA(cudaMemcpyAsync(y, d.recv_x, packed * 2, cudaMemcpyDeviceToDevice, s_));
+    if (logfmt) quarter_bf16<<<264, 256, 0, s_>>>(y, packed);
+    NVST_CHECK_LAUNCH();
+    NVST_CHECK_CUDA(cudaMemsetAsync(out, 0xFF, TH * 2, s_));  // poisoned: a value not written is wrong
+    nvst::ep::LowLatencyCombineInput ci{y, topk, w, c.T, c.H, c.K, c.E, d.buffer_index};
+    ci.use_logfmt = logfmt;
+    buf.low_latency_combine(ci, out, s_);
+    NVST_CHECK_CUDA(cudaMemsetAsync(wrong_, 0, sizeof(*wrong_), s_));
+    check_ll_combine<<<264, 256, 0, s_>>>(out, x, topk, w, c.T, c.H, c.K, logfmt ? 0.25f : 1.0f, logfmt, wrong_);
+    NVST_CHECK_LAUNCH();
+    unsigned long long bad = 0;
+    NVST_CHECK_CUDA(cudaMemcpyAsync(&bad, wrong_, sizeof(bad), cudaMemcpyDeviceToHost, s_));
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
+    return static_cast<long long>(mean_over_pes(static_cast<double>(bad)) * n_ + 0.5);
+  };
+  add(op, impl_, mean_over_pes(selections * c.H * 2), t, combine_wrong(false));
+  add(op_log, impl_, mean_over_pes(selections * c.H * 2), t_log, combine_wrong(true));
   NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
   for (void* p : {static_cast<void*>(x), static_cast<void*>(topk), static_cast<void*>(w), static_cast<void*>(y),
                   static_cast<void*>(out), static_cast<void*>(counts)})
