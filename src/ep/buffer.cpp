@@ -26,9 +26,39 @@ void require_aligned(const void* p, const char* what, std::uintptr_t align = 16)
                "-byte aligned (got ", p, ")");
 }
 
-// Bytes of one set's far sections: [E_local][R][M] records = E x M.
-std::size_t far_x_bytes(int max_tokens, int hidden, int num_experts) {
-  return static_cast<std::size_t>(num_experts) * max_tokens * nvst::ep::detail::ll_far_record_bytes(hidden);
+// The low-latency symmetric arrays of both sets, back to back from `base`
+// (nullptr: only counted): the one layout behind the allocation, the
+// constructor's heap check and low_latency_size_hint. Returns the bytes.
+// Across nodes each set also has its far sections ([E_local][R][M] records
+// = E x M) and their counts.
+std::size_t lay_out_ll(nvst::ep::detail::LowLatencyArgs (&sets)[2], char* base, int max_tokens, int hidden, int n_pes,
+                       int num_experts, int num_topk, bool cross_node) {
+  using namespace nvst::ep::detail;
+  const std::size_t el = static_cast<std::size_t>(num_experts / n_pes);
+  const std::size_t rows = el * n_pes * max_tokens, r8 = static_cast<std::size_t>(n_pes) * 8;
+  std::size_t used = 0;
+  auto sym = [&](std::size_t bytes) {
+    char* p = base ? base + used : nullptr;
+    used += align16(bytes);
+    return p;
+  };
+  for (LowLatencyArgs& a : sets) {
+    a.x = sym(rows * hidden * 2);
+    a.scales = sym(rows * (hidden / 128) * sizeof(float));  // float, or (smaller) UE8M0 bytes
+    a.src_info = reinterpret_cast<int*>(sym(rows * 3 * sizeof(int)));
+    a.slot_counter = reinterpret_cast<int*>(sym(el * sizeof(int)));
+    a.dispatch_ready = reinterpret_cast<std::uint64_t*>(sym(r8));
+    a.dispatch_done = reinterpret_cast<std::uint64_t*>(sym(r8));
+    a.combine_x = sym(static_cast<std::size_t>(max_tokens) * num_topk * ll_combine_slot_bytes(hidden));
+    a.combine_format = reinterpret_cast<std::uint64_t*>(sym(r8));
+    a.combine_ready = reinterpret_cast<std::uint64_t*>(sym(r8));
+    a.combine_done = reinterpret_cast<std::uint64_t*>(sym(r8));
+    if (cross_node) {
+      a.far_x = sym(static_cast<std::size_t>(num_experts) * max_tokens * ll_far_record_bytes(hidden));
+      a.far_n = reinterpret_cast<int*>(sym(static_cast<std::size_t>(num_experts) * sizeof(int)));  // [R][E_local]
+    }
+  }
+  return used;
 }
 
 void check_hidden(int hidden, bool fp8, const char* what) {
@@ -268,10 +298,9 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
   NVST_REQUIRE(num_max_dispatch_tokens_per_rank >= 0, "nvst::ep::Buffer: negative num_max_dispatch_tokens_per_rank");
   std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2);
   if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0) {
-    want += low_latency_size_hint(num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts, ll_num_topk);
-    if (m.cross_node)  // two sets of far sections and far_n, as allocated below
-      want += 2 * (align16(far_x_bytes(num_max_dispatch_tokens_per_rank, ll_hidden, ll_num_experts)) +
-                   align16(static_cast<std::size_t>(ll_num_experts) * sizeof(int)) + 512);
+    detail::LowLatencyArgs counted[2]{};
+    want += lay_out_ll(counted, nullptr, num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts,
+                       ll_num_topk, m.cross_node);
   }
   NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
                want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
@@ -302,46 +331,16 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     m.ll_num_experts = ll_num_experts;
     m.ll_num_topk = ll_num_topk;
     const int el = ll_num_experts / n_pes_;
-    const std::size_t rows = static_cast<std::size_t>(el) * n_pes_ * m.ll_max_tokens;
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.ll_counters), 4 * sizeof(detail::LaunchCounters)));
     NVST_CHECK_CUDA(cudaMemset(m.ll_counters, 0, 4 * sizeof(detail::LaunchCounters)));
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.ll_recv_count), 2 * el * sizeof(int)));
     NVST_CHECK_CUDA(cudaMemset(m.ll_recv_count, 0, 2 * el * sizeof(int)));
     // All symmetric arrays of both sets in one block (DeepEP's RDMA buffer,
-    // which get_local_buffer_tensor(use_rdma_buffer=True) shows): laid out
-    // once to learn its size, then again over the block.
-    char* block = nullptr;
-    std::size_t used = 0;
-    auto sym = [&](std::size_t bytes) {
-      char* p = block ? block + used : nullptr;
-      used += align16(bytes);
-      return p;
-    };
-    auto lay_out = [&] {
-      for (detail::LowLatencyArgs& a : m.ll) {
-        a.x = sym(rows * ll_hidden * 2);
-        a.scales = sym(rows * (ll_hidden / 128) * sizeof(float));  // float, or (smaller) UE8M0 bytes
-        a.src_info = reinterpret_cast<int*>(sym(rows * 3 * sizeof(int)));
-        a.slot_counter = reinterpret_cast<int*>(sym(el * sizeof(int)));
-        a.dispatch_ready = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-        a.dispatch_done = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-        a.combine_slot = detail::ll_combine_slot_bytes(ll_hidden);
-        a.combine_x = sym(static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * a.combine_slot);
-        a.combine_format = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-        a.combine_ready = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-        a.combine_done = reinterpret_cast<std::uint64_t*>(sym(n_pes_ * sizeof(std::uint64_t)));
-        if (m.cross_node) {  // see LowLatencyArgs: records from other nodes
-          a.far_x = sym(far_x_bytes(m.ll_max_tokens, ll_hidden, ll_num_experts));
-          a.far_n = reinterpret_cast<int*>(sym(static_cast<std::size_t>(ll_num_experts) * sizeof(int)));  // [R][E_local]
-        }
-      }
-    };
-    lay_out();
-    block = static_cast<char*>(nvst::calloc(1, used));  // collective; zeroed: counters and signals start at 0
-    m.ll_block = block;
-    m.ll_block_bytes = used;
-    used = 0;
-    lay_out();
+    // which get_local_buffer_tensor(use_rdma_buffer=True) shows).
+    m.ll_block_bytes = lay_out_ll(m.ll, nullptr, m.ll_max_tokens, ll_hidden, n_pes_, ll_num_experts, ll_num_topk,
+                                  m.cross_node);
+    m.ll_block = static_cast<char*>(nvst::calloc(1, m.ll_block_bytes));  // collective; zeroed: signals start at 0
+    lay_out_ll(m.ll, m.ll_block, m.ll_max_tokens, ll_hidden, n_pes_, ll_num_experts, ll_num_topk, m.cross_node);
     for (int b = 0; b < 2; ++b) {
       detail::LowLatencyArgs& a = m.ll[b];
       a.max_tokens = m.ll_max_tokens;
@@ -366,7 +365,7 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
         // on two streams at once.
         const std::size_t far_pes = static_cast<std::size_t>(n_pes_ - m.pes_per_node);
         void* cstage = nullptr;
-        NVST_CHECK_CUDA(cudaMalloc(&cstage, far_pes * m.ll_max_tokens * ll_num_topk * a.combine_slot));
+        NVST_CHECK_CUDA(cudaMalloc(&cstage, far_pes * m.ll_max_tokens * ll_num_topk * detail::ll_combine_slot_bytes(ll_hidden)));
         m.ll_device.push_back(cstage);
         a.far_combine_stage = static_cast<char*>(cstage);
       }
@@ -417,12 +416,8 @@ std::size_t Buffer::nvl_size_hint(int num_rows, int hidden, int num_topk, XType 
 std::size_t Buffer::low_latency_size_hint(int max_tokens, int hidden, int n_pes, int num_experts, int num_topk) {
   NVST_REQUIRE(max_tokens > 0 && hidden > 0 && n_pes > 0 && num_experts >= n_pes && num_topk > 0,
                "nvst::ep::Buffer::low_latency_size_hint: bad shape");
-  const std::size_t el = static_cast<std::size_t>(num_experts / n_pes);
-  const std::size_t rows = el * n_pes * max_tokens;
-  const std::size_t per_set = align16(rows * hidden * 2) + align16(rows * (hidden / 128) * 4) + align16(rows * 12) +
-                              align16(el * 4) + 5 * align16(n_pes * 8) +
-                              static_cast<std::size_t>(max_tokens) * num_topk * detail::ll_combine_slot_bytes(hidden);
-  return 2 * per_set + 10 * 2 * 256;  // two sets, plus allocator alignment
+  detail::LowLatencyArgs counted[2]{};
+  return lay_out_ll(counted, nullptr, max_tokens, hidden, n_pes, num_experts, num_topk, false);
 }
 
 DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config,

@@ -183,12 +183,18 @@ __device__ __forceinline__ unsigned long long enter_send_half(const LaunchCounte
   return base;
 }
 
-// 8 bf16 values in a 16-byte vector, summed into fp32 accumulators; and
-// 8 accumulators rounded (once) back into a vector.
-__device__ __forceinline__ void add_bf16x8(float (&acc)[8], const int4& q) {
+// 8 bf16 values in a 16-byte vector as floats; summed into fp32
+// accumulators; and 8 accumulators rounded (once) back into a vector.
+__device__ __forceinline__ void bf16x8_to_float(const int4& q, float (&f)[8]) {
   const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
 #pragma unroll
-  for (int k = 0; k < 8; ++k) acc[k] += __bfloat162float(h[k]);
+  for (int k = 0; k < 8; ++k) f[k] = __bfloat162float(h[k]);
+}
+__device__ __forceinline__ void add_bf16x8(float (&acc)[8], const int4& q) {
+  float f[8];
+  bf16x8_to_float(q, f);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) acc[k] += f[k];
 }
 __device__ __forceinline__ int4 round_bf16x8(const float (&acc)[8]) {
   int4 o;

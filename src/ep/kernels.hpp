@@ -106,7 +106,6 @@ struct LowLatencyArgs {
   std::uint64_t* dispatch_done; // symmetric [R]
   // Combine receive region (symmetric), one buffer:
   char* combine_x;              // [M][K] slots: a row as bf16 or LogFMT (logfmt.hpp)
-  std::size_t combine_slot;     // bytes of a combine_x slot: ll_combine_slot_bytes(hidden)
   std::uint64_t* combine_format; // symmetric [R]: how PE p sent its rows (kCombineSentBf16 or kCombineSentLogfmt)
   std::uint64_t* combine_ready; // symmetric [R]: PE p started its combine send
   std::uint64_t* combine_done;  // symmetric [R]

@@ -57,9 +57,16 @@ struct LogfmtRange {
   float lo, step;  // step < 0: the group is sent as bf16
 };
 
-// The range of a group from its largest magnitude and its smallest nonzero
-// one (amin = +inf when every value is zero). A NaN or infinity must come
-// in as amax = +inf.
+// Folds one value into a group's largest magnitude and smallest nonzero one
+// (start: amax = 0, amin = +inf). A NaN makes amax +inf, as an infinity
+// does, so that logfmt_range sends its group as bf16.
+NVST_LOGFMT_FN void logfmt_fold(float x, float& amax, float& amin) {
+  const float m = fabsf(x);
+  amax = m == m ? fmaxf(amax, m) : INFINITY;
+  if (m > 0.0f) amin = fminf(amin, m);
+}
+
+// The range of a group from its folded amax and amin (logfmt_fold).
 NVST_LOGFMT_FN LogfmtRange logfmt_range(float amax, float amin) {
   if (!(amax < 1.0f)) return {0.0f, -1.0f};
   if (amax == 0.0f) return {0.0f, 1.0f};  // all zero: every code is 0

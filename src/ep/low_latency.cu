@@ -120,16 +120,13 @@ __device__ std::size_t warp_logfmt_encode_row(char* dst, const __nv_bfloat16* sr
     const int g = g0 + half;
     const bool active = g < groups;  // an odd group count leaves the last upper half idle
     int4 q = make_int4(0, 0, 0, 0);
+    float f[8];
     float amax = 0.0f, amin = INFINITY;
     if (active) {
       q = load_cg(reinterpret_cast<const int4*>(src) + g * (kLogfmtGroup / 8) + sub);
-      const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
+      bf16x8_to_float(q, f);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float m = fabsf(__bfloat162float(h[j]));
-        amax = m == m ? fmaxf(amax, m) : INFINITY;  // a NaN sends its group as bf16
-        if (m > 0.0f) amin = fminf(amin, m);
-      }
+      for (int j = 0; j < 8; ++j) logfmt_fold(f[j], amax, amin);
     }
 #pragma unroll
     for (int m = 8; m >= 1; m >>= 1) {  // within each half-warp
@@ -145,10 +142,9 @@ __device__ std::size_t warp_logfmt_encode_row(char* dst, const __nv_bfloat16* sr
     if (active) {
       if (packed) {
         const LogfmtEncoder enc = logfmt_encoder(r);
-        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
         std::uint32_t v[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(__bfloat162float(h[j]), enc);
+        for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(f[j], enc);
         std::uint16_t w[5];
         logfmt_pack8(v, w);
         auto* out = reinterpret_cast<std::uint16_t*>(mine + sub * 10);
@@ -194,10 +190,7 @@ __device__ void warp_logfmt_decode(const char* slot, int hidden, int v, bool act
 #pragma unroll
     for (int j = 0; j < 8; ++j) out[j] = logfmt_decode(codes[j], {rr.x, rr.y});
   } else {
-    const int4 q = load_cg(reinterpret_cast<const int4*>(group) + sub);
-    const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) out[j] = __bfloat162float(h[j]);
+    bf16x8_to_float(load_cg(reinterpret_cast<const int4*>(group) + sub), out);
   }
 }
 
@@ -353,7 +346,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
   char* stage = reinterpret_cast<char*>(logfmt_stage[threadIdx.x >> 5]);
   const int experts_per_pe = a.num_experts / s.n_pes;
   const int rows_per_expert = s.n_pes * a.max_tokens;
-  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2, slot_bytes = ll_combine_slot_bytes(a.hidden);
   const char* x = static_cast<const char*>(in.x);
   // Each local expert gets its own group of warps (a loop over experts in
   // every warp left all but a few warps idle: 413 us at 128 tokens, r1).
@@ -365,14 +358,14 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
       const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
       const int* info = a.src_info + row * 3;  // written by the source PE
       const int src = load_cg(info), t = load_cg(info + 1), k = load_cg(info + 2);
-      const std::size_t to = (static_cast<std::size_t>(t) * a.num_topk + k) * a.combine_slot;
+      const std::size_t to = (static_cast<std::size_t>(t) * a.num_topk + k) * slot_bytes;
       const bool near = dev::on_node(src);
       const char* from = x + row * row_bytes;
       std::size_t bytes = row_bytes;
       if (in.use_logfmt) {  // encoded straight into the peer's slot, or into the stage for the put
         char* dst = near ? pe_ptr(a.combine_x, src) + to
                          : a.far_combine_stage + ll_far_combine_slot(src, s.node_first_pe, s.node_n_pes, a.max_tokens,
-                                                                     a.num_topk, t, k) * a.combine_slot;
+                                                                     a.num_topk, t, k) * slot_bytes;
         bytes = warp_logfmt_encode_row(dst, reinterpret_cast<const __nv_bfloat16*>(from), a.hidden, w.lane, stage);
         from = dst;
       } else if (near) {
@@ -400,6 +393,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
   wait_all_pes(a.combine_done, target, in.wait_recv_cost_stats);
   const WarpGrid w = warp_grid();
   const int experts_per_pe = a.num_experts / dev::state().n_pes;
+  const std::size_t slot_bytes = ll_combine_slot_bytes(a.hidden);
   // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
   // A slice is two LogFMT groups; every lane stays to the end (ballots).
   const int vecs = a.hidden / 8, slices = (vecs + 31) / 32;
@@ -415,16 +409,13 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
         dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(tk), static_cast<std::uint64_t>(e),
                   static_cast<std::uint64_t>(a.num_experts), -1);
       const float wt = in.topk_weights[tk];
-      const char* slot = a.combine_x + tk * a.combine_slot;
+      const char* slot = a.combine_x + tk * slot_bytes;
       float y[8];
       // The row came from the PE of expert e, in the format it announced.
       if (load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt) {
         warp_logfmt_decode(slot, a.hidden, v, active, w.lane, y);
       } else if (active) {
-        const int4 q = load_cg(reinterpret_cast<const int4*>(slot) + v);
-        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
-#pragma unroll
-        for (int j = 0; j < 8; ++j) y[j] = __bfloat162float(h[j]);
+        bf16x8_to_float(load_cg(reinterpret_cast<const int4*>(slot) + v), y);
       }
       if (!active) continue;
 #pragma unroll

@@ -358,11 +358,7 @@ std::vector<float> logfmt_round_trip(const std::vector<float>& row) {
   std::vector<float> out(row.size());
   for (std::size_t g0 = 0; g0 < row.size(); g0 += kLogfmtGroup) {
     float amax = 0.0f, amin = INFINITY;
-    for (std::size_t v = g0; v < g0 + kLogfmtGroup; ++v) {
-      const float m = std::fabs(row[v]);
-      amax = std::isnan(m) ? INFINITY : std::fmax(amax, m);
-      if (m > 0.0f) amin = std::fmin(amin, m);
-    }
+    for (std::size_t v = g0; v < g0 + kLogfmtGroup; ++v) logfmt_fold(row[v], amax, amin);
     const LogfmtRange r = logfmt_range(amax, amin);
     const LogfmtEncoder enc = r.step >= 0.0f ? logfmt_encoder(r) : LogfmtEncoder{};
     for (std::size_t v = g0; v < g0 + kLogfmtGroup; ++v)

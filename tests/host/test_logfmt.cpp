@@ -15,14 +15,10 @@ using namespace nvst::ep::detail;
 
 namespace {
 
-// The range of a group as the kernel computes it (NaN and infinities as amax = inf).
+// The range of a group as the kernel computes it.
 LogfmtRange range_of(const std::vector<float>& g) {
   float amax = 0.0f, amin = INFINITY;
-  for (float x : g) {
-    const float m = std::fabs(x);
-    amax = std::isnan(m) ? INFINITY : std::fmax(amax, m);
-    if (m > 0.0f) amin = std::fmin(amin, m);
-  }
+  for (float x : g) logfmt_fold(x, amax, amin);
   return logfmt_range(amax, amin);
 }
 

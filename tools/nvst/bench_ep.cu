@@ -236,14 +236,21 @@ class EpBench {
     for (int p = 0; p < n_; ++p) m += reinterpret_cast<const double*>(all.data())[p];
     return m / n_;
   }
-  long long diff(const void* a, const void* b, std::size_t bytes) {
+  // Wrong values over all PEs: `count` launches, on s_, kernels that add
+  // this PE's to the counter it is given.
+  long long wrong_on_all_pes(const std::function<void(unsigned long long*)>& count) {
     NVST_CHECK_CUDA(cudaMemsetAsync(wrong_, 0, sizeof(*wrong_), s_));
-    if (bytes) count_diff<<<264, 256, 0, s_>>>(static_cast<const int4*>(a), static_cast<const int4*>(b), bytes / 16, wrong_);
+    count(wrong_);
     NVST_CHECK_LAUNCH();
     unsigned long long w = 0;
     NVST_CHECK_CUDA(cudaMemcpyAsync(&w, wrong_, sizeof(w), cudaMemcpyDeviceToHost, s_));
     NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
     return static_cast<long long>(mean_over_pes(static_cast<double>(w)) * n_ + 0.5);
+  }
+  long long diff(const void* a, const void* b, std::size_t bytes) {
+    return wrong_on_all_pes([&](unsigned long long* wrong) {
+      if (bytes) count_diff<<<264, 256, 0, s_>>>(static_cast<const int4*>(a), static_cast<const int4*>(b), bytes / 16, wrong);
+    });
   }
   void add(const std::string& op, const std::string& impl, double bytes, double t, long long wrong) {
     const double gbps = bytes / t / 1e3;
@@ -494,13 +501,9 @@ void EpBench::low_latency(const Case& c) {
     nvst::ep::LowLatencyCombineInput ci{y, topk, w, c.T, c.H, c.K, c.E, d.buffer_index};
     ci.use_logfmt = logfmt;
     buf.low_latency_combine(ci, out, s_);
-    NVST_CHECK_CUDA(cudaMemsetAsync(wrong_, 0, sizeof(*wrong_), s_));
-    check_ll_combine<<<264, 256, 0, s_>>>(out, x, topk, w, c.T, c.H, c.K, logfmt ? 0.25f : 1.0f, logfmt, wrong_);
-    NVST_CHECK_LAUNCH();
-    unsigned long long bad = 0;
-    NVST_CHECK_CUDA(cudaMemcpyAsync(&bad, wrong_, sizeof(bad), cudaMemcpyDeviceToHost, s_));
-    NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
-    return static_cast<long long>(mean_over_pes(static_cast<double>(bad)) * n_ + 0.5);
+    return wrong_on_all_pes([&](unsigned long long* wrong) {
+      check_ll_combine<<<264, 256, 0, s_>>>(out, x, topk, w, c.T, c.H, c.K, logfmt ? 0.25f : 1.0f, logfmt, wrong);
+    });
   };
   add(op, impl_, mean_over_pes(selections * c.H * 2), t, combine_wrong(false));
   add(op_log, impl_, mean_over_pes(selections * c.H * 2), t_log, combine_wrong(true));
