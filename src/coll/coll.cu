@@ -89,15 +89,20 @@ void check_root(const char* fn, int root, const TeamView& t) {
                ") of team ", t.handle);
 }
 
+ReduceKernel reduce_kernel(DType dtype, RedOp op, Kernel k) {
+  switch (dtype) {
+    case DType::kF32: return reduce_kernel<float>(op, k);
+    case DType::kBF16: return reduce_kernel<__nv_bfloat16>(op, k);
+    case DType::kF16: return reduce_kernel<__half>(op, k);
+    case DType::kI32: return reduce_kernel<std::int32_t>(op, k);
+    case DType::kI64: return reduce_kernel<std::int64_t>(op, k);
+  }
+  return nullptr;
+}
+
 void launch_reduce_dtype(DType dtype, RedOp op, Kernel k, int blocks, int threads, const Args& a,
                          cudaStream_t s) {
-  switch (dtype) {
-    case DType::kF32: launch_reduce_op<float>(op, k, blocks, threads, a, s); break;
-    case DType::kBF16: launch_reduce_op<__nv_bfloat16>(op, k, blocks, threads, a, s); break;
-    case DType::kF16: launch_reduce_op<__half>(op, k, blocks, threads, a, s); break;
-    case DType::kI32: launch_reduce_op<std::int32_t>(op, k, blocks, threads, a, s); break;
-    case DType::kI64: launch_reduce_op<std::int64_t>(op, k, blocks, threads, a, s); break;
-  }
+  reduce_kernel(dtype, op, k)<<<blocks, threads, 0, s>>>(a);
 }
 
 // Threads per block: 256-thread blocks launch about 1 us sooner (r10 vs r9
@@ -206,18 +211,23 @@ const char* algo_name(Algo a) {
 
 namespace {
 // Loads every collective kernel once per process, before any of them can
-// run behind a kernel that waits on the proxy (see reduce_kernels).
+// run behind a kernel that waits on the proxy: a kernel first launched
+// there would be loaded (CUDA_MODULE_LOADING=LAZY) while the driver waits
+// for that kernel, and the proxy's CUDA calls wait for the driver: a
+// deadlock (docs/09, r73).
 void preload_coll_kernels() {
-  static bool done = false;
-  if (done) return;
-  std::vector<const void*> k = {reinterpret_cast<const void*>(gather_kernel),
-                                reinterpret_cast<const void*>(alltoallv_kernel),
-                                reinterpret_cast<const void*>(broadcast_kernel)};
-  for (const auto& more : {reduce_kernels<float>(), reduce_kernels<__nv_bfloat16>(), reduce_kernels<__half>(),
-                           reduce_kernels<std::int32_t>(), reduce_kernels<std::int64_t>()})
-    k.insert(k.end(), more.begin(), more.end());
-  nvst::detail::preload_kernels(k);
-  done = true;
+  static const bool done = [] {
+    std::vector<const void*> k = {reinterpret_cast<const void*>(gather_kernel),
+                                  reinterpret_cast<const void*>(alltoallv_kernel),
+                                  reinterpret_cast<const void*>(broadcast_kernel)};
+    for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64})
+      for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin, RedOp::kProd})
+        for (Kernel kernel : {Kernel::kOneShot, Kernel::kTwoShot, Kernel::kRing})
+          k.push_back(reinterpret_cast<const void*>(reduce_kernel(d, op, kernel)));
+    nvst::detail::preload_kernels(k);
+    return true;
+  }();
+  (void)done;
 }
 }  // namespace
 
@@ -262,14 +272,18 @@ struct HierTeams {
 };
 HierTeams g_hier;
 
+bool capturing(cudaStream_t s) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  NVST_CHECK_CUDA(cudaStreamIsCapturing(s, &st));
+  return st != cudaStreamCaptureStatusNone;
+}
+
 // The hierarchical teams for a call of `fn` on `stream`: made by the first
 // call, which therefore must not be captured.
 const HierTeams& hier_teams(const char* fn, cudaStream_t stream) {
   if (g_hier.generation == nvst::detail::init_generation()) return g_hier;
   if (!host_heaps()) {
-    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-    NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
-    NVST_REQUIRE(st == cudaStreamCaptureStatusNone, "nvst::coll::", fn, " hierarchical: its first call makes "
+    NVST_REQUIRE(!capturing(stream), "nvst::coll::", fn, " hierarchical: its first call makes "
                  "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
   }
   const int k = nvst::team_n_pes(Team::kNode), n = nvst::n_pes();
@@ -318,9 +332,7 @@ class Scratch {
       if (g_arena.host.size() < total) g_arena.host.resize(total);
       base = g_arena.host.data();
     } else {
-      cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-      NVST_CHECK_CUDA(cudaStreamIsCapturing(s, &st));
-      if (st != cudaStreamCaptureStatusNone) {
+      if (capturing(s)) {
         NVST_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&async_), total, s));
         base = async_;
       } else {

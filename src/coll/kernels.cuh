@@ -515,43 +515,28 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
 // Which reduction kernel a launch runs.
 enum class Kernel { kOneShot, kTwoShot, kRing };
 
+// The one choice of a reduction kernel, by op and kernel for dtype T: the
+// launches and the preload both go through it (coll.cu's reduce_kernel adds
+// the dtype), so nothing launched can miss the preload.
+using ReduceKernel = void (*)(Args);
 template <typename T, RedOp OP>
-void launch_reduce(Kernel k, int blocks, int threads, const Args& a, cudaStream_t s) {
+ReduceKernel reduce_kernel(Kernel k) {
   switch (k) {
-    case Kernel::kOneShot: oneshot_kernel<T, OP><<<blocks, threads, 0, s>>>(a); break;
-    case Kernel::kTwoShot: twoshot_kernel<T, OP><<<blocks, threads, 0, s>>>(a); break;
-    case Kernel::kRing: ring_kernel<T, OP><<<blocks, threads, 0, s>>>(a); break;
+    case Kernel::kOneShot: return oneshot_kernel<T, OP>;
+    case Kernel::kTwoShot: return twoshot_kernel<T, OP>;
+    case Kernel::kRing: return ring_kernel<T, OP>;
   }
+  return nullptr;
 }
-
 template <typename T>
-void launch_reduce_op(RedOp op, Kernel k, int blocks, int threads, const Args& a, cudaStream_t s) {
+ReduceKernel reduce_kernel(RedOp op, Kernel k) {
   switch (op) {
-    case RedOp::kSum: launch_reduce<T, RedOp::kSum>(k, blocks, threads, a, s); break;
-    case RedOp::kMax: launch_reduce<T, RedOp::kMax>(k, blocks, threads, a, s); break;
-    case RedOp::kMin: launch_reduce<T, RedOp::kMin>(k, blocks, threads, a, s); break;
-    case RedOp::kProd: launch_reduce<T, RedOp::kProd>(k, blocks, threads, a, s); break;
+    case RedOp::kSum: return reduce_kernel<T, RedOp::kSum>(k);
+    case RedOp::kMax: return reduce_kernel<T, RedOp::kMax>(k);
+    case RedOp::kMin: return reduce_kernel<T, RedOp::kMin>(k);
+    case RedOp::kProd: return reduce_kernel<T, RedOp::kProd>(k);
   }
-}
-
-// Every kernel one dtype's reductions may launch, for preloading: a kernel
-// first launched behind one that waits on the proxy would be loaded
-// (CUDA_MODULE_LOADING=LAZY) while the driver waits for that kernel, and the
-// proxy's CUDA calls wait for the driver: a deadlock (docs/09, r73).
-template <typename T>
-std::vector<const void*> reduce_kernels() {
-  std::vector<const void*> k;
-  auto add = [&](auto op_tag) {
-    constexpr RedOp OP = decltype(op_tag)::value;
-    k.insert(k.end(), {reinterpret_cast<const void*>(oneshot_kernel<T, OP>),
-                       reinterpret_cast<const void*>(twoshot_kernel<T, OP>),
-                       reinterpret_cast<const void*>(ring_kernel<T, OP>)});
-  };
-  add(std::integral_constant<RedOp, RedOp::kSum>{});
-  add(std::integral_constant<RedOp, RedOp::kMax>{});
-  add(std::integral_constant<RedOp, RedOp::kMin>{});
-  add(std::integral_constant<RedOp, RedOp::kProd>{});
-  return k;
+  return nullptr;
 }
 
 }  // namespace nvst::coll::internal

@@ -37,7 +37,7 @@ using namespace nvst::test;
 namespace {
 
 std::uint64_t g_seed = 1;
-std::string g_only;  // --only hierarchical
+bool g_only_hierarchical = false;  // --only hierarchical
 
 __global__ void put_word_kernel(std::uint64_t* word, std::uint64_t v, int pe) { nvst::dev::p(word, v, pe); }
 
@@ -74,7 +74,7 @@ int run_pe() {
   cudaStream_t s;
   NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   std::uint64_t salt = 0;
-  const bool everything = g_only != "hierarchical";
+  const bool everything = !g_only_hierarchical;
   // --only hierarchical: just the hierarchical forms (a 2x2 run of everything on one GPU takes > 9 min).
   if (everything) {  // all_reduce, all_gather, reduce_scatter, broadcast
     for (DType t : kAllDTypes)
@@ -567,7 +567,7 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--np" && i + 1 < argc) np = std::atoi(argv[++i]);
     else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "hierarchical") g_only = argv[++i];
+    else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "hierarchical") g_only_hierarchical = true, ++i;
     else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--only hierarchical]\n", argv[0]); return 2; }
   }
   return run_gpu_test(argc, argv, "nvst_coll_tests", np, run_pe);
