@@ -1,13 +1,9 @@
 # The commit that a benchmark's JSON names. NVST_GIT_COMMIT overrides it (for
-# builds from a tarball); "-dirty" marks uncommitted changes. Included at
-# configure time it only reports it; run as a script at every build
-# (cmake -DNVST_SOURCE_DIR=... -DIN=... -DOUT=... -P GitCommit.cmake, see
-# tools/nvst) it writes OUT from IN, touching OUT only when the commit
-# changed, so that the JSON names the code that was built, not the code of
-# the last configure.
-if(NOT DEFINED NVST_SOURCE_DIR)
-  set(NVST_SOURCE_DIR ${CMAKE_SOURCE_DIR})
-endif()
+# builds from a tarball); "-dirty" marks uncommitted changes. Run as a
+# script at every build (cmake -DNVST_SOURCE_DIR=... -DIN=... -DOUT=... -P
+# GitCommit.cmake, see tools/nvst), it writes OUT from IN, touching OUT only
+# when the commit changed, so that the JSON names the code that was built,
+# not the code of the last configure.
 if(DEFINED ENV{NVST_GIT_COMMIT})
   set(NVST_GIT_COMMIT "$ENV{NVST_GIT_COMMIT}")
 else()
@@ -26,8 +22,4 @@ else()
     endif()
   endif()
 endif()
-if(CMAKE_SCRIPT_MODE_FILE AND DEFINED OUT)
-  configure_file(${IN} ${OUT} @ONLY)
-else()
-  message(STATUS "nvst: commit ${NVST_GIT_COMMIT}")
-endif()
+configure_file(${IN} ${OUT} @ONLY)

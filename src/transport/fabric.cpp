@@ -33,17 +33,12 @@ namespace nvst::fabric {
 
 namespace {
 
-// libfabric's shm names each endpoint's region /dev/shm/<pid>:<n>:<n> and
-// removes it only when the endpoint is closed, so a killed process leaves
-// its regions behind, and a later process that gets the same pid fails
-// fi_enable (EBUSY). This lists those names ("" when none, or not shm).
+// Stale shm regions of this process's pid, which make shm's fi_enable
+// fail (EBUSY), as one string ("" when none, or not shm).
 std::string shm_regions_of_this_pid(const std::string& provider) {
   if (provider != "shm") return {};
-  const std::string prefix = std::to_string(::getpid()) + ":";
   std::string found;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
-    if (e.path().filename().string().rfind(prefix, 0) == 0) found += " " + e.path().string();
+  for (const std::string& p : shm_region_paths(::getpid())) found += " " + p;
   return found;
 }
 
@@ -84,6 +79,15 @@ std::vector<std::string> providers_present() {
     fi_freeinfo(all);
   }
   return {names.begin(), names.end()};
+}
+
+std::vector<std::string> shm_region_paths(int pid) {
+  const std::string prefix = std::to_string(pid) + ":";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().string());
+  return found;
 }
 
 std::string chosen_provider() {

@@ -30,6 +30,10 @@ namespace fabric {
 std::vector<std::string> providers_present();
 // The provider NVST_FABRIC_PROVIDER asks for, or the default choice.
 std::string chosen_provider();
+// The regions libfabric's shm made for process `pid` (/dev/shm/<pid>:...).
+// shm removes one only when its endpoint is closed, so a killed process
+// leaves them behind (and a later process with the same pid meets them).
+std::vector<std::string> shm_region_paths(int pid);
 
 // What every context passed to write()/atomic() must begin with: providers
 // that ask for FI_CONTEXT or FI_CONTEXT2 mode use these bytes while the

@@ -151,14 +151,14 @@ struct Proxy::State {
   // driving the provider: a software provider (tcp) moves bytes only inside
   // progress calls, so waiting for each copy left the wire idle while it ran.
   struct Staged {
-    int slot, pe, inbox_slot;
-    std::uint64_t seq;
-    std::size_t bytes;   // header + data
-    cudaEvent_t copied;  // nullptr: nothing to wait for
+    int slot, pe;
+    std::uint64_t seq;     // its inbox slot at pe is seq % kInboxSlots
+    std::size_t bytes;     // header + data
+    bool copying;          // a GPU copy into the slot, done when copied[slot] is
     Clock::time_point since;
   };
   std::deque<Staged> staged;
-  std::vector<cudaEvent_t> stage_events;  // one per staging slot
+  cudaEvent_t copied[kStageSlots] = {};  // per staging slot (GPU heaps)
   // Sending side: pieces sent per target. Receiving side: next piece
   // expected per source, pieces applied (copied, stream done) per source.
   std::vector<std::uint64_t> sent;
@@ -305,11 +305,12 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     s.dev_consumer = std::make_unique<proxy::Consumer>(dev_fifo_);
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stage_stream, cudaStreamNonBlocking));
-    for (int i = 0; i < kInboxSlots * world + kStageSlots; ++i) {
+    for (int i = 0; i < kInboxSlots * world; ++i) {
       cudaEvent_t e;
       NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      (i < kStageSlots ? s.stage_events : s.free_events).push_back(e);
+      s.free_events.push_back(e);
     }
+    for (cudaEvent_t& e : s.copied) NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
@@ -406,10 +407,8 @@ Proxy::~Proxy() {
     cudaStreamSynchronize(s.stream);
     cudaStreamSynchronize(s.stage_stream);
     for (auto& a : s.applying) s.free_events.push_back(a.done);
-    for (auto& f : s.staged)
-      if (f.copied) s.stage_events.push_back(f.copied);
     for (cudaEvent_t e : s.free_events) cudaEventDestroy(e);
-    for (cudaEvent_t e : s.stage_events) cudaEventDestroy(e);
+    for (cudaEvent_t e : s.copied) cudaEventDestroy(e);
     cudaStreamDestroy(s.stream);
     cudaStreamDestroy(s.stage_stream);
     cudaFreeHost(dev_fifo_);
@@ -422,7 +421,7 @@ Proxy::~Proxy() {
 }
 
 std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op) {
-  if (std::string f = failure(); !f.empty()) throw Error(f);
+  if (failed_.load(std::memory_order_acquire)) throw Error(failure());
   return host_producer_->push(c, op);
 }
 
@@ -442,11 +441,11 @@ std::string Proxy::failure() const {
 }
 
 void Proxy::fail(const std::string& why) {
-  failed_.store(true, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     if (failure_.empty()) failure_ = why;
   }
+  failed_.store(true, std::memory_order_release);  // after the message: push() reads it once this is set
   st_->host_consumer.set_failed();
   if (st_->dev_consumer) st_->dev_consumer->set_failed();
   std::fprintf(stderr, "%s\n", why.c_str());
@@ -676,29 +675,29 @@ bool Proxy::step() {
     busy = true;
   }
 
-  // 4a. Staged inbox pieces, in order, each once its copy is done (also
-  // right after each piece is staged below, so the wire starts at once).
+  // 4a. Staged inbox pieces, in order, each once its copy is done (a host
+  // piece also right after it is staged below, so its wire starts at once).
   auto post_staged = [&] {
     while (!s.staged.empty() && !s.free_ops.empty()) {
       const State::Staged& f = s.staged.front();
-      if (f.copied) {
+      if (f.copying) {
         cudaError_t q;
         {
           CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a staged piece");
-          q = cudaEventQuery(f.copied);
+          q = cudaEventQuery(s.copied[f.slot]);
         }
         if (q == cudaErrorNotReady) return;
         NVST_CHECK_CUDA(q);
       }
+      const int k = static_cast<int>(f.seq % kInboxSlots);
       InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
       op->value = f.seq;
       op->stage_slot = f.slot;
-      op->inbox_slot = f.inbox_slot;
+      op->inbox_slot = k;
       if (!transport_->write(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kStageBytes, f.bytes,
-                             fabric::Region::kControl, s.layout.slot(s.me, f.inbox_slot), op))
+                             fabric::Region::kControl, s.layout.slot(s.me, k), op))
         return;
       s.commit(op);
-      if (f.copied) s.stage_events.push_back(f.copied);
       s.staged.pop_front();
       busy = true;
     }
@@ -736,28 +735,25 @@ bool Proxy::step() {
       h->sig = c.sig;
       h->sig_value = c.sig_value;
       h->sig_op = c.sig_op;
-      cudaEvent_t copied = nullptr;  // posted by 4a once this is done
-      if (piece && s.gpu) {
+      const bool copying = piece && s.gpu;  // posted by 4a once its copy is done
+      if (copying) {
         CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
         if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
           detail::launch_stage_copy(stage + kInboxHeader, src, piece, s.stage_stream);
         else
           NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, piece, cudaMemcpyDefault, s.stage_stream));
-        copied = s.stage_events.back();
-        s.stage_events.pop_back();
-        NVST_CHECK_CUDA(cudaEventRecord(copied, s.stage_stream));
+        NVST_CHECK_CUDA(cudaEventRecord(s.copied[slot], s.stage_stream));
       } else if (piece) {
         std::memcpy(stage + kInboxHeader, src, piece);
       }
-      s.staged.push_back({slot, pe, static_cast<int>(sent % kInboxSlots), sent, kInboxHeader + piece, copied,
-                          Clock::now()});
       s.cur_since = Clock::now();  // progress: the age check measures time without it
+      s.staged.push_back({slot, pe, sent, kInboxHeader + piece, copying, s.cur_since});
       s.free_slots.pop_back();
       ++sent;
       s.cur_done += piece;
       if (h->has_signal) s.cur_signal_sent = true;
       busy = true;
-      post_staged();
+      if (!copying) post_staged();
       continue;
     }
 

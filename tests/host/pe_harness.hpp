@@ -21,6 +21,7 @@
 #include "error_of.hpp"
 #include "nvst/error.hpp"
 #include "runtime/bootstrap.hpp"
+#include "transport/fabric.hpp"
 
 namespace nvst::test {
 
@@ -41,9 +42,7 @@ using Env = std::vector<std::pair<std::string, std::string>>;
 // stays taken: the parent removes its dead children's regions.
 inline void remove_shm_regions_of(pid_t pid) {
   std::error_code ec;
-  const std::string prefix = std::to_string(pid) + ":";
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
-    if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
+  for (const std::string& p : nvst::fabric::shm_region_paths(pid)) std::filesystem::remove(p, ec);
 }
 
 inline std::vector<PeResult> run_pes(int n, const std::function<int(int)>& fn, const Env& env = {},

@@ -102,13 +102,12 @@ int bench_p2p_internode(const BenchOptions& o) {
   // NCCL on its network transport between the same two processes. NCCL
   // refuses two ranks on one GPU (logical nodes on a one-GPU machine): then
   // its column is left out (n/a) and the table says why.
-  char bus[2][32] = {};
-  NVST_CHECK_CUDA(cudaDeviceGetPCIBusId(bus[c.me], sizeof(bus[0]), nvst::device()));
-  nvst::bootstrap_broadcast(bus[0], sizeof(bus[0]), 0);
-  nvst::bootstrap_broadcast(bus[1], sizeof(bus[1]), 1);
-  const bool with_nccl = std::strcmp(bus[0], bus[1]) != 0;
+  char bus[32] = {};
+  NVST_CHECK_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), nvst::device()));
+  const std::vector<std::byte> buses = nvst::bootstrap_allgather(bus, sizeof(bus));
+  const bool with_nccl = std::memcmp(buses.data(), buses.data() + sizeof(bus), sizeof(bus)) != 0;
   if (c.me == 0 && !with_nccl)
-    std::printf("# nccl_net not run: both PEs are on GPU %s, and NCCL refuses a GPU twice\n", bus[0]);
+    std::printf("# nccl_net not run: both PEs are on GPU %s, and NCCL refuses a GPU twice\n", bus);
   ::setenv("NCCL_P2P_DISABLE", "1", 1);
   ::setenv("NCCL_SHM_DISABLE", "1", 1);
   ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);

@@ -5,7 +5,6 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -13,6 +12,7 @@
 #include "commands.hpp"
 #include "nvst/error.hpp"
 #include "nvst/launch.hpp"
+#include "runtime/settings.hpp"
 
 namespace {
 
@@ -138,8 +138,7 @@ int main(int argc, char** argv) {
     if (which == "p2p" || (which == "all" && gpus >= 2)) {
       // One GPU split into logical nodes of one PE: both PEs on it, the
       // proxy path between them (NCCL's column is left out there).
-      const char* node_size = std::getenv("NVST_NODE_SIZE");
-      const bool one_gpu_nodes = gpus == 1 && node_size && std::string(node_size) == "1";
+      const bool one_gpu_nodes = gpus == 1 && nvst::settings::node_size() == 1;
       NVST_REQUIRE(gpus >= 2 || one_gpu_nodes, "nvst bench p2p needs 2 GPUs, or one with NVST_NODE_SIZE=1 (the proxy ",
                    "path between two PEs on it); ", gpus, " visible");
       std::printf("# nvst bench p2p: %d GPU(s) visible, PE 0 -> PE 1\n", gpus);
