@@ -93,9 +93,14 @@ struct LayoutOutput {
 void get_dispatch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, int num_experts,
                          const LayoutOutput& out, cudaStream_t stream);
 
+struct HandleMemory;  // src/ep/handle_memory.hpp
+
 // The routing of one normal-mode dispatch: enough to repeat it without
 // exchanging counts again, and for the combine that sends results back.
-// Cheap to copy (device arrays are shared).
+// Cheap to copy (device arrays are shared). The arrays go back to the
+// Buffer's pool when the last copy goes, after the last dispatch or combine
+// that used them; other work that reads them (a baseline reading send_pos)
+// calls record_use on its stream, as torch's record_stream.
 struct DispatchHandle {
   int num_tokens = 0, num_topk = 0, num_experts = 0, n_pes = 0;
   int num_recv_tokens = 0;                       // rows this PE received
@@ -110,7 +115,10 @@ struct DispatchHandle {
   std::shared_ptr<int> node_pos;                 // device [num_tokens, n_nodes] when across nodes, else null
   std::shared_ptr<int> relay_pos;                // device [rows this PE relays, pes_per_node]: each one's row
                                                  // at each PE of this node, -1 if none (the combine sums them)
+  std::shared_ptr<HandleMemory> memory;          // owns the three arrays above
   bool valid() const { return n_pes > 0 && send_pos != nullptr; }
+  // Work queued on `stream` so far reads the arrays (skipped under capture).
+  void record_use(cudaStream_t stream) const;
   int n_nodes() const { return pes_per_node > 0 ? n_pes / pes_per_node : 0; }
   // Rows PE `src` put into PE `dst` before PE `src`'s own rows there start.
   int recv_offset(int src, int dst) const;

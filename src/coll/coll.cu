@@ -272,18 +272,12 @@ struct HierTeams {
 };
 HierTeams g_hier;
 
-bool capturing(cudaStream_t s) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  NVST_CHECK_CUDA(cudaStreamIsCapturing(s, &st));
-  return st != cudaStreamCaptureStatusNone;
-}
-
 // The hierarchical teams for a call of `fn` on `stream`: made by the first
 // call, which therefore must not be captured.
 const HierTeams& hier_teams(const char* fn, cudaStream_t stream) {
   if (g_hier.generation == nvst::detail::init_generation()) return g_hier;
   if (!host_heaps()) {
-    NVST_REQUIRE(!capturing(stream), "nvst::coll::", fn, " hierarchical: its first call makes "
+    NVST_REQUIRE(!nvst::detail::stream_capturing(stream), "nvst::coll::", fn, " hierarchical: its first call makes "
                  "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
   }
   const int k = nvst::team_n_pes(Team::kNode), n = nvst::n_pes();
@@ -332,7 +326,7 @@ class Scratch {
       if (g_arena.host.size() < total) g_arena.host.resize(total);
       base = g_arena.host.data();
     } else {
-      if (capturing(s)) {
+      if (nvst::detail::stream_capturing(s)) {
         NVST_CHECK_CUDA(cudaMallocAsync(reinterpret_cast<void**>(&async_), total, s));
         base = async_;
       } else {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string>
 
+#include "ep/handle_memory.hpp"
 #include "ep/kernels.hpp"
 #include "ep/logfmt.hpp"
 #include "nvst/ep.hpp"
@@ -117,6 +118,10 @@ void Config::validate() const {
                "nvst::ep::Config: threads_per_block ", threads_per_block, " must be a multiple of 32 in [64, 1024]");
 }
 
+void DispatchHandle::record_use(cudaStream_t stream) const {
+  if (memory) memory->record_use(stream);
+}
+
 int DispatchHandle::recv_offset(int src, int dst) const {
   int sum = 0;
   for (int s = 0; s < src; ++s) sum += count[static_cast<std::size_t>(s) * n_pes + dst];
@@ -185,6 +190,8 @@ struct Buffer::Impl {
   std::uint64_t* ready = nullptr;
   std::uint64_t* done = nullptr;
   detail::LaunchCounters* counters = nullptr;
+  // Handle arrays and the layout's counts: stream-ordered, see handle_memory.hpp.
+  std::shared_ptr<detail::HandlePool> handle_pool;
   int* d_tokens_per_rank = nullptr;  // [R + N]: per PE, then per node
   int* d_tokens_per_expert = nullptr;
   int scratch_experts = 0;
@@ -318,6 +325,7 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.counters), sizeof(detail::LaunchCounters)));
     NVST_CHECK_CUDA(cudaMemset(m.counters, 0, sizeof(detail::LaunchCounters)));
+    m.handle_pool = std::make_shared<detail::HandlePool>(nvst::device());
     detail::preload_normal_kernels();
   }
   if (num_max_dispatch_tokens_per_rank > 0) {
@@ -464,21 +472,21 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     // how many rows arrive, and each sender where its rows start).
     const int R = n_pes_, E = in.num_experts;
     if (!m.d_tokens_per_rank)
-      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.d_tokens_per_rank), (R + N) * sizeof(int)));
-    if (m.scratch_experts < E) {
-      cudaFree(m.d_tokens_per_expert);
-      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.d_tokens_per_expert), E * sizeof(int)));
+      m.d_tokens_per_rank = static_cast<int*>(m.handle_pool->allocate((R + N) * sizeof(int), stream));
+    if (m.scratch_experts < E) {  // its last reader was a first dispatch, which waited for it
+      if (m.d_tokens_per_expert) NVST_CHECK_CUDA(cudaFreeAsync(m.d_tokens_per_expert, stream));
+      m.d_tokens_per_expert = static_cast<int*>(m.handle_pool->allocate(E * sizeof(int), stream));
       m.scratch_experts = E;
     }
-    int* send_pos = nullptr;
-    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&send_pos), std::max<std::size_t>(1, static_cast<std::size_t>(in.num_tokens) * R) * sizeof(int)));
-    h.send_pos = std::shared_ptr<int>(send_pos, [](int* p) { cudaFree(p); });
-    int* node_pos = nullptr;
-    if (m.cross_node) {
-      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&node_pos),
-                                 std::max<std::size_t>(1, static_cast<std::size_t>(in.num_tokens) * N) * sizeof(int)));
-      h.node_pos = std::shared_ptr<int>(node_pos, [](int* p) { cudaFree(p); });
-    }
+    // The arrays come from the handle pool: no call here may wait for the
+    // device (handle_memory.hpp).
+    const std::size_t T = static_cast<std::size_t>(in.num_tokens);
+    h.memory = std::make_shared<HandleMemory>(m.handle_pool, T * R * sizeof(int),
+                                              m.cross_node ? T * N * sizeof(int) : 0, stream);
+    h.send_pos = std::shared_ptr<int>(h.memory, h.memory->send_pos);
+    if (m.cross_node) h.node_pos = std::shared_ptr<int>(h.memory, h.memory->node_pos);
+    int* const send_pos = h.memory->send_pos;
+    int* const node_pos = h.memory->node_pos;
     LayoutOutput lo;
     lo.num_tokens_per_rank = m.d_tokens_per_rank;
     lo.num_tokens_per_node = m.d_tokens_per_rank + R;
@@ -491,10 +499,12 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     std::vector<int> mine(sizeof(hdr) / sizeof(int) + counts);
     std::memcpy(mine.data(), &hdr, sizeof(hdr));
     if (m.h_counts_len < static_cast<std::size_t>(counts)) {
+      // Room for 1024 experts at once: cudaFreeHost waits for the device,
+      // as cudaFree does, so growing again is rare.
       NVST_CHECK_CUDA(cudaFreeHost(m.h_counts));
       m.h_counts = nullptr;
-      NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), counts * sizeof(int)));
-      m.h_counts_len = static_cast<std::size_t>(counts);
+      m.h_counts_len = static_cast<std::size_t>(std::max(counts, R + N + 1024));
+      NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), m.h_counts_len * sizeof(int)));
     }
     NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts, m.d_tokens_per_rank, (R + N) * sizeof(int), cudaMemcpyDeviceToHost,
                                     stream));
@@ -529,10 +539,9 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     h.num_recv_tokens = h.recv_offset(R, rank_);
     check_fit(h);
     if (m.cross_node) {  // filled by the dispatch's relay, read by the combine's
-      int* relay_pos = nullptr;
       const std::size_t n = static_cast<std::size_t>(std::max(1, pe_rows(h, rank_, true).relayed)) * G;
-      NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&relay_pos), n * sizeof(int)));
-      h.relay_pos = std::shared_ptr<int>(relay_pos, [](int* p) { cudaFree(p); });
+      h.memory->allocate_relay_pos(n * sizeof(int), stream);
+      h.relay_pos = std::shared_ptr<int>(h.memory, h.memory->relay_pos);
     }
     handle = std::move(h);
   } else {
@@ -549,6 +558,7 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
   a.x_type = in.x_type;
   a.rr = rr;
   detail::launch_normal_dispatch(a, in, config, stream);
+  handle.record_use(stream);
 
   DispatchOutput out;
   out.num_recv_tokens = handle.num_recv_tokens;
@@ -584,6 +594,7 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
   }
   const detail::NormalArgs a = normal_args(handle, in.hidden, {}, cr);
   detail::launch_normal_combine(a, in, out, handle.num_recv_tokens, config, stream);
+  handle.record_use(stream);
 }
 
 Buffer::Region Buffer::local_nvl_region() const {

@@ -2,6 +2,8 @@
 // job's bootstrap, so a tool can open its own fabric endpoints next to ours.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -18,5 +20,7 @@ void check_pe(int pe, const char* fn);
 void check_symmetric(const void* addr, std::size_t bytes, const char* fn, const char* what);
 void check_signal_word(const std::uint64_t* sig, const char* fn);
 void check_gpu_heap(const char* fn);
+// True while `stream` is being captured into a CUDA graph (checked call).
+bool stream_capturing(cudaStream_t stream);
 }  // namespace detail
 }  // namespace nvst

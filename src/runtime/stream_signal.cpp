@@ -6,10 +6,17 @@
 #include <string>
 
 #include "device/device_runtime.hpp"
+#include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
 #include "runtime/runtime_internal.hpp"
 
 namespace nvst {
+
+bool detail::stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  NVST_CHECK_CUDA(cudaStreamIsCapturing(stream, &st));
+  return st != cudaStreamCaptureStatusNone;
+}
 
 void putmem_signal_on_stream(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
                              std::uint64_t signal, SignalOp op, int pe, cudaStream_t stream) {

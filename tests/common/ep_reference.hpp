@@ -113,6 +113,28 @@ inline std::uint16_t expert_transform(std::uint16_t x, int r) {
   return bf16_bits(bf16_value(x) * static_cast<float>(r + 1) * 0.5f);
 }
 
+// The normal combine of token t, channel v on PE `me`, in fp32 before
+// bias: PE order; another node's PEs (nodes of pes_per_node) are summed on
+// its relay first and rounded once to bf16 (DeepEP's hierarchical combine).
+// expert_out(x bits, PE) is what PE r's expert made of the value.
+template <typename ExpertOut>
+float normal_combine_expected(const PeInput& in, int t, int v, int hidden, int num_topk, int experts_per_pe, int me,
+                              int n_pes, int pes_per_node, ExpertOut expert_out) {
+  const std::uint16_t xv = in.x[static_cast<std::size_t>(t) * hidden + v];
+  float acc = 0;
+  for (int n = 0; n < n_pes / pes_per_node; ++n) {
+    float partial = 0;
+    bool any = false;
+    for (int r = n * pes_per_node; r < (n + 1) * pes_per_node; ++r) {
+      if (!goes_to(in, t, num_topk, r, experts_per_pe)) continue;
+      if (n == me / pes_per_node) acc += bf16_value(expert_out(xv, r));
+      else partial += bf16_value(expert_out(xv, r)), any = true;
+    }
+    if (any) acc += bf16_value(bf16_bits(partial));
+  }
+  return acc;
+}
+
 // The low-latency combine of token t, channel v on its own PE, as bf16 bits:
 // sum over k (in order, -1 slots skipped) of w[t][k] * y, one fused
 // multiply-add each, where y = expert_out(x bits, global expert) is what the

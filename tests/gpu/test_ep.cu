@@ -279,23 +279,10 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
   NVST_CHECK_CUDA(cudaStreamSynchronize(s));
   auto got = download(d_out, TH);
   auto got_w = download(d_cw, static_cast<std::size_t>(T) * sh.K);
-  // PE order, in fp32; across nodes another node's PEs are summed on its
-  // relay first and rounded once to bf16 (DeepEP's hierarchical combine).
   const int G = nvst::team_n_pes(nvst::Team::kNode);
   for (int t = 0; t < T; ++t) {
     for (int v = 0; v < sh.H; ++v) {
-      float acc = 0;
-      const std::uint16_t xv = mine.x[static_cast<std::size_t>(t) * sh.H + v];
-      for (int n = 0; n < R / G; ++n) {
-        float partial = 0;
-        bool any = false;
-        for (int r = n * G; r < (n + 1) * G; ++r) {
-          if (!goes_to(mine, t, sh.K, r, el)) continue;
-          if (n == me / G) acc += bf16_value(expert_transform(xv, r));
-          else partial += bf16_value(expert_transform(xv, r)), any = true;
-        }
-        if (any) acc += bf16_value(bf16_bits(partial));
-      }
+      float acc = normal_combine_expected(mine, t, v, sh.H, sh.K, el, me, R, G, expert_transform);
       if (bias) acc += bf16_value(bias_v[static_cast<std::size_t>(t) * sh.H + v]);
       if (bias_pair) acc += bf16_value(bias_v2[static_cast<std::size_t>(t) * sh.H + v]);
       err.add(got[static_cast<std::size_t>(t) * sh.H + v] != bf16_bits(acc),
@@ -309,6 +296,56 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
   for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_scales), static_cast<void*>(d_topk), static_cast<void*>(d_w),
                   static_cast<void*>(d_y), static_cast<void*>(d_bias), static_cast<void*>(d_bias2), static_cast<void*>(d_out), static_cast<void*>(d_cw)})
     NVST_CHECK_CUDA(cudaFree(p));
+  return err;
+}
+
+// A model's layers: each a first dispatch (new routing, so no handle) and
+// its combine, queued without waiting, the handle replaced while the last
+// layer's combine may still run. Across nodes running kernels wait for the
+// proxy, so nothing here may call into CUDA in a way that waits for the
+// device (src/ep/handle_memory.hpp): `nvst bench ep` hung exactly so (r92).
+// The "expert" is the identity; every layer's result is checked at the end.
+Errors first_dispatch_layers_case(nvst::ep::Buffer& buf, Shape sh, int layers, std::uint64_t seed,
+                                  const nvst::ep::Config& cfg, cudaStream_t s) {
+  const int me = nvst::my_pe(), R = nvst::n_pes(), el = sh.E / R, G = nvst::team_n_pes(nvst::Team::kNode);
+  Errors err;
+  std::vector<PeInput> mine;
+  std::vector<std::uint16_t*> d_x, d_y, d_out;
+  std::vector<std::int64_t*> d_topk;
+  for (int l = 0; l < layers; ++l) {  // everything allocated before the first launch
+    mine.push_back(make_pe_input(l % 2 ? RouteKind::kMasked : RouteKind::kRandom, me, sh.T, sh.H, sh.K, sh.E, seed + l));
+    const std::size_t TH = static_cast<std::size_t>(mine[l].num_tokens) * sh.H;
+    d_x.push_back(upload(mine[l].x));
+    d_topk.push_back(upload(mine[l].topk));
+    d_y.push_back(upload(std::vector<std::uint16_t>(TH * R, 0x7FC1)));  // at most every token from every PE
+    d_out.push_back(upload(std::vector<std::uint16_t>(TH, 0xFFFF)));
+  }
+  nvst::ep::DispatchHandle h;
+  for (int l = 0; l < layers; ++l) {
+    h = nvst::ep::DispatchHandle{};  // gives the last layer's arrays back while its combine may run
+    const nvst::ep::DispatchInput in{d_x[l], nullptr, d_topk[l], nullptr, mine[l].num_tokens, sh.H, sh.K, sh.E,
+                                     XType::kBF16, 1};
+    const nvst::ep::DispatchOutput out = buf.dispatch(in, h, cfg, s);
+    if (out.num_recv_tokens > 0)
+      NVST_CHECK_CUDA(cudaMemcpyAsync(d_y[l], out.recv_x, static_cast<std::size_t>(out.num_recv_tokens) * sh.H * 2,
+                                      cudaMemcpyDeviceToDevice, s));
+    buf.combine({d_y[l], nullptr, nullptr, sh.H}, h, {d_out[l], nullptr}, cfg, s);
+  }
+  NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+  const auto identity = [](std::uint16_t x, int) { return x; };
+  for (int l = 0; l < layers; ++l) {
+    const int T = mine[l].num_tokens;
+    const auto got = download(d_out[l], static_cast<std::size_t>(T) * sh.H);
+    for (int t = 0; t < T; ++t)
+      for (int v = 0; v < sh.H; ++v)
+        err.add(got[static_cast<std::size_t>(t) * sh.H + v] !=
+                    bf16_bits(normal_combine_expected(mine[l], t, v, sh.H, sh.K, el, me, R, G, identity)),
+                "layer " + std::to_string(l) + " token " + std::to_string(t) + " channel " + std::to_string(v));
+  }
+  for (int l = 0; l < layers; ++l)
+    for (void* p : {static_cast<void*>(d_x[l]), static_cast<void*>(d_topk[l]), static_cast<void*>(d_y[l]),
+                    static_cast<void*>(d_out[l])})
+      NVST_CHECK_CUDA(cudaFree(p));
   return err;
 }
 
@@ -703,6 +740,8 @@ int run_pe() {
     report(normal_case(buf, RouteKind::kRandom, {200, 2048, 8, 8 * R}, false, true, g_seed * 100 + ++salt, wide, s, false),
            "normal bf16, 24 x 1024 threads, hidden 2048, top-8, 200 tokens");
   }
+  report(first_dispatch_layers_case(buf, normal, 8, g_seed * 100 + ++salt, cfg, s),
+         "normal bf16, 8 layers of first dispatch + combine queued without waiting, the handle replaced each layer");
   // NVST_TEST_KNOWN_HANG=queued-copy runs it across nodes too, to see the
   // proxy's watchdog name the cause before the device timeout ends the run.
   const char* known_hang = std::getenv("NVST_TEST_KNOWN_HANG");

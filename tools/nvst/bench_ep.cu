@@ -368,12 +368,14 @@ void EpBench::normal(const Case& c) {
     a2av(h, send_buf, recv_buf, row_bytes, false);
     if (fp8) a2av(h, send_sc, recv_sc, spr * 4, false);
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
+    h.record_use(s_);  // the pack read send_pos
   };
   const int G = nvst::team_n_pes(nvst::Team::kNode), my_node = nvst::my_pe() / G;
   auto nccl_combine = [&](const void* y) {
     a2av(h, static_cast<const char*>(y), back_buf, row2, true);
     reduce_rows<<<132, 512, 0, s_>>>(reinterpret_cast<const __nv_bfloat16*>(back_buf), h.send_pos.get(), c.T, n_, soff,
                                      c.H, G, my_node, ref_out);
+    h.record_use(s_);
   };
 
   add("dispatch_bf16 (layout + counts, host sync)" + tag, impl_, bf16_bytes, t_first, 0);
