@@ -4,7 +4,12 @@
 // synchronisation. Inputs and outputs are any device memory; data is
 // staged through a symmetric workspace the library owns.
 //
-// Algorithms (NVST_COLL_ALGO=auto|oneshot|twoshot|ring|hierarchical forces one):
+// Algorithms (NVST_COLL_ALGO=auto|ll|oneshot|twoshot|ring|hierarchical forces one):
+//  - ll (all_reduce on one node): NCCL's LL protocol. Each PE stores its
+//    input straight into every peer's workspace as 16-byte lines of 8 data
+//    bytes and two copies of the launch's flag; a receiver polls each line
+//    until its flags are this launch's, then reduces. One NVLink trip and no
+//    fence, at twice the bytes: for messages up to 64 KiB per PE.
 //  - oneshot: every PE publishes its input in its workspace, then each PE
 //    reads every peer's copy over NVLink and reduces. One step; each PE
 //    reads (n-1) x the data: best for small messages.
@@ -28,7 +33,7 @@
 //    per node); reductions are each node's sum (in node order) reduced in
 //    node order. The first call splits the world into node and column
 //    teams (a collective allocation: not inside graph capture).
-//  auto: oneshot on 2 PEs (both move the same remote bytes there, and
+//  auto: all_reduce on one node takes ll up to 64 KiB per PE; otherwise oneshot on 2 PEs (both move the same remote bytes there, and
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
 //  per PE, twoshot above (threshold not yet calibrated on 4 GPUs); a team
 //  across nodes of 3 or more members from 1 MiB: ring (it sends 2/n of
@@ -76,7 +81,7 @@ namespace nvst::coll {
 
 enum class DType { kF32, kBF16, kF16, kI32, kI64 };
 enum class RedOp { kSum, kMax, kMin, kProd };
-enum class Algo { kAuto, kOneShot, kTwoShot, kHierarchical, kRing };
+enum class Algo { kAuto, kOneShot, kTwoShot, kHierarchical, kRing, kLowLatency };
 
 std::size_t dtype_size(DType t);
 const char* dtype_name(DType t);

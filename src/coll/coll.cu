@@ -52,6 +52,7 @@ struct Workspace {
   std::size_t slot = 0;          // push algorithms: each member's part of data[], bytes
   char* data[2] = {};            // each PE's published input (symmetric)
   char* red[2] = {};             // two-shot: reduced slices (symmetric)
+  char* ll[2] = {};               // ll all_reduce: 2 x kLowLatencyMax per member (symmetric, zeroed)
   std::uint64_t* flags = nullptr;  // [kPhases][kMaxPes][kMaxBlocks] (symmetric)
   std::uint64_t* epoch = nullptr;  // device memory: [0] launches so far, [1] blocks done
 };
@@ -141,6 +142,7 @@ Args base_args(const char* fn, const TeamView& t) {
   for (int b = 0; b < 2; ++b) {
     a.data_buf[b] = w.data[b];
     a.red_buf[b] = w.red[b];
+    a.ll_buf[b] = w.ll[b];
   }
   a.flags = w.flags;
   a.epoch = w.epoch;
@@ -151,11 +153,12 @@ Algo algo_from_env(Algo asked) {
   if (asked != Algo::kAuto) return asked;
   const char* e = std::getenv("NVST_COLL_ALGO");
   if (e == nullptr || std::string(e) == "auto") return Algo::kAuto;
+  if (std::string(e) == "ll") return Algo::kLowLatency;
   if (std::string(e) == "oneshot") return Algo::kOneShot;
   if (std::string(e) == "twoshot") return Algo::kTwoShot;
   if (std::string(e) == "hierarchical") return Algo::kHierarchical;
   if (std::string(e) == "ring") return Algo::kRing;
-  NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, oneshot, twoshot, ring, hierarchical");
+  NVST_FAIL("NVST_COLL_ALGO='", e, "' is not one of auto, ll, oneshot, twoshot, ring, hierarchical");
 }
 
 // Checks the team, makes sure its workspace exists, and runs the host-heap
@@ -205,6 +208,7 @@ const char* algo_name(Algo a) {
     case Algo::kTwoShot: return "twoshot";
     case Algo::kHierarchical: return "hierarchical";
     case Algo::kRing: return "ring";
+    case Algo::kLowLatency: return "ll";
   }
   return "?";
 }
@@ -222,7 +226,7 @@ void preload_coll_kernels() {
                                   reinterpret_cast<const void*>(broadcast_kernel)};
     for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64})
       for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin, RedOp::kProd})
-        for (Kernel kernel : {Kernel::kOneShot, Kernel::kTwoShot, Kernel::kRing})
+        for (Kernel kernel : {Kernel::kOneShot, Kernel::kTwoShot, Kernel::kRing, Kernel::kLowLatency})
           k.push_back(reinterpret_cast<const void*>(reduce_kernel(d, op, kernel)));
     nvst::detail::preload_kernels(k);
     return true;
@@ -252,6 +256,7 @@ void prepare(Team team) {
   for (int b = 0; b < 2; ++b) {
     w.data[b] = static_cast<char*>(nvst::malloc(chunk));
     w.red[b] = static_cast<char*>(nvst::malloc(chunk));
+    w.ll[b] = static_cast<char*>(nvst::calloc(static_cast<std::size_t>(npes) * 2, kLowLatencyMax));
   }
   w.flags = static_cast<std::uint64_t*>(nvst::calloc(kPhases * kMaxPes * kMaxBlocks, sizeof(std::uint64_t)));
   NVST_CHECK_CUDA(cudaMalloc(&w.epoch, 2 * sizeof(std::uint64_t)));
@@ -389,6 +394,24 @@ void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t c
   }
 }
 
+// ll on GPUs: a launch per kLowLatencyMax bytes per PE, a thread per
+// 16-byte line (8 bytes of the input), up to 64 blocks of 256.
+void lowlatency_all_reduce(const TeamView& t, const void* in, void* out, std::size_t count, std::size_t es,
+                           DType dtype, RedOp op, cudaStream_t stream) {
+  const Args proto = base_args("all_reduce", t);
+  const std::size_t chunk = kLowLatencyMax / es;
+  for (std::size_t off = 0; off < count; off += chunk) {
+    Args a = proto;
+    a.in = static_cast<const char*>(in) + off * es;
+    a.out = static_cast<char*>(out) + off * es;
+    a.n = std::min(chunk, count - off);
+    const std::size_t lines = (a.n * es + 7) / 8;
+    const int blocks = static_cast<int>(std::clamp<std::size_t>((lines + 255) / 256, 1, 64));
+    launch_reduce_dtype(dtype, op, Kernel::kLowLatency, blocks, 256, a, stream);
+    NVST_CHECK_LAUNCH();
+  }
+}
+
 // NVST_COLL_ALGO=hierarchical on the world team, when it spans nodes of
 // more than one PE (with nodes of one PE the flat form is the same thing).
 // Every PE of a world that spans nodes makes (or finds) the teams, so nodes
@@ -519,8 +542,13 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
         host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
       }))
     return;
-  NVST_REQUIRE(!(t.cross_node && algo == Algo::kTwoShot), "nvst::coll::all_reduce: twoshot reads the members' "
-               "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
+  NVST_REQUIRE(!(t.cross_node && (algo == Algo::kTwoShot || algo == Algo::kLowLatency)), "nvst::coll::all_reduce: ",
+               algo_name(algo), " stores into or reads the members' memory, which only NVLink peers allow, and team ",
+               t.handle, " spans nodes (use oneshot or auto)");
+  if (algo == Algo::kLowLatency || (algo == Algo::kAuto && !t.cross_node && count * es <= kLowLatencyMax)) {
+    lowlatency_all_reduce(t, in, out, count, es, dtype, op, stream);
+    return;
+  }
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
   // step less: it won at every size (bench/results/...-coll-r8). Across
   // nodes only oneshot (pushes) works.

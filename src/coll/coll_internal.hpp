@@ -21,6 +21,9 @@ constexpr int kMaxBlocks = 264;
 constexpr int kMaxPes = 64;
 constexpr int kThreads = 1024;  // the most a launch uses (see threads_for)
 constexpr std::size_t kOneShotMax = std::size_t{256} << 10;
+// Low-latency all_reduce (kernels.cuh): at most this many bytes per PE and
+// launch; its buffers hold 2 x this per member (16-byte lines carry 8).
+constexpr std::size_t kLowLatencyMax = std::size_t{64} << 10;
 constexpr std::size_t kRingMin = std::size_t{1} << 20;  // auto, across nodes (all_reduce)
 // Flag phases: 0 and 1 for every launch's exchanges (see publish_and_wait);
 // all_to_allv's per-round data flags, acks and byte counts; the ring's

@@ -30,6 +30,7 @@ struct Args {
   char* red_buf[2];
   std::uint64_t* flags;
   std::uint64_t* epoch;
+  char* ll_buf[2];         // low-latency all_reduce: lines from member p at p * 2 * kLowLatencyMax
   std::size_t slot_bytes;  // push algorithms: PE p's part of data[] starts at p * slot_bytes
   bool vec_ok;             // in and out are 16-byte aligned
   bool cross_node;         // some member is on another node: reached through the proxy
@@ -512,8 +513,99 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
   end_launch(a);
 }
 
+// Low-latency all_reduce: NCCL's LL protocol on the device API. A PE sends
+// its input to every peer as 16-byte lines {d0, flag, d1, flag}: 8 bytes of
+// data, each 4-byte half next to the launch's flag (its epoch), in one
+// vector store. The receiver polls each line until both flags are this
+// launch's; a (data, flag) pair is one aligned 8-byte word, which NVLink
+// delivers whole (what NCCL's LL relies on), so the data is there too. No
+// fence and no separate flag: one NVLink trip where oneshot has three (the
+// data, a system-scope release, the flag). Lines cost twice the bytes, so
+// it is for small messages only (kLowLatencyMax per PE).
+// Reuse: the buffers alternate by epoch parity as the workspace does
+// (coll.cu's top comment), and only this kernel writes them, so a line
+// holds either this launch's flag or an older one's, never a match by
+// chance. Each thread sends and then receives the same lines, so in place
+// is safe: a line of out is written only after its input was sent.
+__device__ __forceinline__ void ll_store(void* dst, std::uint32_t d0, std::uint32_t d1, std::uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d0), "r"(flag), "r"(d1),
+               "r"(flag)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ll_load(const void* src) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(src)
+               : "memory");
+  return v;
+}
+// Waits for line `line` of this launch from member p; its 8 data bytes.
+__device__ __forceinline__ uint2 ll_receive(const Args& a, const char* line, std::uint32_t flag, int p) {
+  uint4 v = ll_load(line);
+  if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
+  const std::uint64_t timeout = dev::state().timeout_ns;
+  const std::uint64_t start = dev::global_timer_ns();
+  for (unsigned spins = 1;; ++spins) {
+    v = ll_load(line);
+    if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
+    if ((spins & 1023u) == 0 && timeout != 0 && dev::global_timer_ns() - start > timeout)
+      dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(line), v.y, flag,
+                static_cast<int>(dev::Cmp::kEq));
+  }
+}
+// The 8 bytes of `src` at line i (fewer at the end: zero-padded), as words.
+template <typename T>
+__device__ __forceinline__ uint2 ll_pack(const T* src, std::size_t i, std::size_t n, bool aligned) {
+  constexpr int kPer = 8 / sizeof(T);
+  if (aligned && (i + 1) * kPer <= n) return reinterpret_cast<const uint2*>(src)[i];
+  union { uint2 w; T v[kPer]; } u;
+  u.w = make_uint2(0, 0);
+  for (int k = 0; k < kPer && i * kPer + k < n; ++k) u.v[k] = src[i * kPer + k];
+  return u.w;
+}
+template <typename T, RedOp OP>
+__global__ void __launch_bounds__(kThreads) lowlatency_kernel(Args a) {
+  begin_launch(a);
+  constexpr int kPer = 8 / sizeof(T);
+  const T* in = reinterpret_cast<const T*>(a.in);
+  T* out = reinterpret_cast<T*>(a.out);
+  const std::size_t lines = (a.n + kPer - 1) / kPer;
+  const std::size_t slot = 2 * kLowLatencyMax;  // bytes of member p's lines
+  char* ll = a.ll_buf[a.e & 1];
+  const auto flag = static_cast<std::uint32_t>(a.e);
+  const bool in_aligned = (reinterpret_cast<std::uintptr_t>(in) & 7u) == 0;
+  const bool out_aligned = (reinterpret_cast<std::uintptr_t>(out) & 7u) == 0;
+  const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = first; i < lines; i += step) {
+    const uint2 d = ll_pack(in, i, a.n, in_aligned);
+    for (int q = 1; q < a.npes; ++q) {  // peers in turn from the next one, so no PE is everyone's first
+      const int p = (a.me + q) % a.npes;
+      ll_store(dev::peer_address(ll + static_cast<std::size_t>(a.me) * slot + i * 16, world_pe(a, p)), d.x, d.y, flag);
+    }
+  }
+  for (std::size_t i = first; i < lines; i += step) {
+    union { uint2 w; T v[kPer]; } acc, x;
+    for (int p = 0; p < a.npes; ++p) {  // PE order, as every algorithm but ring
+      x.w = p == a.me ? ll_pack(in, i, a.n, in_aligned)
+                      : ll_receive(a, ll + static_cast<std::size_t>(p) * slot + i * 16, flag, p);
+      if (p == 0) {
+        acc.w = x.w;
+      } else {
+#pragma unroll
+        for (int k = 0; k < kPer; ++k) acc.v[k] = apply<T, OP>(acc.v[k], x.v[k]);
+      }
+    }
+    if (out_aligned && (i + 1) * kPer <= a.n) reinterpret_cast<uint2*>(out)[i] = acc.w;
+    else
+      for (int k = 0; k < kPer && i * kPer + k < a.n; ++k) out[i * kPer + k] = acc.v[k];
+  }
+  end_launch(a);
+}
+
 // Which reduction kernel a launch runs.
-enum class Kernel { kOneShot, kTwoShot, kRing };
+enum class Kernel { kOneShot, kTwoShot, kRing, kLowLatency };
 
 // The one choice of a reduction kernel, by op and kernel for dtype T: the
 // launches and the preload both go through it (coll.cu's reduce_kernel adds
@@ -525,6 +617,7 @@ ReduceKernel reduce_kernel(Kernel k) {
     case Kernel::kOneShot: return oneshot_kernel<T, OP>;
     case Kernel::kTwoShot: return twoshot_kernel<T, OP>;
     case Kernel::kRing: return ring_kernel<T, OP>;
+    case Kernel::kLowLatency: return lowlatency_kernel<T, OP>;
   }
   return nullptr;
 }

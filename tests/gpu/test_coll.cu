@@ -79,9 +79,9 @@ int run_pe() {
   if (everything) {  // all_reduce, all_gather, reduce_scatter, broadcast
     for (DType t : kAllDTypes)
       for (RedOp op : kAllOps)
-        for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kRing})
+        for (Algo algo : {Algo::kLowLatency, Algo::kOneShot, Algo::kTwoShot, Algo::kRing})
           for (bool in_place : {false, true}) {
-            if (cross && algo == Algo::kTwoShot) continue;
+            if (cross && (algo == Algo::kTwoShot || algo == Algo::kLowLatency)) continue;
             long long bad = 0;
             std::string first;
             for (std::size_t count : sizes) {
@@ -221,6 +221,23 @@ int run_pe() {
     if (cross) {
       refused([&] { nvst::coll::all_reduce(in, out, 100, DType::kF32, RedOp::kSum, s, Algo::kTwoShot); },
               "all_reduce twoshot");
+      refused([&] { nvst::coll::all_reduce(in, out, 100, DType::kF32, RedOp::kSum, s, Algo::kLowLatency); },
+              "all_reduce ll");
+    } else {  // ll's lines carry 8 bytes: buffers off that alignment take the element-wise path
+      for (DType t : {DType::kBF16, DType::kF32}) {
+        const std::size_t es = nvst::coll::dtype_size(t);
+        long long bad = 0;
+        for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{4097}}) {
+          ++salt;
+          std::vector<std::vector<std::uint8_t>> inputs;
+          for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
+          bad += run_case(inputs[me], es, 3 * es, reduce_expected(t, RedOp::kSum, inputs), [&](char* i, char* o) {
+            nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, Algo::kLowLatency);
+          });
+        }
+        check(bad == 0, std::string("all_reduce ll ") + nvst::coll::dtype_name(t) + " unaligned" +
+                            (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+      }
     }
     for (DType t : kAllDTypes)
       for (std::size_t big : {std::size_t{0}, std::size_t{1}, big_count}) {
@@ -424,8 +441,8 @@ int run_pe() {
             std::vector<std::vector<std::uint8_t>> tin, parts;
             for (int p : w) tin.push_back(make_input(t, count, p, salt, g_seed));
             for (int p : w) parts.push_back(make_input(t, count * tn_pes, p, salt + 7, g_seed));
-            for (Algo algo : {Algo::kOneShot, Algo::kTwoShot, Algo::kRing})
-              if (!team_cross || algo != Algo::kTwoShot)
+            for (Algo algo : {Algo::kLowLatency, Algo::kOneShot, Algo::kTwoShot, Algo::kRing})
+              if (!team_cross || (algo != Algo::kTwoShot && algo != Algo::kLowLatency))
                 note(run_case(tin[ti], 0, 0,
                               algo == Algo::kRing ? ring_reduce_expected(t, RedOp::kSum, tin)
                                                   : reduce_expected(t, RedOp::kSum, tin),
