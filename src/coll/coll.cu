@@ -222,6 +222,7 @@ namespace {
 void preload_coll_kernels() {
   static const bool done = [] {
     std::vector<const void*> k = {reinterpret_cast<const void*>(gather_kernel),
+                                  reinterpret_cast<const void*>(lowlatency_gather_kernel),
                                   reinterpret_cast<const void*>(alltoallv_kernel),
                                   reinterpret_cast<const void*>(broadcast_kernel)};
     for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64})
@@ -394,20 +395,34 @@ void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t c
   }
 }
 
-// ll on GPUs: a launch per kLowLatencyMax bytes per PE, a thread per
-// 16-byte line (8 bytes of the input), up to 64 blocks of 256.
-void lowlatency_all_reduce(const TeamView& t, const void* in, void* out, std::size_t count, std::size_t es,
-                           DType dtype, RedOp op, cudaStream_t stream) {
-  const Args proto = base_args("all_reduce", t);
+// Whether a push collective with parts of `bytes` runs ll: on one node,
+// when asked for, or by auto up to kLowLatencyMax.
+bool use_lowlatency(const char* fn, const TeamView& t, Algo algo, std::size_t bytes) {
+  NVST_REQUIRE(!(t.cross_node && algo == Algo::kLowLatency), "nvst::coll::", fn, ": ll stores into the members' "
+               "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
+  return !t.cross_node && !host_heaps() &&
+         (algo == Algo::kLowLatency || (algo == Algo::kAuto && bytes <= kLowLatencyMax));
+}
+
+// ll on GPUs: a launch per kLowLatencyMax bytes of each part, a thread per
+// 16-byte line (8 bytes of a part), up to 64 blocks of 256. Member p's part
+// is in + p * in_stride (bytes; 0: the same for all); `count` elements of
+// `es` bytes each. The gather kernel counts in bytes (es = 1).
+void lowlatency_launch(const char* fn, const TeamView& t, ReduceKernel kernel, const void* in, std::size_t in_stride,
+                       void* out, std::size_t out_stride, std::size_t count, std::size_t es, cudaStream_t stream) {
+  const Args proto = base_args(fn, t);
   const std::size_t chunk = kLowLatencyMax / es;
   for (std::size_t off = 0; off < count; off += chunk) {
     Args a = proto;
-    a.in = static_cast<const char*>(in) + off * es;
+    a.in_base = static_cast<const char*>(in) + off * es;
+    a.in_stride = in_stride;
+    a.in = a.in_base + static_cast<std::size_t>(t.me) * in_stride;
     a.out = static_cast<char*>(out) + off * es;
+    a.out_stride = out_stride;
     a.n = std::min(chunk, count - off);
     const std::size_t lines = (a.n * es + 7) / 8;
     const int blocks = static_cast<int>(std::clamp<std::size_t>((lines + 255) / 256, 1, 64));
-    launch_reduce_dtype(dtype, op, Kernel::kLowLatency, blocks, 256, a, stream);
+    kernel<<<blocks, 256, 0, stream>>>(a);
     NVST_CHECK_LAUNCH();
   }
 }
@@ -542,13 +557,10 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
         host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
       }))
     return;
-  NVST_REQUIRE(!(t.cross_node && (algo == Algo::kTwoShot || algo == Algo::kLowLatency)), "nvst::coll::all_reduce: ",
-               algo_name(algo), " stores into or reads the members' memory, which only NVLink peers allow, and team ",
-               t.handle, " spans nodes (use oneshot or auto)");
-  if (algo == Algo::kLowLatency || (algo == Algo::kAuto && !t.cross_node && count * es <= kLowLatencyMax)) {
-    lowlatency_all_reduce(t, in, out, count, es, dtype, op, stream);
-    return;
-  }
+  NVST_REQUIRE(!(t.cross_node && algo == Algo::kTwoShot), "nvst::coll::all_reduce: twoshot reads the members' "
+               "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
+  if (use_lowlatency(fn, t, algo, count * es))
+    return lowlatency_launch(fn, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, 0, out, 0, count, es, stream);
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
   // step less: it won at every size (bench/results/...-coll-r8). Across
   // nodes only oneshot (pushes) works.
@@ -592,6 +604,8 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
         host_all_to_all(c, static_cast<const char*>(in), in_stride * total, static_cast<char*>(out), total);
       }))
     return;
+  if (use_lowlatency(fn, t, algo_from_env(Algo::kAuto), total))
+    return lowlatency_launch(fn, t, lowlatency_gather_kernel, in, in_stride * total, out, total, total, 1, stream);
   const Args proto = base_args(fn, t);
   for (std::size_t off = 0; off < total; off += proto.slot_bytes) {
     const std::size_t n = std::min(proto.slot_bytes, total - off);
@@ -645,6 +659,8 @@ void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t 
         host_push_reduce(c, static_cast<const char*>(in), stride, static_cast<char*>(out), count, dtype, op, dest);
       }))
     return;
+  if (dest < 0 && use_lowlatency(fn, t, algo_from_env(Algo::kAuto), count * es))  // reduce_scatter
+    return lowlatency_launch(fn, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, stride, out, 0, count, es, stream);
   const Args proto = base_args(fn, t);
   const std::size_t chunk = proto.slot_bytes / es;
   for (std::size_t off = 0; off < count; off += chunk) {

@@ -513,22 +513,23 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
   end_launch(a);
 }
 
-// Low-latency all_reduce: NCCL's LL protocol on the device API. A PE sends
-// its input to every peer as 16-byte lines {d0, flag, d1, flag}: 8 bytes of
-// data, each 4-byte half next to the launch's flag (its epoch), in one
-// vector store. The receiver polls each line until both flags are this
-// launch's; a (data, flag) pair is one aligned 8-byte word, which NVLink
-// delivers whole (what NCCL's LL relies on), so the data is there too. No
-// fence and no separate flag: one NVLink trip where oneshot has three (the
-// data, a system-scope release, the flag). Lines cost twice the bytes, so
-// it is for small messages only (kLowLatencyMax per PE).
+// Low-latency push (all_reduce, reduce_scatter, all_gather, all_to_all on
+// one node): NCCL's LL protocol on the device API. A PE sends its part for
+// each peer as 16-byte lines {d0, flag, d1, flag}: 8 bytes of data, each
+// 4-byte half next to the launch's flag (its epoch), in one vector store.
+// The receiver polls each line until both flags are this launch's; a
+// (data, flag) pair is one aligned 8-byte word, which NVLink delivers whole
+// (what NCCL's LL relies on), so the data is there too. No fence and no
+// separate flag: one NVLink trip where the push kernels have three (the
+// data, a system-scope release, the flag). Lines cost twice the bytes, so it
+// is for small messages only (kLowLatencyMax bytes per part and launch).
 // Reuse: the buffers alternate by epoch parity as the workspace does
-// (coll.cu's top comment), and only this kernel writes them, so a line
+// (coll.cu's top comment), and only these kernels write them, so a line
 // holds either this launch's flag or an older one's, never a match by
-// chance. Each thread sends and then receives the same lines, so in place
-// is safe: a line of out is written only after its input was sent.
-__device__ __forceinline__ void ll_store(void* dst, std::uint32_t d0, std::uint32_t d1, std::uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d0), "r"(flag), "r"(d1),
+// chance. Each thread sends, then receives, the same lines, so in place is
+// safe: a line of out is written only after the input under it was sent.
+__device__ __forceinline__ void ll_store(void* dst, uint2 d, std::uint32_t flag) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x), "r"(flag), "r"(d.y),
                "r"(flag)
                : "memory");
 }
@@ -554,54 +555,82 @@ __device__ __forceinline__ uint2 ll_receive(const Args& a, const char* line, std
                 static_cast<int>(dev::Cmp::kEq));
   }
 }
-// The 8 bytes of `src` at line i (fewer at the end: zero-padded), as words.
+// Line i of n elements: 8 bytes as two words (fewer at the end, zero-padded).
 template <typename T>
-__device__ __forceinline__ uint2 ll_pack(const T* src, std::size_t i, std::size_t n, bool aligned) {
-  constexpr int kPer = 8 / sizeof(T);
-  if (aligned && (i + 1) * kPer <= n) return reinterpret_cast<const uint2*>(src)[i];
-  union { uint2 w; T v[kPer]; } u;
+union LlLine {
+  uint2 w;
+  T v[8 / sizeof(T)];
+};
+template <typename T>
+__device__ __forceinline__ LlLine<T> ll_pack(const char* src, std::size_t i, std::size_t n, bool aligned) {
+  constexpr std::size_t kPer = 8 / sizeof(T);
+  LlLine<T> u;
+  if (aligned && (i + 1) * kPer <= n) {
+    u.w = reinterpret_cast<const uint2*>(src)[i];
+    return u;
+  }
   u.w = make_uint2(0, 0);
-  for (int k = 0; k < kPer && i * kPer + k < n; ++k) u.v[k] = src[i * kPer + k];
-  return u.w;
+  for (std::size_t k = 0; k < kPer && i * kPer + k < n; ++k) u.v[k] = reinterpret_cast<const T*>(src)[i * kPer + k];
+  return u;
 }
-template <typename T, RedOp OP>
-__global__ void __launch_bounds__(kThreads) lowlatency_kernel(Args a) {
+template <typename T>
+__device__ __forceinline__ void ll_unpack(char* dst, std::size_t i, std::size_t n, bool aligned, const LlLine<T>& u) {
+  constexpr std::size_t kPer = 8 / sizeof(T);
+  if (aligned && (i + 1) * kPer <= n) {
+    reinterpret_cast<uint2*>(dst)[i] = u.w;
+    return;
+  }
+  for (std::size_t k = 0; k < kPer && i * kPer + k < n; ++k) reinterpret_cast<T*>(dst)[i * kPer + k] = u.v[k];
+}
+// n elements of T per part; member p's part is in_base + p * in_stride (0:
+// the same for all). kReduce: out = the parts reduced in PE order; else
+// member p's part lands at out + p * out_stride (T is then bytes).
+template <typename T, RedOp OP, bool kReduce>
+__device__ __forceinline__ void lowlatency_push(Args& a) {
   begin_launch(a);
-  constexpr int kPer = 8 / sizeof(T);
-  const T* in = reinterpret_cast<const T*>(a.in);
-  T* out = reinterpret_cast<T*>(a.out);
+  constexpr std::size_t kPer = 8 / sizeof(T);
   const std::size_t lines = (a.n + kPer - 1) / kPer;
   const std::size_t slot = 2 * kLowLatencyMax;  // bytes of member p's lines
   char* ll = a.ll_buf[a.e & 1];
   const auto flag = static_cast<std::uint32_t>(a.e);
-  const bool in_aligned = (reinterpret_cast<std::uintptr_t>(in) & 7u) == 0;
-  const bool out_aligned = (reinterpret_cast<std::uintptr_t>(out) & 7u) == 0;
+  const bool in_aligned = ((reinterpret_cast<std::uintptr_t>(a.in_base) | a.in_stride) & 7u) == 0;
+  const bool out_aligned = ((reinterpret_cast<std::uintptr_t>(a.out) | a.out_stride) & 7u) == 0;
+  auto part = [&](int p) { return a.in_base + static_cast<std::size_t>(p) * a.in_stride; };
   const std::size_t first = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = first; i < lines; i += step) {
-    const uint2 d = ll_pack(in, i, a.n, in_aligned);
-    for (int q = 1; q < a.npes; ++q) {  // peers in turn from the next one, so no PE is everyone's first
+  for (std::size_t i = first; i < lines; i += step)
+    for (int q = 1; q < a.npes; ++q) {  // from the next member on, so no PE is everyone's first
       const int p = (a.me + q) % a.npes;
-      ll_store(dev::peer_address(ll + static_cast<std::size_t>(a.me) * slot + i * 16, world_pe(a, p)), d.x, d.y, flag);
+      char* line = ll + static_cast<std::size_t>(a.me) * slot + i * 16;
+      ll_store(dev::peer_address(line, world_pe(a, p)), ll_pack<T>(part(p), i, a.n, in_aligned).w, flag);
     }
-  }
   for (std::size_t i = first; i < lines; i += step) {
-    union { uint2 w; T v[kPer]; } acc, x;
-    for (int p = 0; p < a.npes; ++p) {  // PE order, as every algorithm but ring
-      x.w = p == a.me ? ll_pack(in, i, a.n, in_aligned)
-                      : ll_receive(a, ll + static_cast<std::size_t>(p) * slot + i * 16, flag, p);
-      if (p == 0) {
-        acc.w = x.w;
-      } else {
+    LlLine<T> acc;
+    for (int p = 0; p < a.npes; ++p) {
+      LlLine<T> x;
+      if (p == a.me) x = ll_pack<T>(part(p), i, a.n, in_aligned);
+      else x.w = ll_receive(a, ll + static_cast<std::size_t>(p) * slot + i * 16, flag, p);
+      if constexpr (kReduce) {  // PE order, as every algorithm but ring
+        if (p == 0) {
+          acc = x;
+        } else {
 #pragma unroll
-        for (int k = 0; k < kPer; ++k) acc.v[k] = apply<T, OP>(acc.v[k], x.v[k]);
+          for (std::size_t k = 0; k < kPer; ++k) acc.v[k] = apply<T, OP>(acc.v[k], x.v[k]);
+        }
+      } else {
+        ll_unpack<T>(a.out + static_cast<std::size_t>(p) * a.out_stride, i, a.n, out_aligned, x);
       }
     }
-    if (out_aligned && (i + 1) * kPer <= a.n) reinterpret_cast<uint2*>(out)[i] = acc.w;
-    else
-      for (int k = 0; k < kPer && i * kPer + k < a.n; ++k) out[i * kPer + k] = acc.v[k];
+    if constexpr (kReduce) ll_unpack<T>(a.out, i, a.n, out_aligned, acc);
   }
   end_launch(a);
+}
+template <typename T, RedOp OP>
+__global__ void __launch_bounds__(kThreads) lowlatency_reduce_kernel(Args a) {
+  lowlatency_push<T, OP, true>(a);
+}
+__global__ void __launch_bounds__(kThreads) lowlatency_gather_kernel(Args a) {
+  lowlatency_push<std::uint8_t, RedOp::kSum, false>(a);
 }
 
 // Which reduction kernel a launch runs.
@@ -617,7 +646,7 @@ ReduceKernel reduce_kernel(Kernel k) {
     case Kernel::kOneShot: return oneshot_kernel<T, OP>;
     case Kernel::kTwoShot: return twoshot_kernel<T, OP>;
     case Kernel::kRing: return ring_kernel<T, OP>;
-    case Kernel::kLowLatency: return lowlatency_kernel<T, OP>;
+    case Kernel::kLowLatency: return lowlatency_reduce_kernel<T, OP>;
   }
   return nullptr;
 }
