@@ -5,11 +5,12 @@
 // staged through a symmetric workspace the library owns.
 //
 // Algorithms (NVST_COLL_ALGO=auto|ll|oneshot|twoshot|ring|hierarchical forces one):
-//  - ll (all_reduce on one node): NCCL's LL protocol. Each PE stores its
-//    input straight into every peer's workspace as 16-byte lines of 8 data
-//    bytes and two copies of the launch's flag; a receiver polls each line
-//    until its flags are this launch's, then reduces. One NVLink trip and no
-//    fence, at twice the bytes: for messages up to 64 KiB per PE.
+//  - ll (all_reduce, reduce_scatter, all_gather, all_to_all on one node):
+//    NCCL's LL protocol. Each PE stores its part for every peer straight
+//    into that peer's workspace as 16-byte lines of 8 data bytes and two
+//    copies of the launch's flag; a receiver polls each line until its flags
+//    are this launch's, then reduces or places it. One NVLink trip and no
+//    fence, at twice the bytes: for parts up to 64 KiB.
 //  - oneshot: every PE publishes its input in its workspace, then each PE
 //    reads every peer's copy over NVLink and reduces. One step; each PE
 //    reads (n-1) x the data: best for small messages.
@@ -33,7 +34,8 @@
 //    per node); reductions are each node's sum (in node order) reduced in
 //    node order. The first call splits the world into node and column
 //    teams (a collective allocation: not inside graph capture).
-//  auto: all_reduce on one node takes ll up to 64 KiB per PE; otherwise oneshot on 2 PEs (both move the same remote bytes there, and
+//  auto: on one node ll up to 64 KiB per part; above, all_reduce takes
+//  oneshot on 2 PEs (both move the same remote bytes there, and
 //  oneshot won at every size on 2x H200); on more PEs oneshot up to 256 KiB
 //  per PE, twoshot above (threshold not yet calibrated on 4 GPUs); a team
 //  across nodes of 3 or more members from 1 MiB: ring (it sends 2/n of

@@ -52,7 +52,7 @@ struct Workspace {
   std::size_t slot = 0;          // push algorithms: each member's part of data[], bytes
   char* data[2] = {};            // each PE's published input (symmetric)
   char* red[2] = {};             // two-shot: reduced slices (symmetric)
-  char* ll[2] = {};               // ll all_reduce: 2 x kLowLatencyMax per member (symmetric, zeroed)
+  char* ll[2] = {};                // the ll push: 2 x kLowLatencyMax per member (symmetric, zeroed)
   std::uint64_t* flags = nullptr;  // [kPhases][kMaxPes][kMaxBlocks] (symmetric)
   std::uint64_t* epoch = nullptr;  // device memory: [0] launches so far, [1] blocks done
 };
@@ -395,13 +395,13 @@ void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t c
   }
 }
 
-// Whether a push collective with parts of `bytes` runs ll: on one node,
-// when asked for, or by auto up to kLowLatencyMax.
+// Whether a push collective with parts of `bytes` runs ll (GPU heaps: its
+// callers ran host-memory PEs' form already): on one node, when asked for,
+// or by auto up to kLowLatencyMax.
 bool use_lowlatency(const char* fn, const TeamView& t, Algo algo, std::size_t bytes) {
   NVST_REQUIRE(!(t.cross_node && algo == Algo::kLowLatency), "nvst::coll::", fn, ": ll stores into the members' "
                "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
-  return !t.cross_node && !host_heaps() &&
-         (algo == Algo::kLowLatency || (algo == Algo::kAuto && bytes <= kLowLatencyMax));
+  return !t.cross_node && (algo == Algo::kLowLatency || (algo == Algo::kAuto && bytes <= kLowLatencyMax));
 }
 
 // ll on GPUs: a launch per kLowLatencyMax bytes of each part, a thread per

@@ -30,7 +30,7 @@ struct Args {
   char* red_buf[2];
   std::uint64_t* flags;
   std::uint64_t* epoch;
-  char* ll_buf[2];         // low-latency all_reduce: lines from member p at p * 2 * kLowLatencyMax
+  char* ll_buf[2];         // the ll push (lowlatency_push): lines from member p at p * 2 * kLowLatencyMax
   std::size_t slot_bytes;  // push algorithms: PE p's part of data[] starts at p * slot_bytes
   bool vec_ok;             // in and out are 16-byte aligned
   bool cross_node;         // some member is on another node: reached through the proxy
@@ -543,17 +543,17 @@ __device__ __forceinline__ uint4 ll_load(const void* src) {
 }
 // Waits for line `line` of this launch from member p; its 8 data bytes.
 __device__ __forceinline__ uint2 ll_receive(const Args& a, const char* line, std::uint32_t flag, int p) {
-  uint4 v = ll_load(line);
-  if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
-  const std::uint64_t timeout = dev::state().timeout_ns;
-  const std::uint64_t start = dev::global_timer_ns();
-  for (unsigned spins = 1;; ++spins) {
-    v = ll_load(line);
-    if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
-    if ((spins & 1023u) == 0 && timeout != 0 && dev::global_timer_ns() - start > timeout)
-      dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(line), v.y, flag,
-                static_cast<int>(dev::Cmp::kEq));
-  }
+  uint4 v;
+  dev::detail::spin_until(
+      [&] {
+        v = ll_load(line);
+        return v.y == flag && v.w == flag;
+      },
+      [&] {
+        dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(line), v.y, flag,
+                  static_cast<int>(dev::Cmp::kEq));
+      });
+  return make_uint2(v.x, v.z);
 }
 // Line i of n elements: 8 bytes as two words (fewer at the end, zero-padded).
 template <typename T>

@@ -303,12 +303,13 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     }
   }
   NVST_REQUIRE(num_max_dispatch_tokens_per_rank >= 0, "nvst::ep::Buffer: negative num_max_dispatch_tokens_per_rank");
-  std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2);
-  if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0) {
-    detail::LowLatencyArgs counted[2]{};
-    want += lay_out_ll(counted, nullptr, num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts,
-                       ll_num_topk, m.cross_node);
-  }
+  // Sized here for the heap check; laid out over the block below (whose
+  // arguments are checked there, before use).
+  std::size_t ll_bytes = 0;
+  if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0)
+    ll_bytes = lay_out_ll(m.ll, nullptr, num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts,
+                          ll_num_topk, m.cross_node);
+  const std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2) + ll_bytes;
   NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
                want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
                " MiB are free; raise NVST_SYMMETRIC_SIZE (or InitOptions::heap_bytes)");
@@ -345,8 +346,7 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     NVST_CHECK_CUDA(cudaMemset(m.ll_recv_count, 0, 2 * el * sizeof(int)));
     // All symmetric arrays of both sets in one block (DeepEP's RDMA buffer,
     // which get_local_buffer_tensor(use_rdma_buffer=True) shows).
-    m.ll_block_bytes = lay_out_ll(m.ll, nullptr, m.ll_max_tokens, ll_hidden, n_pes_, ll_num_experts, ll_num_topk,
-                                  m.cross_node);
+    m.ll_block_bytes = ll_bytes;
     m.ll_block = static_cast<char*>(nvst::calloc(1, m.ll_block_bytes));  // collective; zeroed: signals start at 0
     lay_out_ll(m.ll, m.ll_block, m.ll_max_tokens, ll_hidden, n_pes_, ll_num_experts, ll_num_topk, m.cross_node);
     for (int b = 0; b < 2; ++b) {

@@ -25,7 +25,6 @@ class HandlePool {
   HandlePool& operator=(const HandlePool&) = delete;
   // `bytes` (at least 1) ordered on `stream`; never waits for the device.
   void* allocate(std::size_t bytes, cudaStream_t stream);
-  cudaMemPool_t pool() const { return pool_; }
   cudaStream_t release_stream() const { return release_; }
 
  private:

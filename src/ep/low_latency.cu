@@ -337,11 +337,8 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
   // signal_all_pes (node peers) or the last block's tell_far, after this
   // signal in the proxy's order (other nodes), comes after it.
   const std::uint64_t format = in.use_logfmt ? kCombineSentLogfmt : kCombineSentBf16;
-  if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < s.n_pes) {
-    const int r = static_cast<int>(threadIdx.x);
-    if (dev::on_node(r)) *reinterpret_cast<volatile std::uint64_t*>(pe_ptr(a.combine_format + s.my_pe, r)) = format;
-    else dev::signal_op(a.combine_format + s.my_pe, format, dev::SignalOp::kSet, r);
-  }
+  if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < s.n_pes)
+    dev::signal_op(a.combine_format + s.my_pe, format, dev::SignalOp::kSet, static_cast<int>(threadIdx.x));
   const WarpGrid w = warp_grid();
   char* stage = reinterpret_cast<char*>(logfmt_stage[threadIdx.x >> 5]);
   const int experts_per_pe = a.num_experts / s.n_pes;

@@ -54,7 +54,7 @@ struct Runtime {
   std::unique_ptr<HeapBacking> heap;
   std::unique_ptr<HeapAllocator> allocator;
   dev::DeviceError* mailbox = nullptr;  // pinned, mapped
-  std::unique_ptr<Proxy> proxy;         // when some PE is beyond load/store
+  ProxyOwner proxy;                     // when some PE is beyond load/store
   std::uint64_t alloc_calls = 0;
   std::unique_ptr<detail::TeamTable> teams;
 };
@@ -65,13 +65,6 @@ std::uint64_t g_init_generation = 0;
 Runtime& rt(const char* fn) {
   NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called before nvst::init()");
   return *g_rt;
-}
-
-// Stops the proxy. One whose thread is held inside a provider call for good
-// (a dead peer: Proxy::stop) is left allocated, since that thread uses it.
-void stop_proxy(Runtime& r) {
-  if (r.proxy && !r.proxy->stop()) (void)r.proxy.release();
-  r.proxy.reset();
 }
 
 std::string read_first_line(const char* path) {
@@ -292,13 +285,13 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     // registration, and CUDA registered its own when the device was set.
     static const bool stop_at_exit_registered = [] {
       std::atexit([] {
-        if (g_rt) stop_proxy(*g_rt);
+        if (g_rt) g_rt->proxy.reset();
       });
       return true;
     }();
     (void)stop_at_exit_registered;
-    r->proxy = std::make_unique<Proxy>(*r->bootstrap, r->heap->local_base(), r->heap->size(),
-                                       r->heap->on_device() ? r->device : -1, settings::host_timeout_s());
+    r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
+                                      r->heap->on_device() ? r->device : -1, settings::host_timeout_s()));
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
@@ -321,7 +314,7 @@ void finalize() {
   // Everyone stops touching peers' heaps before anyone unmaps; barrier_all
   // quiets this PE's proxy first, so after it no write to anyone is pending.
   barrier_all();
-  stop_proxy(r);
+  r.proxy.reset();
   detail::set_device_error_describer(nullptr);
   r.heap.reset();
   if (r.mailbox) cudaFreeHost(r.mailbox);

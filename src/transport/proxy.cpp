@@ -388,15 +388,12 @@ bool Proxy::stop() {
   return true;
 }
 
+void ProxyDeleter::operator()(Proxy* p) const {
+  if (p->stop()) delete p;  // else its thread still runs and uses it: left allocated
+}
+
 Proxy::~Proxy() {
-  if (!stop()) {
-    // The thread still runs and may touch what it uses: leave that (the
-    // runtime does not destroy such a proxy at all, see stop()).
-    (void)transport_.release();
-    (void)st_.release();
-    (void)host_fifo_mem_.release();
-    return;
-  }
+  stop();  // done already when ProxyDeleter destroys it (the only owner)
   if (debug_)
     std::fprintf(stderr, "%sproxy: finished; the provider refused %llu posts (FI_EAGAIN), at most %d in flight\n",
                  detail::rank_prefix().c_str(), static_cast<unsigned long long>(transport_->refused()),

@@ -65,7 +65,7 @@ class Proxy {
   // Stops the proxy thread and waits for it. False when it cannot: the
   // thread is held inside a provider call for good (a dead peer, see
   // watch()) or this is that thread; it is then left running, and this
-  // object must outlive it (never destroyed). Idempotent.
+  // object must outlive it (ProxyOwner never destroys it). Idempotent.
   bool stop();
 
   // Kernels' FIFO (GPU heaps only): the shared part as the device sees it
@@ -126,5 +126,12 @@ class Proxy {
   std::string failure_;
   std::thread thread_;
 };
+
+// The one owner of a proxy: destroys it once stop() succeeded, and leaves a
+// proxy whose thread is held for good allocated, since that thread uses it.
+struct ProxyDeleter {
+  void operator()(Proxy* p) const;
+};
+using ProxyOwner = std::unique_ptr<Proxy, ProxyDeleter>;
 
 }  // namespace nvst

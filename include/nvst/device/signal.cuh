@@ -58,22 +58,30 @@ __device__ __forceinline__ void atom_add_release_sys(std::uint64_t* p, std::uint
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+// Spins until ready() holds; after NVST_DEVICE_TIMEOUT_S calls timed_out(),
+// which reports and stops the kernel (fail). The clock is read only every
+// 1024 polls, and not at all when the first poll succeeds.
+template <typename Ready, typename TimedOut>
+__device__ __forceinline__ void spin_until(Ready ready, TimedOut timed_out) {
+  if (ready()) return;
+  const std::uint64_t timeout = state().timeout_ns;
+  const std::uint64_t start = global_timer_ns();
+  for (unsigned spins = 1;; ++spins) {
+    if (ready()) return;
+    if ((spins & 1023u) == 0 && timeout != 0 && global_timer_ns() - start > timeout) timed_out();
+  }
+}
+
 // Polls *p until compare(*p, cmp, value); after NVST_DEVICE_TIMEOUT_S stops
 // the kernel, reporting the word's heap offset, what it held and what was
 // expected (and from which PE, when the caller knows).
 template <typename T>
 __device__ __forceinline__ T wait_until_impl(const T* p, Cmp cmp, T value, FailKind kind,
                                              int from_pe) {
-  T v = ld_acquire_sys(p);
-  if (compare(v, cmp, value)) return v;
-  const std::uint64_t timeout = state().timeout_ns;
-  const std::uint64_t start = global_timer_ns();
-  for (unsigned spins = 1;; ++spins) {
-    v = ld_acquire_sys(p);
-    if (compare(v, cmp, value)) return v;
-    if ((spins & 1023u) == 0 && timeout != 0 && global_timer_ns() - start > timeout)
-      fail(kind, from_pe, heap_offset(p), v, value, static_cast<int>(cmp));
-  }
+  T v;
+  spin_until([&] { return compare(v = ld_acquire_sys(p), cmp, value); },
+             [&] { fail(kind, from_pe, heap_offset(p), v, value, static_cast<int>(cmp)); });
+  return v;
 }
 }  // namespace detail
 
