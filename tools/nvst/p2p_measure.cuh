@@ -4,6 +4,7 @@
 // bench_p2p_internode.cu only.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -62,14 +63,26 @@ inline void open_ctx(Ctx& c) {
 }
 
 
+// How an operation is timed: by CUDA events around GPU work on the stream,
+// or by the host clock around calls that return when the operation is
+// complete (the host API: putmem_nbi + quiet).
+enum class Timing { kStream, kHost };
+
 // Times `launch` (one operation) on this PE's stream: median over samples of
 // iters back-to-back operations, in microseconds per operation.
-inline double time_op(Ctx& c, const std::function<void()>& launch) {
+inline double time_op(Ctx& c, const std::function<void()>& launch, Timing timing = Timing::kStream) {
   for (int i = 0; i < c.o.warmup; ++i) launch();
   NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
   std::vector<double> us;
   for (int s = 0; s < c.o.samples; ++s) {
     nvst::bootstrap_barrier();  // both PEs start a sample together
+    if (timing == Timing::kHost) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < c.o.iters; ++i) launch();
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                   c.o.iters);
+      continue;
+    }
     NVST_CHECK_CUDA(cudaEventRecord(c.start, c.stream));
     for (int i = 0; i < c.o.iters; ++i) launch();
     NVST_CHECK_CUDA(cudaEventRecord(c.stop, c.stream));
@@ -85,7 +98,8 @@ inline double time_op(Ctx& c, const std::function<void()>& launch) {
 // `send` says whether this PE sends in this measurement, `recv` whether it
 // receives; `launch` is run on every PE that sends or receives.
 inline void measure(Ctx& c, const std::string& op, const std::string& impl, std::size_t bytes,
-             char* src, char* dst, bool send, bool recv, const std::function<void()>& launch) {
+             char* src, char* dst, bool send, bool recv, const std::function<void()>& launch,
+             Timing timing = Timing::kStream) {
   const std::uint32_t seed = ++c.seed * 2654435761u + static_cast<std::uint32_t>(c.me);
   const std::uint32_t peer_seed = c.seed * 2654435761u + static_cast<std::uint32_t>(c.peer);
   const std::size_t words = bytes / 4;
@@ -94,7 +108,7 @@ inline void measure(Ctx& c, const std::string& op, const std::string& impl, std:
   NVST_CHECK_LAUNCH();
   NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
   if (c.me == 0) progress(op + " " + impl + " " + std::to_string(bytes) + " bytes");
-  double us = (send || recv) ? time_op(c, launch) : 0.0;
+  double us = (send || recv) ? time_op(c, launch, timing) : 0.0;
   NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
   nvst::barrier_all();
   long long wrong = 0;
