@@ -1,6 +1,10 @@
 // `nvst bench host`: what can be measured without a GPU: the bootstrap's
 // barrier and allgather latency, and puts between host-memory PEs through
-// the proxy and the fabric transport (PE 0 -> PE 1, putmem = put + quiet).
+// the proxy and the fabric transport (PE 0 -> PE 1, putmem = put + quiet),
+// beside raw libfabric writes between the same two processes (raw_fabric.hpp).
+// NVST_PROXY_INBOX=1 sends them through the inbox protocol that GPU heaps
+// use (pieces, doorbells, acks), with memcpy for the GPU's copies: the
+// protocol's own cost, measurable without a GPU.
 #include <chrono>
 #include <cstring>
 #include <cstdio>
@@ -8,6 +12,7 @@
 
 #include "bench.hpp"
 #include "nvst/nvst.hpp"
+#include "raw_fabric.hpp"
 #include "report.hpp"
 
 namespace nvst::tools {
@@ -54,6 +59,7 @@ int bench_host(const BenchOptions& o) {
   const std::size_t put_cap = std::min<std::size_t>(o.max_bytes, nvst::heap_size() / 4);
   auto* dst = static_cast<char*>(nvst::malloc(put_cap));
   std::vector<char> src(put_cap);
+  RawFabric raw(put_cap);
   for (std::size_t i = 0; i < put_cap; ++i) src[i] = static_cast<char>((i * 131) | 1);
   for (std::size_t b = std::max<std::size_t>(o.min_bytes, 8); b <= put_cap; b = static_cast<std::size_t>(b * o.factor)) {
     if (nvst::my_pe() == 1) std::memset(dst, 0, b);
@@ -67,6 +73,8 @@ int bench_host(const BenchOptions& o) {
       for (std::size_t i = 0; i < b; ++i) wrong += dst[i] != src[i];
     nvst::bootstrap_broadcast(&wrong, sizeof(wrong), 1);
     report.add({"fabric_put", "nvst", b, us, b / us / 1e3, b / us / 1e3, wrong});
+    const RawFabric::Result r = raw.measure(b, o.iters, o.samples);
+    report.add({"fabric_put", "raw_fabric", b, r.us, b / r.us / 1e3, b / r.us / 1e3, r.wrong});
     if (nvst::my_pe() == 0) progress("fabric put " + std::to_string(b) + " bytes");
     if (b * o.factor <= b) break;
   }
@@ -74,7 +82,8 @@ int bench_host(const BenchOptions& o) {
   if (nvst::my_pe() == 0) {
     progress_done();
     std::printf("# fabric puts go through %s\n", nvst::transport_to(1).c_str());
-    report.print_table("nvst", {});  // one impl: the time column needs it named ours
+    report.print_table("nvst", {"raw_fabric"});
+    report.add_speedups("nvst", "raw_fabric");
     report.write_json(o.json_path);
   }
   nvst::finalize();

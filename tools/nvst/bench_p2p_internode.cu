@@ -28,7 +28,7 @@
 #include "p2p_measure.cuh"
 #include "runtime/bootstrap.hpp"
 #include "runtime/runtime_internal.hpp"
-#include "transport/fabric.hpp"
+#include "raw_fabric.hpp"
 
 namespace nvst::tools {
 
@@ -40,58 +40,6 @@ __global__ void proxy_put_kernel(char* dst, const char* src, std::size_t bytes, 
   nvst::dev::putmem_nbi(dst, src, bytes, pe);
   nvst::dev::quiet();
 }
-
-// Raw libfabric between the two PEs: PE 0 writes its host buffer into PE 1's.
-struct RawFabric {
-  std::size_t bytes;
-  char* src = nullptr;      // PE 0: registered as scratch
-  char* dst = nullptr;      // PE 1: registered as the "heap"
-  char* control = nullptr;  // [0]: round counter PE 0 sets when a sample is done
-  std::unique_ptr<fabric::Transport> t;
-  fabric::ProviderContext ctx{};  // the provider's scratch for our one operation in flight
-
-  explicit RawFabric(std::size_t max) : bytes(max) {
-    src = static_cast<char*>(std::aligned_alloc(4096, max));
-    dst = static_cast<char*>(std::aligned_alloc(4096, max));
-    control = static_cast<char*>(std::aligned_alloc(4096, 4096));
-    NVST_REQUIRE(src && dst && control, "raw fabric baseline: out of host memory");
-    std::memset(control, 0, 4096);
-    t = std::make_unique<fabric::Transport>(detail::runtime_bootstrap(), dst, max, control, 4096, src, max);
-  }
-  ~RawFabric() {
-    t.reset();
-    std::free(src);
-    std::free(dst);
-    std::free(control);
-  }
-  void wait_one(std::vector<fabric::Completion>& done) {
-    done.clear();
-    while (t->progress(done) == 0) {
-    }
-    NVST_REQUIRE(done[0].error == 0, "raw fabric write failed: ", done[0].error_text);
-  }
-  // PE 0: `iters` writes of `n` bytes, each waited for; microseconds per write.
-  double run_sender(std::size_t n, int iters, std::uint64_t round) {
-    std::vector<fabric::Completion> done;
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) {
-      while (!t->write(1, src, n, fabric::Region::kHeap, 0, &ctx)) t->progress(done);
-      wait_one(done);
-    }
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-    // Tell PE 1 this sample is over (it keeps the provider progressing until then).
-    auto* v = reinterpret_cast<std::uint64_t*>(src);  // registered; data already sent
-    *v = round;
-    while (!t->atomic(1, v, fabric::AtomicOp::kSet, fabric::Region::kControl, 0, &ctx)) t->progress(done);
-    wait_one(done);
-    return us;
-  }
-  void run_receiver(std::uint64_t round) {
-    std::vector<fabric::Completion> done;
-    auto* flag = reinterpret_cast<std::uint64_t*>(control);
-    while (std::atomic_ref<std::uint64_t>(*flag).load(std::memory_order_acquire) < round) t->progress(done);
-  }
-};
 
 }  // namespace
 
@@ -131,7 +79,6 @@ int bench_p2p_internode(const BenchOptions& o) {
   for (double s = static_cast<double>(o.min_bytes); s <= static_cast<double>(o.max_bytes) * 1.0000001; s *= o.factor)
     sizes.push_back(std::max<std::size_t>(4, static_cast<std::size_t>(s) / 4 * 4));
   const bool send = c.me == 0, recv = c.me == 1;
-  std::uint64_t round = 0;
   for (std::size_t bytes : sizes) {
     measure(c, "put", "nvst_proxy", bytes, src, dst, send, recv, [&] {
       if (send) proxy_put_kernel<<<1, 1, 0, c.stream>>>(dst, src, bytes, c.peer);
@@ -150,30 +97,8 @@ int bench_p2p_internode(const BenchOptions& o) {
         if (recv) NVST_REQUIRE(ncclRecv(dst, bytes, ncclInt8, c.peer, comm, c.stream) == ncclSuccess, "ncclRecv");
         NVST_REQUIRE(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd");
       });
-    // Raw libfabric: median of samples, data checked on PE 1 afterwards.
-    if (c.me == 0)
-      for (std::size_t i = 0; i < bytes; ++i) raw.src[i] = static_cast<char>((i * 131 + bytes) | 1);
-    if (c.me == 1) std::memset(raw.dst, 0, bytes);
-    std::vector<double> us;
-    for (int s = 0; s < o.samples + 1; ++s) {
-      nvst::bootstrap_barrier();
-      ++round;
-      if (c.me == 0) {
-        double t = raw.run_sender(bytes, std::max(2, o.iters / 2), round);
-        if (s > 0) us.push_back(t);
-        for (std::size_t i = 0; i < std::min<std::size_t>(bytes, 8); ++i)  // the round flag overwrote word 0
-          raw.src[i] = static_cast<char>((i * 131 + bytes) | 1);
-      } else {
-        raw.run_receiver(round);
-      }
-    }
-    long long wrong = 0;
-    if (c.me == 1)
-      for (std::size_t i = 8; i < bytes; ++i) wrong += raw.dst[i] != static_cast<char>((i * 131 + bytes) | 1);
-    nvst::bootstrap_broadcast(&wrong, sizeof(wrong), 1);
-    double t = c.me == 0 ? median(us) : 0;
-    nvst::bootstrap_broadcast(&t, sizeof(t), 0);
-    c.report.add({"put", "raw_fabric", bytes, t, bytes / t / 1e3, bytes / t / 1e3, wrong});
+    const RawFabric::Result r = raw.measure(bytes, std::max(2, o.iters / 2), o.samples);
+    c.report.add({"put", "raw_fabric", bytes, r.us, bytes / r.us / 1e3, bytes / r.us / 1e3, r.wrong});
   }
   if (c.me == 0) {
     progress_done();
