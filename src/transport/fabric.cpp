@@ -52,8 +52,10 @@ struct InfoDeleter {
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 // What a transport asks of a provider: reliable datagram endpoints with RMA
-// writes and atomics, delivery completion, and whichever memory
-// registration modes the provider needs (we handle them all).
+// writes and atomics, delivery completion, 4 bytes of remote CQ data
+// (write_with_data) without a posted receive per write (no FI_RX_CQ_DATA
+// mode), and whichever memory registration modes the provider needs (we
+// handle them all).
 InfoPtr hints(const std::string& provider) {
   InfoPtr h(fi_allocinfo());
   h->ep_attr->type = FI_EP_RDM;
@@ -63,6 +65,7 @@ InfoPtr hints(const std::string& provider) {
                             FI_MR_ENDPOINT;
   h->domain_attr->threading = FI_THREAD_DOMAIN;  // one proxy thread per PE drives it
   h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
+  h->domain_attr->cq_data_size = 4;
   if (!provider.empty()) h->fabric_attr->prov_name = ::strdup(provider.c_str());
   return h;
 }
@@ -183,7 +186,7 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   if (rc != 0 || m.info == nullptr) {
     std::string present;
     for (auto& p : providers_present()) present += (present.empty() ? "" : ", ") + p;
-    NVST_FAIL("fabric provider '", provider_, "' is not available with RDM endpoints, RMA and atomics (",
+    NVST_FAIL("fabric provider '", provider_, "' is not available with RDM endpoints, RMA, atomics and remote CQ data (",
               fi_strerror(-rc), "); providers present: ", present.empty() ? "none" : present,
               " (set NVST_FABRIC_PROVIDER)");
   }
@@ -208,7 +211,7 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   NVST_CHECK_FI(fi_fabric(m.info->fabric_attr, &m.fabric, nullptr));
   NVST_CHECK_FI(fi_domain(m.fabric, m.info, &m.domain, nullptr));
   fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+  cq_attr.format = FI_CQ_FORMAT_DATA;  // peers' write_with_data() arrive with their data
   cq_attr.size = 4096;
   NVST_CHECK_FI(fi_cq_open(m.domain, &cq_attr, &m.cq, nullptr));
   fi_av_attr av_attr{};
@@ -275,6 +278,18 @@ bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
   return true;
 }
 
+bool Transport::write_with_data(int pe, const void* src, std::size_t bytes, Region region,
+                                std::uint64_t dest_offset, std::uint32_t data, void* context) {
+  Impl& m = *impl_;
+  CallWatch::Mark mark(provider_call_, "fi_writedata", pe);
+  ssize_t rc = fi_writedata(m.ep, src, bytes, m.desc_for(src, bytes), data, m.addr[static_cast<std::size_t>(pe)],
+                            m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), context);
+  if (rc == -FI_EAGAIN) return ++refused_, false;
+  NVST_REQUIRE(rc == 0, "fi_writedata of ", bytes, " bytes to PE ", pe, " failed: ",
+               fi_strerror(static_cast<int>(-rc)));
+  return true;
+}
+
 bool Transport::atomic(int pe, const std::uint64_t* value, AtomicOp op, Region region,
                        std::uint64_t dest_offset, void* context) {
   Impl& m = *impl_;
@@ -291,12 +306,18 @@ bool Transport::atomic(int pe, const std::uint64_t* value, AtomicOp op, Region r
 int Transport::progress(std::vector<Completion>& out) {
   Impl& m = *impl_;
   CallWatch::Mark mark(provider_call_, "fi_cq_read (the provider's progress)");
-  fi_cq_entry entries[32];
+  fi_cq_data_entry entries[32];
   int n = 0;
   for (;;) {
     ssize_t got = fi_cq_read(m.cq, entries, 32);
     if (got > 0) {
-      for (ssize_t i = 0; i < got; ++i) out.push_back({entries[i].op_context, 0, {}});
+      for (ssize_t i = 0; i < got; ++i) {
+        const fi_cq_data_entry& e = entries[i];
+        if (e.flags & FI_REMOTE_CQ_DATA)
+          out.push_back({nullptr, 0, {}, true, static_cast<std::uint32_t>(e.data)});
+        else
+          out.push_back({e.op_context, 0, {}});
+      }
       n += static_cast<int>(got);
       continue;
     }
@@ -306,7 +327,8 @@ int Transport::progress(std::vector<Completion>& out) {
         char buf[256] = {};
         const char* text = fi_cq_strerror(m.cq, err.prov_errno, err.err_data, buf, sizeof buf);
         out.push_back({err.op_context, err.err ? err.err : FI_EIO,
-                       std::string(fi_strerror(err.err)) + (text ? std::string(": ") + text : "")});
+                       std::string(fi_strerror(err.err)) + (text ? std::string(": ") + text : ""),
+                       (err.flags & FI_REMOTE_CQ_DATA) != 0, static_cast<std::uint32_t>(err.data)});
         ++n;
         continue;
       }

@@ -9,7 +9,8 @@
 // tcp;ofi_rxm. Asking for one that is missing fails with the list of those
 // present. Every operation asks for FI_DELIVERY_COMPLETE: its completion
 // means the bytes are visible in the target's memory, which is what lets a
-// signal follow its data.
+// signal follow its data. Providers must carry 4 bytes of remote CQ data
+// (write_with_data).
 #pragma once
 
 #include <cstddef>
@@ -43,10 +44,14 @@ struct ProviderContext {
 };
 
 // A completed (or failed) operation: the context passed when it was posted.
+// Or, with `remote` set, a peer's write_with_data() that has landed in this
+// PE's memory: `data` is what it carried (context is null).
 struct Completion {
   void* context;
   int error;  // 0, or a positive libfabric error code
   std::string error_text;
+  bool remote = false;
+  std::uint32_t data = 0;
 };
 
 enum class AtomicOp { kSet, kAdd };
@@ -81,6 +86,12 @@ class Transport {
   // of resources (FI_EAGAIN): progress() and post again.
   bool write(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
              void* context);
+  // The same, and once the bytes are in the target's memory its progress()
+  // reports a remote Completion carrying `data` (libfabric's remote CQ data:
+  // fi_writedata). 32 bits, what every provider we take carries (verbs and
+  // efa: 4 bytes of immediate data).
+  bool write_with_data(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
+                       std::uint32_t data, void* context);
   // Posts an 8-byte atomic (set or add) of *value (in scratch) at `pe`'s
   // region offset. Same return convention.
   bool atomic(int pe, const std::uint64_t* value, AtomicOp op, Region region, std::uint64_t dest_offset,

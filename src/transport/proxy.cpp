@@ -14,6 +14,7 @@
 #include "device/device_runtime.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/settings.hpp"
+#include "transport/inbox_bell.hpp"
 #include "transport/topology.hpp"
 
 namespace nvst {
@@ -22,11 +23,12 @@ namespace {
 constexpr int kMaxInFlight = 512;                       // fabric operations posted at once
 // Pieces of 256 KiB: small enough that a 1 MiB put is already a pipeline
 // (staging copy of piece i+1 while piece i is on the wire and piece i-1 is
-// copied into the target's GPU), large enough that per-piece costs (a
-// doorbell, an acknowledgement) stay small next to the data.
+// copied into the target's GPU), large enough that per-piece costs (an
+// operation, an acknowledgement) stay small next to the data.
 constexpr int kStageSlots = 16;                         // staging slots in the pipeline
 constexpr std::size_t kStageBytes = std::size_t{256} << 10;
 constexpr int kInboxSlots = 16;                         // per (source, target) pair
+static_assert(kInboxSlots <= 1 << 16, "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
 constexpr std::size_t kInboxHeader = 64;
 constexpr std::size_t kInboxData = kStageBytes - kInboxHeader;  // data per piece
 constexpr std::uint32_t kFifoCapacity = 4096;
@@ -49,15 +51,21 @@ static_assert(sizeof(InboxHeader) == kInboxHeader);
 
 // Control region layout (per PE, world PEs):
 //   acks[world][kInboxSlots]   seq + 1 of my last piece in slot k that t applied (t writes)
-//   bells[world][kInboxSlots]  seq + 1 of the piece in inbox slot k from s (s writes)
+//   bells[world][kInboxSlots]  seq + 1 of the piece in inbox slot k from s (this PE's
+//                              proxy, when the piece's write reports it landed)
 //   slots[world][kInboxSlots]  header + data (s writes)
-// Doorbells and acks are plain 8-byte RMA writes, not fabric atomics:
-// libfabric 1.17's shm applied several in-flight atomic writes from one
-// sender with each other's operands (tests/host/test_fabric.cpp, *_inbox).
-// Every read of them tests for one exact value, so a torn write (a provider
-// that lands the 8 bytes in parts) reads as "not yet", never as a wrong yes.
-// A word is written again only 16 pieces later, after its previous value
-// was seen, so two writes to one word are never in flight together.
+// A piece rings its own doorbell: it is written with remote CQ data (the
+// sender and its seq, transport/inbox_bell.hpp), and the target's provider reports that
+// once the bytes are in place. Before, the sender waited for the write's
+// completion and then wrote an 8-byte doorbell: two operations per piece,
+// and one more one-way trip, where shm moves one RMA per peer at a time.
+// Acks are plain 8-byte RMA writes, not fabric atomics: libfabric 1.17's
+// shm applied several in-flight atomic writes from one sender with each
+// other's operands (tests/host/test_fabric.cpp, *_inbox). Every read of an
+// ack tests for one exact value, so a torn write (a provider that lands the
+// 8 bytes in parts) reads as "not yet", never as a wrong yes. A word is
+// written again only 16 pieces later, after its previous value was seen, so
+// two writes to one word are never in flight together.
 struct ControlLayout {
   int world;
   bool inbox;  // the inbox path (GPU heaps; host heaps when chosen): inboxes exist
@@ -90,7 +98,7 @@ fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
 // One posted fabric operation. Lives in the registered scratch area so that
 // `value` can be the local operand of an atomic.
 struct Proxy::InFlight {
-  enum Kind : int { kHeapWrite, kSignal, kInboxWrite, kControlWord };
+  enum Kind : int { kHeapWrite, kSignal, kInboxWrite, kAck };
   // The provider's: with FI_CONTEXT / FI_CONTEXT2 mode it may use the first
   // 32 / 64 bytes behind the context pointer while the operation is in
   // flight. (Before this field existed, shm overwrote `value`, the doorbell
@@ -101,7 +109,6 @@ struct Proxy::InFlight {
   int pe;
   int stage_slot;       // -1: none
   int group;            // host path put_signal: index into groups, -1: none
-  int inbox_slot;       // kInboxWrite: slot k at the target
   Clock::time_point posted;
 };
 
@@ -137,9 +144,8 @@ struct Proxy::State {
   std::vector<Group> groups;
   std::vector<int> free_groups;
   std::deque<int> ready_signals;
-  // Inbox path: doorbells (after a piece landed) and acks (after a piece
-  // was applied) to write, each seq + 1 into one word of a peer's control
-  // region.
+  // Inbox path: acks to write (after a piece was applied), each seq + 1
+  // into one word of its sender's control region.
   struct ControlWord {
     int pe;
     std::size_t offset;
@@ -187,7 +193,7 @@ struct Proxy::State {
   InFlight* take(int kind, int pe) {
     const int id = free_ops.back();
     InFlight* op = &pool[id];
-    *op = InFlight{{}, 0, kind, pe, -1, -1, -1, Clock::now()};
+    *op = InFlight{{}, 0, kind, pe, -1, -1, Clock::now()};
     return op;
   }
   bool in_heap(std::uint64_t addr) const {  // this PE's symmetric heap
@@ -244,6 +250,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   const auto asked = settings::get("NVST_PROXY_INBOX");
   NVST_REQUIRE(!asked || *asked == "0" || *asked == "1", "NVST_PROXY_INBOX='", *asked, "' is not 0 or 1");
   const bool inbox = gpu || (asked ? *asked == "1" : fabric::chosen_provider() == "shm");
+  NVST_REQUIRE(!inbox || world <= inbox::kMaxPes, "proxy: the inbox protocol names a sender in 16 bits; ", world,
+               " PEs are more");
   ControlLayout layout{world, inbox};
   const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
   scratch_bytes_ = pool_bytes + kStageSlots * kStageBytes;
@@ -531,8 +539,18 @@ bool Proxy::step() {
   s.completions.clear();
   if (transport_->progress(s.completions) > 0) busy = true;
   for (auto& c : s.completions) {
+    if (c.remote) {  // a peer's piece landed in our inbox: ring its doorbell here
+      const int src = inbox::bell_sender(c.data);
+      if (c.error != 0 || !s.layout.inbox || src >= s.layout.world)
+        NVST_FAIL("an incoming inbox write (data ", c.data, ") failed or is malformed: ",
+                  c.error ? c.error_text : std::string("no such sender or no inbox"));
+      const std::uint64_t seq = inbox::bell_seq(c.data, s.recv[static_cast<std::size_t>(src)]);
+      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(
+          control_ + s.layout.bell(src, static_cast<int>(seq % kInboxSlots)))).store(seq + 1, std::memory_order_release);
+      continue;
+    }
     auto* op = static_cast<InFlight*>(c.context);
-    static const char* names[] = {"write", "signal", "inbox write", "doorbell or ack"};
+    static const char* names[] = {"write", "signal", "inbox write", "ack"};
     if (c.error != 0)
       NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
     if (op->stage_slot >= 0) s.free_slots.push_back(op->stage_slot);
@@ -540,8 +558,6 @@ bool Proxy::step() {
       auto& g = s.groups[static_cast<std::size_t>(op->group)];
       if (--g.remaining == 0 && g.all_posted) s.ready_signals.push_back(op->group);
     }
-    if (op->kind == InFlight::kInboxWrite)  // the piece landed: ring its doorbell
-      s.control_words.push_back({op->pe, s.layout.bell(s.me, op->inbox_slot), op->value + 1});
     s.release(op);
   }
 
@@ -575,10 +591,14 @@ bool Proxy::step() {
     s.last_age_check = Clock::now();
     const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
     if (!s.staged.empty()) {
-      const double age = std::chrono::duration<double>(Clock::now() - s.staged.front().since).count();
-      if (age > limit)
-        NVST_FAIL("a piece of a put to PE ", s.staged.front().pe, " has waited ", age,
+      const State::Staged& f = s.staged.front();
+      const double age = std::chrono::duration<double>(Clock::now() - f.since).count();
+      if (age > limit && f.copying && cudaEventQuery(s.copied[f.slot]) == cudaErrorNotReady)
+        NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
                   " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
+      if (age > limit)
+        NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age, " s to be posted: the provider takes no "
+                  "more to PE ", f.pe, " (limit 0.8 x NVST_TIMEOUT_S); PE ", f.pe, " may be dead");
     }
     const double active_age = std::chrono::duration<double>(Clock::now() - s.cur_since).count();
     if (s.active && active_age > limit)
@@ -594,8 +614,8 @@ bool Proxy::step() {
   }
 
   // 3. Small follow-up operations: host-path signals after their data;
-  // inbox pieces taken in, then doorbells after their pieces and acks after
-  // the copies.
+  // inbox pieces whose doorbell rang (step 1) taken in, then acks after
+  // their copies.
   while (!s.ready_signals.empty() && !s.free_ops.empty()) {
     const int g = s.ready_signals.front();
     const proxy::Command& cmd = s.groups[static_cast<std::size_t>(g)].cmd;
@@ -664,7 +684,7 @@ bool Proxy::step() {
   }
   while (!s.control_words.empty() && !s.free_ops.empty()) {
     const State::ControlWord w = s.control_words.front();
-    InFlight* op = s.take(InFlight::kControlWord, w.pe);
+    InFlight* op = s.take(InFlight::kAck, w.pe);
     op->value = w.value;
     if (!transport_->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
     s.commit(op);
@@ -690,9 +710,8 @@ bool Proxy::step() {
       InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
       op->value = f.seq;
       op->stage_slot = f.slot;
-      op->inbox_slot = k;
-      if (!transport_->write(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kStageBytes, f.bytes,
-                             fabric::Region::kControl, s.layout.slot(s.me, k), op))
+      if (!transport_->write_with_data(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kStageBytes, f.bytes,
+                                       fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq), op))
         return;
       s.commit(op);
       s.staged.pop_front();

@@ -11,8 +11,9 @@
 //    visible at the target).
 //  - GPU heaps (the providers on our machines have no FI_HMEM): the source
 //    is copied into a staging slot behind a 64-byte header, written into one
-//    of the target's inbox slots (its control region, host memory), then a
-//    doorbell word is set. The target's proxy takes its inbox in order,
+//    of the target's inbox slots (its control region, host memory) with
+//    remote CQ data naming it, which the target's provider reports once the
+//    bytes are there (its doorbell). The target's proxy takes its inbox in order,
 //    copies each piece into its GPU heap on a CUDA stream (and the signal
 //    after it, in the same stream), and when the stream has done that it
 //    returns the slot with a credit. Up to kInboxSlots pieces per pair are
@@ -90,7 +91,7 @@ class Proxy {
   bool debug_ = false;  // NVST_PROXY_DEBUG=1: state on stderr every 2 s
   std::string bound_cores_;  // where the thread was pinned (topology.hpp)
   char* scratch_ = nullptr;  // registered: in-flight records, then staging slots
-  char* control_ = nullptr;  // registered for remote writes: inboxes, doorbells, credits
+  char* control_ = nullptr;  // registered for remote writes: inboxes, credits (and our doorbells)
   std::size_t scratch_bytes_ = 0, control_bytes_ = 0;
   std::unique_ptr<fabric::Transport> transport_;
   // Host FIFO (plain host memory) and its ticket counter.

@@ -11,6 +11,7 @@
 
 #include "pe_harness.hpp"
 #include "transport/fifo_host.hpp"
+#include "transport/inbox_bell.hpp"
 
 using namespace nvst;
 using namespace nvst::proxy;
@@ -135,4 +136,18 @@ TEST(ProxyFifo, QuietWaitsOutASlowProxyButNotAStalledOne) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_TRUE(nvst::test::contains(msg, "timed out") && nvst::test::contains(msg, "quiet")) << msg;
   EXPECT_LT(took, 3.0);
+}
+
+// An inbox piece's doorbell carries its sender and the low 16 bits of its
+// seq; the target restores the seq from the next one it expects, for every
+// piece of the window in flight, across the 16-bit wrap and far beyond it.
+TEST(InboxBell, SenderAndSeqSurviveTheWrap) {
+  for (int src : {0, 1, 7, nvst::inbox::kMaxPes - 1})
+    for (std::uint64_t next : {std::uint64_t{0}, std::uint64_t{65530}, std::uint64_t{65536},
+                               std::uint64_t{3} * 65536 + 65533, (std::uint64_t{1} << 40) - 3})
+      for (std::uint64_t ahead = 0; ahead < 16; ++ahead) {
+        const std::uint32_t data = nvst::inbox::bell_data(src, next + ahead);
+        EXPECT_EQ(nvst::inbox::bell_sender(data), src);
+        EXPECT_EQ(nvst::inbox::bell_seq(data, next), next + ahead) << "src " << src << " next " << next;
+      }
 }
