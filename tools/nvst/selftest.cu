@@ -32,7 +32,7 @@ struct Checker {
     std::memcpy(v.data(), all.data(), all.size());
     std::string bad;
     for (std::size_t p = 0; p < v.size(); ++p)
-      if (!v[p]) bad += " " + std::to_string(p);
+      if (!v[p]) bad.append(" ").append(std::to_string(p));  // not " " + ...: GCC 12's false -Wrestrict
     if (bad.empty()) ++passed;
     else ++failed;
     if (nvst::my_pe() == 0)
