@@ -437,6 +437,9 @@ const HierTeams* hier_wanted(const char* fn, const TeamView& t, cudaStream_t str
   if (t.handle != static_cast<int>(Team::kWorld) || nvst::team_n_pes(Team::kNode) >= t.npes ||
       algo_from_env(Algo::kAuto) != Algo::kHierarchical)
     return nullptr;
+  // Also when this PE's node has one PE: hier_teams checks, on every PE,
+  // that all nodes have the same size; a PE that skipped it would leave the
+  // others waiting in that allgather instead of failing with the message.
   const HierTeams& h = hier_teams(fn, stream);
   return h.k > 1 ? &h : nullptr;
 }
