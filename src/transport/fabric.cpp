@@ -212,7 +212,7 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   NVST_CHECK_FI(fi_domain(m.fabric, m.info, &m.domain, nullptr));
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;  // peers' write_with_data() arrive with their data
-  cq_attr.size = 4096;
+  cq_attr.size = kMaxLocalInFlight + kMaxRemoteDataPerPeer * static_cast<std::size_t>(boot.world()) + 256;
   NVST_CHECK_FI(fi_cq_open(m.domain, &cq_attr, &m.cq, nullptr));
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;

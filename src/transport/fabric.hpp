@@ -56,6 +56,13 @@ struct Completion {
 
 enum class AtomicOp { kSet, kAdd };
 
+// Completion queue room: our own operations in flight (a caller keeps at
+// most kMaxLocalInFlight) and peers' write_with_data() reports (at most
+// kMaxRemoteDataPerPeer in flight from each peer). A full queue would make
+// the provider drop or refuse completions.
+constexpr std::size_t kMaxLocalInFlight = 512;
+constexpr std::size_t kMaxRemoteDataPerPeer = 16;
+
 // The remotely writable regions of every PE: its symmetric heap (when it is
 // host memory, or GPU memory with FI_HMEM) and its control region (host
 // memory: the staged-put inboxes and their doorbells and credits).

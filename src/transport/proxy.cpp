@@ -20,7 +20,7 @@
 namespace nvst {
 
 namespace {
-constexpr int kMaxInFlight = 512;                       // fabric operations posted at once
+constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fabric operations posted at once
 // Pieces of 256 KiB: small enough that a 1 MiB put is already a pipeline
 // (staging copy of piece i+1 while piece i is on the wire and piece i-1 is
 // copied into the target's GPU), large enough that per-piece costs (an
@@ -28,6 +28,8 @@ constexpr int kMaxInFlight = 512;                       // fabric operations pos
 constexpr int kStageSlots = 16;                         // staging slots in the pipeline
 constexpr std::size_t kStageBytes = std::size_t{256} << 10;
 constexpr int kInboxSlots = 16;                         // per (source, target) pair
+static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer, "the transport's completion queue has room for "
+              "kMaxRemoteDataPerPeer doorbells from each peer");
 static_assert(kInboxSlots <= 1 << 16, "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
 constexpr std::size_t kInboxHeader = 64;
 constexpr std::size_t kInboxData = kStageBytes - kInboxHeader;  // data per piece
