@@ -58,8 +58,9 @@ enum class AtomicOp { kSet, kAdd };
 
 // Completion queue room: our own operations in flight (a caller keeps at
 // most kMaxLocalInFlight) and peers' write_with_data() reports (at most
-// kMaxRemoteDataPerPeer in flight from each peer). A full queue would make
-// the provider drop or refuse completions.
+// kMaxRemoteDataPerPeer in flight from each peer), so that the queue never
+// has to spill (the software providers keep an overflow list, slower;
+// others may refuse).
 constexpr std::size_t kMaxLocalInFlight = 512;
 constexpr std::size_t kMaxRemoteDataPerPeer = 16;
 

@@ -551,6 +551,10 @@ bool Proxy::step() {
           control_ + s.layout.bell(src, static_cast<int>(seq % kInboxSlots)))).store(seq + 1, std::memory_order_release);
       continue;
     }
+    if (c.context == nullptr) {  // not ours: a provider's report about a peer's operation on our memory
+      if (c.error != 0) NVST_FAIL("an incoming write or atomic from a peer failed: ", c.error_text);
+      continue;
+    }
     auto* op = static_cast<InFlight*>(c.context);
     static const char* names[] = {"write", "signal", "inbox write", "ack"};
     if (c.error != 0)
@@ -595,7 +599,14 @@ bool Proxy::step() {
     if (!s.staged.empty()) {
       const State::Staged& f = s.staged.front();
       const double age = std::chrono::duration<double>(Clock::now() - f.since).count();
-      if (age > limit && f.copying && cudaEventQuery(s.copied[f.slot]) == cudaErrorNotReady)
+      bool copying = false;
+      if (age > limit && f.copying) {
+        CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a staged piece");
+        const cudaError_t q = cudaEventQuery(s.copied[f.slot]);
+        if (q != cudaErrorNotReady) NVST_CHECK_CUDA(q);
+        copying = q == cudaErrorNotReady;
+      }
+      if (copying)
         NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
                   " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
       if (age > limit)
