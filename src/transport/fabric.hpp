@@ -66,7 +66,7 @@ constexpr std::size_t kMaxRemoteDataPerPeer = 16;
 
 // The remotely writable regions of every PE: its symmetric heap (when it is
 // host memory, or GPU memory with FI_HMEM) and its control region (host
-// memory: the staged-put inboxes and their doorbells and credits).
+// memory: the staged-put inboxes and their acks).
 enum class Region { kHeap, kControl };
 
 class Transport {

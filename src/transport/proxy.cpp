@@ -53,12 +53,10 @@ static_assert(sizeof(InboxHeader) == kInboxHeader);
 
 // Control region layout (per PE, world PEs):
 //   acks[world][kInboxSlots]   seq + 1 of my last piece in slot k that t applied (t writes)
-//   bells[world][kInboxSlots]  seq + 1 of the piece in inbox slot k from s (this PE's
-//                              proxy, when the piece's write reports it landed)
 //   slots[world][kInboxSlots]  header + data (s writes)
 // A piece rings its own doorbell: it is written with remote CQ data (the
-// sender and its seq, transport/inbox_bell.hpp), and the target's provider reports that
-// once the bytes are in place. Before, the sender waited for the write's
+// sender and its seq, transport/inbox_bell.hpp), and the target's provider
+// reports that once the bytes are in place (State::landed). Before, the sender waited for the write's
 // completion and then wrote an 8-byte doorbell: two operations per piece,
 // and one more one-way trip, where shm moves one RMA per peer at a time.
 // Acks are plain 8-byte RMA writes, not fabric atomics: libfabric 1.17's
@@ -72,8 +70,7 @@ struct ControlLayout {
   int world;
   bool inbox;  // the inbox path (GPU heaps; host heaps when chosen): inboxes exist
   std::size_t ack(int t, int k) const { return 8 * (static_cast<std::size_t>(t) * kInboxSlots + k); }
-  std::size_t bell(int s, int k) const { return ack(world, 0) + ack(s, k); }
-  std::size_t slots_begin() const { return round_up(bell(world, 0), 4096); }
+  std::size_t slots_begin() const { return round_up(ack(world, 0), 4096); }
   std::size_t slot(int s, int k) const {
     return slots_begin() + (static_cast<std::size_t>(s) * kInboxSlots + k) * kStageBytes;
   }
@@ -106,7 +103,7 @@ struct Proxy::InFlight {
   // flight. (Before this field existed, shm overwrote `value`, the doorbell
   // number, and the inbox path stalled.)
   fabric::ProviderContext provider_context;
-  std::uint64_t value;  // atomic operand; kInboxWrite: the piece's seq
+  std::uint64_t value;  // atomic operand; kAck: the word written
   int kind;
   int pe;
   int stage_slot;       // -1: none
@@ -168,9 +165,11 @@ struct Proxy::State {
   std::deque<Staged> staged;
   cudaEvent_t copied[kStageSlots] = {};  // per staging slot (GPU heaps)
   // Sending side: pieces sent per target. Receiving side: next piece
-  // expected per source, pieces applied (copied, stream done) per source.
+  // expected per source, pieces applied (copied, stream done) per source,
+  // and the doorbells: landed[s * kInboxSlots + k] is seq + 1 of the last
+  // piece from s whose write into inbox slot k reported it had landed.
   std::vector<std::uint64_t> sent;
-  std::vector<std::uint64_t> recv, applied;
+  std::vector<std::uint64_t> recv, applied, landed;
   struct Applying {
     int src;
     cudaEvent_t done;
@@ -303,6 +302,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   s.sent.assign(static_cast<std::size_t>(world), 0);
   s.recv.assign(static_cast<std::size_t>(world), 0);
   s.applied.assign(static_cast<std::size_t>(world), 0);
+  s.landed.assign(static_cast<std::size_t>(world) * kInboxSlots, 0);
   s.gpu = gpu;
   if (gpu) {
     void* mem = nullptr;
@@ -536,6 +536,15 @@ static bool driver_knows(const void* src) {
 bool Proxy::step() {
   State& s = *st_;
   bool busy = false;
+  // Whether a staged piece's copy out of the GPU is still running.
+  auto copy_pending = [&](const State::Staged& f) {
+    if (!f.copying) return false;
+    CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a staged piece");
+    const cudaError_t q = cudaEventQuery(s.copied[f.slot]);
+    if (q == cudaErrorNotReady) return true;
+    NVST_CHECK_CUDA(q);
+    return false;
+  };
 
   // 1. Completions.
   s.completions.clear();
@@ -547,8 +556,7 @@ bool Proxy::step() {
         NVST_FAIL("an incoming inbox write (data ", c.data, ") failed or is malformed: ",
                   c.error ? c.error_text : std::string("no such sender or no inbox"));
       const std::uint64_t seq = inbox::bell_seq(c.data, s.recv[static_cast<std::size_t>(src)]);
-      std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(
-          control_ + s.layout.bell(src, static_cast<int>(seq % kInboxSlots)))).store(seq + 1, std::memory_order_release);
+      s.landed[static_cast<std::size_t>(src) * kInboxSlots + seq % kInboxSlots] = seq + 1;
       continue;
     }
     if (c.context == nullptr) {  // not ours: a provider's report about a peer's operation on our memory
@@ -572,10 +580,9 @@ bool Proxy::step() {
     std::string peers;  // inbox path: what a stall looks like from both ends
     for (int t = 0; s.layout.inbox && t < s.layout.world; ++t) {
       const auto i = static_cast<std::size_t>(t);
-      const auto* bell = reinterpret_cast<const std::uint64_t*>(
-          control_ + s.layout.bell(t, static_cast<int>(s.recv[i] % kInboxSlots)));
+      const std::uint64_t bell = s.landed[i * kInboxSlots + s.recv[i] % kInboxSlots];
       peers += detail::concat(" ", t, ":", s.sent[i], "/", s.sent[i] == 0 || s.acked(t, s.sent[i] - 1) ? "yes" : "no",
-                              "/", s.recv[i], "/", s.applied[i], "/", load_acquire(bell));
+                              "/", s.recv[i], "/", s.applied[i], "/", bell);
     }
     std::fprintf(stderr,
                  "%sproxy: in_flight %d staged %zu active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
@@ -599,14 +606,7 @@ bool Proxy::step() {
     if (!s.staged.empty()) {
       const State::Staged& f = s.staged.front();
       const double age = std::chrono::duration<double>(Clock::now() - f.since).count();
-      bool copying = false;
-      if (age > limit && f.copying) {
-        CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a staged piece");
-        const cudaError_t q = cudaEventQuery(s.copied[f.slot]);
-        if (q != cudaErrorNotReady) NVST_CHECK_CUDA(q);
-        copying = q == cudaErrorNotReady;
-      }
-      if (copying)
+      if (age > limit && copy_pending(f))
         NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
                   " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
       if (age > limit)
@@ -646,8 +646,9 @@ bool Proxy::step() {
       auto& next = s.recv[static_cast<std::size_t>(src)];
       for (;;) {
         const int k = static_cast<int>(next % kInboxSlots);
-        const auto* bell = reinterpret_cast<const std::uint64_t*>(control_ + s.layout.bell(src, k));
-        if (load_acquire(bell) != next + 1 || (s.gpu && s.free_events.empty())) break;
+        if (s.landed[static_cast<std::size_t>(src) * kInboxSlots + k] != next + 1 ||
+            (s.gpu && s.free_events.empty()))
+          break;
         const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
         NVST_REQUIRE(h->seq == next && h->bytes <= kInboxData && h->dest <= s.heap_bytes &&
                          h->bytes <= s.heap_bytes - h->dest && (!h->has_signal || h->sig <= s.heap_bytes - 8),
@@ -710,18 +711,9 @@ bool Proxy::step() {
   auto post_staged = [&] {
     while (!s.staged.empty() && !s.free_ops.empty()) {
       const State::Staged& f = s.staged.front();
-      if (f.copying) {
-        cudaError_t q;
-        {
-          CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a staged piece");
-          q = cudaEventQuery(s.copied[f.slot]);
-        }
-        if (q == cudaErrorNotReady) return;
-        NVST_CHECK_CUDA(q);
-      }
+      if (copy_pending(f)) return;
       const int k = static_cast<int>(f.seq % kInboxSlots);
       InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
-      op->value = f.seq;
       op->stage_slot = f.slot;
       if (!transport_->write_with_data(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kStageBytes, f.bytes,
                                        fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq), op))

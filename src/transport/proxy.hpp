@@ -91,7 +91,7 @@ class Proxy {
   bool debug_ = false;  // NVST_PROXY_DEBUG=1: state on stderr every 2 s
   std::string bound_cores_;  // where the thread was pinned (topology.hpp)
   char* scratch_ = nullptr;  // registered: in-flight records, then staging slots
-  char* control_ = nullptr;  // registered for remote writes: inboxes, credits (and our doorbells)
+  char* control_ = nullptr;  // registered for remote writes: inboxes, credits
   std::size_t scratch_bytes_ = 0, control_bytes_ = 0;
   std::unique_ptr<fabric::Transport> transport_;
   // Host FIFO (plain host memory) and its ticket counter.

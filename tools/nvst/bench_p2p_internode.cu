@@ -13,12 +13,9 @@
 //    ceiling a proxy over that provider can approach;
 //  - nccl_net: NCCL send/recv forced onto its network transport
 //    (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1, sockets on loopback).
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -26,8 +23,6 @@
 
 #include "nvst/device.cuh"
 #include "p2p_measure.cuh"
-#include "runtime/bootstrap.hpp"
-#include "runtime/runtime_internal.hpp"
 #include "raw_fabric.hpp"
 
 namespace nvst::tools {
