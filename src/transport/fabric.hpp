@@ -119,6 +119,8 @@ class Transport {
   // while holding it never lets go (seen in CI:
   // KilledPeerGivesAClearErrorAndNoHang).
   CallWatch::Snapshot provider_call() const { return provider_call_.snapshot(); }
+  // Time spent inside provider calls so far (NVST_PROXY_DEBUG reports it).
+  const CallWatch& provider_calls() const { return provider_call_; }
 
  private:
   struct Impl;

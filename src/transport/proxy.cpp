@@ -124,6 +124,7 @@ struct Proxy::State {
   std::vector<char> op_busy = std::vector<char>(kMaxInFlight, 0);
   int in_flight = 0;
   int max_in_flight = 0;  // NVST_PROXY_DEBUG reports it
+  std::uint64_t pieces_posted = 0, pieces_taken = 0;  // inbox pieces, for NVST_PROXY_DEBUG's per-piece costs
   char* stage = nullptr;
   std::vector<int> free_slots;
   // The command being posted piece by piece.
@@ -404,10 +405,21 @@ void ProxyDeleter::operator()(Proxy* p) const {
 
 Proxy::~Proxy() {
   stop();  // done already when ProxyDeleter destroys it (the only owner)
-  if (debug_)
-    std::fprintf(stderr, "%sproxy: finished; the provider refused %llu posts (FI_EAGAIN), at most %d in flight\n",
+  if (debug_) {
+    // Where the thread's time went: what is in neither call kind is its own
+    // work (bookkeeping, host-heap memcpy) and idle rounds.
+    const double ran = std::chrono::duration<double>(Clock::now() - started_).count();
+    const CallWatch& prov = transport_->provider_calls();
+    std::fprintf(stderr,
+                 "%sproxy: finished; the provider refused %llu posts (FI_EAGAIN), at most %d in flight; of %.3f s "
+                 "the thread ran, %.3f s in %llu provider calls, %.3f s in %llu CUDA calls; inbox pieces posted "
+                 "%llu, taken in %llu\n",
                  detail::rank_prefix().c_str(), static_cast<unsigned long long>(transport_->refused()),
-                 st_->max_in_flight);
+                 st_->max_in_flight, ran, prov.total_s(), static_cast<unsigned long long>(prov.calls()),
+                 cuda_call_.total_s(), static_cast<unsigned long long>(cuda_call_.calls()),
+                 static_cast<unsigned long long>(st_->pieces_posted),
+                 static_cast<unsigned long long>(st_->pieces_taken));
+  }
   transport_.reset();
   if (device_ >= 0) {
     State& s = *st_;
@@ -459,6 +471,7 @@ void Proxy::fail(const std::string& why) {
 }
 
 void Proxy::run() {
+  started_ = Clock::now();
   if (device_ >= 0) {
     cudaSetDevice(device_);
     bound_cores_ = topology::bind_thread_near_gpu(device_);
@@ -658,6 +671,7 @@ bool Proxy::step() {
           if (h->bytes) std::memcpy(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader, h->bytes);
           if (h->has_signal) apply_host_signal(s.heap, h->sig, h->sig_op, h->sig_value);
           s.ack(src, next);
+          ++s.pieces_taken;
           ++next;
           busy = true;
           continue;
@@ -677,6 +691,7 @@ bool Proxy::step() {
         s.free_events.pop_back();
         NVST_CHECK_CUDA(cudaEventRecord(e, s.stream));
         s.applying.push_back({src, e});
+        ++s.pieces_taken;
         ++next;
         busy = true;
       }
@@ -720,6 +735,7 @@ bool Proxy::step() {
         return;
       s.commit(op);
       s.staged.pop_front();
+      ++s.pieces_posted;
       busy = true;
     }
   };

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -109,6 +110,7 @@ class Proxy {
   std::atomic<bool> failed_{false};  // fail() was called: the thread stops working
   std::atomic<bool> exited_{false};  // run() has returned
   bool left_behind_ = false;          // stop() detached a thread that still runs
+  std::chrono::steady_clock::time_point started_;  // when run() began (NVST_PROXY_DEBUG's time split)
   // The proxy's CUDA calls on the data path (GPU heaps) wait while another
   // thread's call holds the driver, and one case never ends (docs/09: a
   // pageable copy queued behind a kernel that waits on this proxy). The
