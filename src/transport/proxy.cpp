@@ -15,6 +15,7 @@
 #include "runtime/bootstrap.hpp"
 #include "runtime/settings.hpp"
 #include "transport/inbox_bell.hpp"
+#include "transport/proxy_trace.hpp"
 #include "transport/topology.hpp"
 
 namespace nvst {
@@ -103,7 +104,7 @@ struct Proxy::InFlight {
   // flight. (Before this field existed, shm overwrote `value`, the doorbell
   // number, and the inbox path stalled.)
   fabric::ProviderContext provider_context;
-  std::uint64_t value;  // atomic operand; kAck: the word written
+  std::uint64_t value;  // atomic operand; kAck: the word written; kInboxWrite: the piece's seq
   int kind;
   int pe;
   int stage_slot;       // -1: none
@@ -162,6 +163,7 @@ struct Proxy::State {
     std::size_t bytes;     // header + data
     bool copying;          // a GPU copy into the slot, done when copied[slot] is
     Clock::time_point since;
+    bool seen_copied = false;  // the trace recorded its copy's end
   };
   std::deque<Staged> staged;
   cudaEvent_t copied[kStageSlots] = {};  // per staging slot (GPU heaps)
@@ -190,7 +192,9 @@ struct Proxy::State {
   Clock::time_point last_debug = Clock::now();
   std::vector<fabric::Completion> completions;
 
-  explicit State(proxy::FifoShared* f) : host_consumer(f) {}
+  ProxyTrace trace;  // NVST_PROXY_TRACE
+
+  State(proxy::FifoShared* f, std::string trace_path) : host_consumer(f), trace(std::move(trace_path)) {}
 
   InFlight* take(int kind, int pe) {
     const int id = free_ops.back();
@@ -289,7 +293,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   host_fifo_ = make_fifo(std::align(64, proxy::fifo_bytes(kFifoCapacity), p, space));
   host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s);
 
-  st_ = std::make_unique<State>(host_fifo_);
+  st_ = std::make_unique<State>(host_fifo_, settings::get("NVST_PROXY_TRACE").value_or(""));
   State& s = *st_;
   s.layout = layout;
   s.layout_base = control_;
@@ -420,6 +424,7 @@ Proxy::~Proxy() {
                  static_cast<unsigned long long>(st_->pieces_posted),
                  static_cast<unsigned long long>(st_->pieces_taken));
   }
+  st_->trace.write(st_->me);
   transport_.reset();
   if (device_ >= 0) {
     State& s = *st_;
@@ -570,6 +575,7 @@ bool Proxy::step() {
                   c.error ? c.error_text : std::string("no such sender or no inbox"));
       const std::uint64_t seq = inbox::bell_seq(c.data, s.recv[static_cast<std::size_t>(src)]);
       s.landed[static_cast<std::size_t>(src) * kInboxSlots + seq % kInboxSlots] = seq + 1;
+      s.trace.add(ProxyTrace::kBell, src, seq);
       continue;
     }
     if (c.context == nullptr) {  // not ours: a provider's report about a peer's operation on our memory
@@ -580,6 +586,7 @@ bool Proxy::step() {
     static const char* names[] = {"write", "signal", "inbox write", "ack"};
     if (c.error != 0)
       NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
+    if (op->kind == InFlight::kInboxWrite) s.trace.add(ProxyTrace::kWritten, op->pe, op->value);
     if (op->stage_slot >= 0) s.free_slots.push_back(op->stage_slot);
     if (op->group >= 0) {
       auto& g = s.groups[static_cast<std::size_t>(op->group)];
@@ -670,6 +677,7 @@ bool Proxy::step() {
         if (!s.gpu) {  // host heap: applied now, by this thread (the only writer of inbox data)
           if (h->bytes) std::memcpy(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader, h->bytes);
           if (h->has_signal) apply_host_signal(s.heap, h->sig, h->sig_op, h->sig_value);
+          s.trace.add(ProxyTrace::kLanded, src, next);
           s.ack(src, next);
           ++s.pieces_taken;
           ++next;
@@ -691,6 +699,7 @@ bool Proxy::step() {
         s.free_events.pop_back();
         NVST_CHECK_CUDA(cudaEventRecord(e, s.stream));
         s.applying.push_back({src, e});
+        s.trace.add(ProxyTrace::kLanding, src, next);
         ++s.pieces_taken;
         ++next;
         busy = true;
@@ -705,6 +714,7 @@ bool Proxy::step() {
       if (q == cudaErrorNotReady) break;
       NVST_CHECK_CUDA(q);
       const int src = s.applying.front().src;
+      s.trace.add(ProxyTrace::kLanded, src, s.applied[static_cast<std::size_t>(src)]);
       s.free_events.push_back(s.applying.front().done);
       s.applying.pop_front();
       s.ack(src, s.applied[static_cast<std::size_t>(src)]);  // copies finish in order per source
@@ -718,6 +728,7 @@ bool Proxy::step() {
     if (!transport_->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
     s.commit(op);
     s.control_words.pop_front();
+    s.trace.add(ProxyTrace::kAcked, w.pe, w.value - 1);
     busy = true;
   }
 
@@ -725,15 +736,21 @@ bool Proxy::step() {
   // piece also right after it is staged below, so its wire starts at once).
   auto post_staged = [&] {
     while (!s.staged.empty() && !s.free_ops.empty()) {
-      const State::Staged& f = s.staged.front();
+      State::Staged& f = s.staged.front();
       if (copy_pending(f)) return;
+      if (f.copying && !f.seen_copied) {
+        f.seen_copied = true;
+        s.trace.add(ProxyTrace::kCopied, f.pe, f.seq);
+      }
       const int k = static_cast<int>(f.seq % kInboxSlots);
       InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
       op->stage_slot = f.slot;
+      op->value = f.seq;
       if (!transport_->write_with_data(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kStageBytes, f.bytes,
                                        fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq), op))
         return;
       s.commit(op);
+      s.trace.add(ProxyTrace::kPosted, f.pe, f.seq);
       s.staged.pop_front();
       ++s.pieces_posted;
       busy = true;
@@ -785,6 +802,7 @@ bool Proxy::step() {
       }
       s.cur_since = Clock::now();  // progress: the age check measures time without it
       s.staged.push_back({slot, pe, sent, kInboxHeader + piece, copying, s.cur_since});
+      s.trace.add(ProxyTrace::kStaged, pe, sent);
       s.free_slots.pop_back();
       ++sent;
       s.cur_done += piece;
@@ -856,7 +874,10 @@ bool Proxy::step() {
   if (s.blocked) {
     if (!s.drained()) return busy;
     s.blocked = false;
-    if (s.blocked_is_quiet) s.blocked_fifo->set_completed(s.blocked_ticket + 1);
+    if (s.blocked_is_quiet) {
+      s.blocked_fifo->set_completed(s.blocked_ticket + 1);
+      s.trace.add(ProxyTrace::kQuietDone, -1, s.blocked_ticket);
+    }
     busy = true;
   }
 
@@ -894,6 +915,8 @@ bool Proxy::step() {
         s.active = true;
         s.cur_since = Clock::now();
         s.cur = c;
+        s.trace.add(from == &s.host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel,
+                    static_cast<int>(c.pe), c.bytes);
         if (kind == proxy::Op::kSignal) s.cur.bytes = 0;
         s.cur_done = 0;
         s.cur_signal_sent = false;
@@ -918,7 +941,10 @@ bool Proxy::step() {
         s.blocked_ticket = proxy::tag_ticket(c.tag);
         if (s.drained()) {  // nothing outstanding: done at once
           s.blocked = false;
-          if (s.blocked_is_quiet) s.blocked_fifo->set_completed(s.blocked_ticket + 1);
+          if (s.blocked_is_quiet) {
+            s.blocked_fifo->set_completed(s.blocked_ticket + 1);
+            s.trace.add(ProxyTrace::kQuietDone, -1, s.blocked_ticket);
+          }
         }
         break;
       default:

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Lines up the proxy traces of a sender and a target (NVST_PROXY_TRACE=PREFIX
+writes PREFIX.RANK, see src/transport/proxy_trace.hpp) and prints, for the
+puts of one size, the median time of each step of each piece after the put
+was taken by the sender's proxy, in microseconds.
+
+Usage: proxy_trace.py PREFIX [--sender 0] [--target 1] [--bytes N]
+"""
+import argparse
+import collections
+import statistics
+
+
+def read(path):
+    with open(path) as f:
+        for line in f:
+            ns, what, pe, seq = line.split()
+            yield int(ns), what, int(pe), int(seq)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("prefix")
+    ap.add_argument("--sender", type=int, default=0)
+    ap.add_argument("--target", type=int, default=1)
+    ap.add_argument("--bytes", type=int, default=None, help="only puts of this size (default: the largest)")
+    ap.add_argument("--from", dest="origin", choices=["host", "kernel", "any"], default="any",
+                    help="only puts issued by the host API or by kernels")
+    a = ap.parse_args()
+    snd = list(read(f"{a.prefix}.{a.sender}"))
+    tgt = list(read(f"{a.prefix}.{a.target}"))
+
+    # Sender: each put (taken) owns the pieces staged after it, until the next one.
+    puts = []  # (taken_ns, bytes, [seqs], quiet_done_ns)
+    for ns, what, pe, seq in snd:
+        taken = {"host": ("taken",), "kernel": ("taken_dev",), "any": ("taken", "taken_dev")}[a.origin]
+        if what in taken and pe == a.target:
+            puts.append([ns, seq, [], None])
+        elif what in ("taken", "taken_dev"):
+            puts.append([ns, -1, [], None])  # another put (origin or target): owns what follows
+        elif what == "staged" and pe == a.target and puts:
+            puts[-1][2].append(seq)
+        elif what == "quiet_done" and puts and puts[-1][3] is None:
+            puts[-1][3] = ns
+    size = a.bytes if a.bytes is not None else max(p[1] for p in puts)
+    puts = [p for p in puts if p[1] == size and p[2] and p[3] is not None]
+
+    # Every event of a piece (sender, seq), from either side.
+    ev = collections.defaultdict(dict)
+    for ns, what, pe, seq in snd:
+        if pe == a.target and what in ("staged", "copied", "posted", "written"):
+            ev[seq].setdefault(what, ns)
+    for ns, what, pe, seq in tgt:
+        if pe == a.sender and what in ("bell", "landing", "landed", "acked"):
+            ev[seq].setdefault(what, ns)
+
+    steps = ["staged", "copied", "posted", "bell", "written", "landing", "landed", "acked"]
+    n_pieces = max(len(p[2]) for p in puts)
+    table = collections.defaultdict(list)
+    total = []
+    for taken, _, seqs, done in puts:
+        total.append((done - taken) / 1e3)
+        for k, seq in enumerate(seqs):
+            for st in steps:
+                if st in ev[seq]:
+                    table[(k, st)].append((ev[seq][st] - taken) / 1e3)
+    print(f"# {len(puts)} puts of {size} bytes from {a.origin}, {n_pieces} pieces each; median us after the sender's proxy took the put")
+    print("piece " + "".join(f"{st:>9}" for st in steps))
+    for k in range(n_pieces):
+        cells = []
+        for st in steps:
+            v = table.get((k, st))
+            cells.append(f"{statistics.median(v):9.1f}" if v else f"{'-':>9}")
+        print(f"{k:5d} " + "".join(cells))
+    print(f"quiet released: {statistics.median(total):.1f} us (min {min(total):.1f}, max {max(total):.1f})")
+
+
+if __name__ == "__main__":
+    main()
