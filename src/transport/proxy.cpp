@@ -28,11 +28,12 @@ constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fa
 // costs (an operation, an acknowledgement) stay small next to the data. A
 // slot holds a piece behind its 64-byte header, so a power-of-two put
 // fills whole pieces (with the header inside 256 KiB, 1 MiB took a fifth
-// piece of 256 bytes, one more trip through the whole pipeline).
+// piece of 256 bytes, one more trip through the whole pipeline: 256 KiB
+// over shm took 133 us instead of 53, r106). Smaller first and last pieces,
+// to fill and drain the pipeline sooner, did not pay on one GPU (r106:
+// a staging or landing copy there takes 20-25 us whatever its size).
 constexpr int kStageSlots = 16;                         // staging slots in the pipeline
 constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
-// A put's first and last pieces are at most 64 KiB (next_piece).
-constexpr std::size_t kEdgePieceBytes = std::size_t{64} << 10;
 constexpr int kInboxSlots = 16;                         // per (source, target) pair
 static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer, "the transport's completion queue has room for "
               "kMaxRemoteDataPerPeer doorbells from each peer");
@@ -44,20 +45,6 @@ using Clock = std::chrono::steady_clock;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-// Data bytes of a put's next inbox piece, with `done` bytes sent, `left` to
-// go, and pieces of at most `cap`. A put's time is its pipeline's fill (the
-// first piece's staging copy), then the wire, then its drain (the last
-// piece's receive and landing copy), and the edges scale with their pieces:
-// the first and last pieces are kEdgePieceBytes, the middle ones full. A
-// 1 MiB put over tcp on loopback spent 23 us staging its first 256 KiB and
-// 60 + 35 us receiving and landing its last (r105's trace).
-std::size_t next_piece(std::size_t done, std::size_t left, std::size_t cap) {
-  const std::size_t edge = std::min(kEdgePieceBytes, cap);
-  if (left <= edge) return left;                        // the last piece
-  if (done == 0) return edge;                           // the first
-  if (left <= cap + edge) return left - edge;           // leaves an edge-sized last one
-  return cap;
-}
 
 // The header in front of each piece in an inbox slot.
 struct InboxHeader {
@@ -796,8 +783,7 @@ bool Proxy::step() {
       if (s.free_slots.empty()) break;
       auto& sent = s.sent[static_cast<std::size_t>(pe)];
       if (!s.slot_free(pe, sent)) break;  // target's inbox full
-      const std::size_t piece =
-          next_piece(s.cur_done, left, std::min(kPieceBytes, transport_->max_write() - kInboxHeader));
+      const std::size_t piece = std::min<std::size_t>({left, kPieceBytes, transport_->max_write() - kInboxHeader});
       const bool last = piece == left;
       const int slot = s.free_slots.back();
       char* stage = s.stage + static_cast<std::size_t>(slot) * kSlotBytes;
