@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "device/device_runtime.hpp"
+#include "runtime/backoff.hpp"
 #include "runtime/bootstrap.hpp"
 #include "runtime/settings.hpp"
 #include "transport/inbox_bell.hpp"
@@ -500,6 +501,7 @@ void Proxy::run() {
   // with a core of its own answers in microseconds; one that has not for
   // 100 us is waiting for a core, maybe ours: sleep 20 us per round. Spinning
   // or yielding instead made CI's two loaded cores up to 100x slower.
+  detail::PreciseSleep precise;  // its 20 and 50 us sleeps last that long, not 70 and 100 (backoff.hpp)
   auto last_busy = Clock::now();
   std::uint64_t last_refused = 0;
   bool refusing = false;
