@@ -22,6 +22,12 @@ struct BenchOptions {
   int graph_iters = 20;                  // -G: operations per CUDA graph (bench coll)
 };
 
+// NCCL refuses two ranks on one GPU, so its baseline columns need a GPU per
+// PE. Collective over the job (after nvst::init): "" when every PE has a
+// GPU of its own, else which two PEs share which one (logical nodes on a
+// machine of one GPU, NVST_TEST_SHARE_GPUS).
+std::string pes_sharing_a_gpu();
+
 // Point-to-point between PE 0 and PE 1 (needs 2 PEs with GPUs). Returns the
 // process exit code.
 int bench_p2p(const BenchOptions& options);

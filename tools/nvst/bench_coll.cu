@@ -282,6 +282,9 @@ int bench_coll(const BenchOptions& o) {
   NVST_REQUIRE(nvst::device() >= 0, "nvst bench coll needs GPUs");
   const int me = nvst::my_pe(), n = nvst::n_pes();
   nvst::coll::prepare();
+  const std::string shared = pes_sharing_a_gpu();
+  NVST_REQUIRE(shared.empty(), "nvst bench coll runs NCCL beside ours, and NCCL refuses two ranks on one GPU: ", shared,
+               "; give every PE a GPU of its own (nvst_coll_tests checks the collectives on a shared GPU)");
   ncclUniqueId nid{};
   if (me == 0) NVST_REQUIRE(ncclGetUniqueId(&nid) == ncclSuccess, "ncclGetUniqueId failed");
   nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);

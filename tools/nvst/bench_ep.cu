@@ -178,6 +178,10 @@ class EpBench {
   EpBench(const BenchOptions& o, Report& report, const std::string& impl, ncclComm_t& comm)
       : o_(o), me_(nvst::my_pe()), n_(nvst::n_pes()), impl_(impl), first_pass_(impl == "nvst"), report_(report) {
     if (comm == nullptr) {
+      const std::string shared = pes_sharing_a_gpu();
+      NVST_REQUIRE(shared.empty(), "nvst bench ep checks ours against NCCL all-to-all-v, and NCCL refuses two ranks "
+                   "on one GPU: ", shared, "; give every PE a GPU of its own (nvst_ep_tests checks the Buffer on a "
+                   "shared GPU)");
       ncclUniqueId nid{};
       if (me_ == 0) check_nccl(ncclGetUniqueId(&nid), "ncclGetUniqueId");
       nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);

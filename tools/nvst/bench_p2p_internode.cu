@@ -15,7 +15,6 @@
 //    (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1, sockets on loopback).
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -50,12 +49,9 @@ int bench_p2p_internode(const BenchOptions& o) {
   // NCCL on its network transport between the same two processes. NCCL
   // refuses two ranks on one GPU (logical nodes on a one-GPU machine): then
   // its column is left out (n/a) and the table says why.
-  char bus[32] = {};
-  NVST_CHECK_CUDA(cudaDeviceGetPCIBusId(bus, sizeof(bus), nvst::device()));
-  const std::vector<std::byte> buses = nvst::bootstrap_allgather(bus, sizeof(bus));
-  const bool with_nccl = std::memcmp(buses.data(), buses.data() + sizeof(bus), sizeof(bus)) != 0;
-  if (c.me == 0 && !with_nccl)
-    std::printf("# nccl_net not run: both PEs are on GPU %s, and NCCL refuses a GPU twice\n", bus);
+  const std::string shared = pes_sharing_a_gpu();
+  const bool with_nccl = shared.empty();
+  if (c.me == 0 && !with_nccl) std::printf("# nccl_net not run: %s, and NCCL refuses a GPU twice\n", shared.c_str());
   ::setenv("NCCL_P2P_DISABLE", "1", 1);
   ::setenv("NCCL_SHM_DISABLE", "1", 1);
   ::setenv("NCCL_SOCKET_IFNAME", "lo", 0);
