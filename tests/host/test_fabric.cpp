@@ -285,6 +285,72 @@ TEST(FabricSetup, StaleShmRegionOfThisPidIsReplaced) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 
+// NVST_PROXY_TRACE (docs/06, "Reading a put's timeline"): a 1 MiB put
+// through the inbox is 4 whole pieces of 256 KiB (the header sits in front
+// of a piece, not inside it), and each piece's steps on both sides come in
+// order on the clock both processes share: staged, posted, rang at the
+// target, landed there, acked.
+TEST(FabricSetup, TraceShowsWholePiecesStepByStep) {
+  const std::string prefix = (std::filesystem::temp_directory_path() /
+                              ("nvst_trace_" + std::to_string(::getpid()))).string();
+  const std::size_t kBytes = std::size_t{1} << 20;
+  auto res = run_pes(2, [kBytes](int me) {
+    nvst::init();
+    auto* buf = static_cast<std::uint8_t*>(nvst::malloc(kBytes));
+    std::vector<std::uint8_t> src(kBytes);
+    for (std::size_t i = 0; i < kBytes; ++i) src[i] = pattern(0, 1, i);
+    nvst::barrier_all();
+    if (me == 0) {
+      nvst::putmem_nbi(buf, src.data(), kBytes, 1);
+      nvst::quiet();
+    }
+    nvst::barrier_all();
+    if (me == 1) PE_EXPECT(std::memcmp(buf, src.data(), kBytes) == 0, "the traced put's data is wrong");
+    nvst::finalize();  // writes the traces
+    return 0;
+  }, {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_PROXY_INBOX", "1"}, {"NVST_PROXY_TRACE", prefix}}, 60);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(res[r].code(), 0) << "rank " << r;
+
+  struct Event {
+    long long ns;
+    std::string what;
+    int pe;
+    unsigned long long seq;
+  };
+  auto read = [](const std::string& file) {
+    std::vector<Event> events;
+    std::ifstream in(file);
+    for (Event e; in >> e.ns >> e.what >> e.pe >> e.seq;) events.push_back(e);
+    std::filesystem::remove(file);
+    return events;
+  };
+  const auto sender = read(prefix + ".0"), target = read(prefix + ".1");
+  // The put: the one command of kBytes that PE 0 took for PE 1; its pieces
+  // are the ones staged after it (barriers send commands of their own).
+  auto taken = std::find_if(sender.begin(), sender.end(),
+                            [&](const Event& e) { return e.what == "taken" && e.pe == 1 && e.seq == kBytes; });
+  ASSERT_NE(taken, sender.end()) << "no 'taken' event for the 1 MiB put in " << prefix << ".0";
+  std::vector<unsigned long long> pieces;
+  for (auto e = taken + 1; e != sender.end() && e->what.rfind("taken", 0) != 0; ++e)
+    if (e->what == "staged" && e->pe == 1) pieces.push_back(e->seq);
+  EXPECT_EQ(pieces.size(), 4u) << "a 1 MiB put should be 4 whole pieces";
+  auto when = [](const std::vector<Event>& events, const char* what, int pe, unsigned long long seq) {
+    for (const Event& e : events)
+      if (e.what == what && e.pe == pe && e.seq == seq) return e.ns;
+    return -1LL;
+  };
+  for (unsigned long long seq : pieces) {
+    const long long steps[] = {taken->ns, when(sender, "staged", 1, seq), when(sender, "posted", 1, seq),
+                               when(target, "bell", 0, seq), when(target, "landed", 0, seq),
+                               when(target, "acked", 0, seq)};
+    const char* names[] = {"taken", "staged", "posted", "bell", "landed", "acked"};
+    for (int i = 1; i < 6; ++i) {
+      EXPECT_GE(steps[i], 0) << "piece " << seq << ": no '" << names[i] << "' event";
+      EXPECT_GE(steps[i], steps[i - 1]) << "piece " << seq << ": '" << names[i] << "' before '" << names[i - 1] << "'";
+    }
+  }
+}
+
 TEST(FabricSetup, MissingProviderListsThosepresent) {
   auto res = run_pes(2, [](int) {
     std::string msg = error_of([] { nvst::init(); });

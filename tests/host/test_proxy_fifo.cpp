@@ -2,14 +2,18 @@
 // command arrives exactly once, each producer's in its order, through a
 // small ring (back-pressure), and waits end with a message, not a hang.
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "pe_harness.hpp"
+#include "runtime/backoff.hpp"
 #include "transport/fifo_host.hpp"
 #include "transport/inbox_bell.hpp"
 
@@ -141,6 +145,27 @@ TEST(ProxyFifo, QuietWaitsOutASlowProxyButNotAStalledOne) {
 // An inbox piece's doorbell carries its sender and the low 16 bits of its
 // seq; the target restores the seq from the next one it expects, for every
 // piece of the window in flight, across the 16-bit wrap and far beyond it.
+// A waiter that has begun to sleep does so with 1 us of timer slack, so
+// its 20 us sleeps are not stretched to 70 (backoff.hpp), and the thread
+// gets its own slack back when the wait ends.
+TEST(Backoff, SleepsPreciselyThenGivesTheSlackBack) {
+  const long mine = 123000;  // ns: not the default, so a reset to it would show
+  ASSERT_EQ(prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(mine), 0, 0, 0), 0);
+  {
+    nvst::detail::Backoff backoff;
+    for (int i = 0; i < 256; ++i) backoff.pause();  // spinning and yielding
+    EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), mine);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 50; ++i) backoff.pause();  // 50 sleeps of 20 us
+    const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), 1000);
+    EXPECT_GE(us, 50 * 20.0);
+    std::printf("50 sleeps of 20 us took %.0f us\n", us);
+  }
+  EXPECT_EQ(prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), mine);
+  prctl(PR_SET_TIMERSLACK, 0UL, 0, 0, 0);  // back to the default
+}
+
 TEST(InboxBell, SenderAndSeqSurviveTheWrap) {
   for (int src : {0, 1, 7, nvst::inbox::kMaxPes - 1})
     for (std::uint64_t next : {std::uint64_t{0}, std::uint64_t{65530}, std::uint64_t{65536},
