@@ -38,6 +38,10 @@
 #   nvshmem 2+ GPUs: device-API and collective tests on NVSHMEM and on ours
 #   full    2+ GPUs: tests at 2 and 4 PEs (as many as present), sanitizers,
 #           the full p2p benchmark (NVST_BENCH_SWEEP=1 adds calibration rows)
+#   nodes-api  4+ GPUs as 2x2 logical nodes: device API (tcp, shm,
+#           memcheck), collectives; nodes-ep: EP (10^4 random routings,
+#           memcheck), bench ep
+#   scripts/x4_round.sh runs these in the four calls a 4-GPU machine needs
 set -uo pipefail
 BIN=${1:?bin dir with nvst and nvst_gpu_tests}
 MODE=${2:-full}
@@ -258,6 +262,20 @@ case "$MODE" in
     NVST_NODE_SIZE=1 step bench_p2p_internode 300 "$BIN/nvst" bench p2p -b 4K -e 256M -f 4 --json "$OUT/p2p_internode.json"
     NVST_NODE_SIZE=1 step memcheck_internode 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
     NVST_NODE_SIZE=1 step racecheck_internode 300 $SAN --tool racecheck "$BIN/nvst_gpu_tests" --np 2 --rounds 1
+    ;;
+  nodes-api|nodes-ep)  # 4+ GPUs as 2x2 logical nodes (issues 3-5): NVLink inside a node, the proxy between nodes
+    [ "$GPUS" -ge 4 ] || { echo "mode $MODE needs 4 GPUs; $GPUS here" | tee -a "$summary"; exit 2; }
+    export NVST_NODE_SIZE=2
+    if [ "$MODE" = nodes-api ]; then
+      NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step gpu_2x2_tcp 300 "$BIN/nvst_gpu_tests" --np 4
+      NVST_FABRIC_PROVIDER=shm step gpu_2x2_shm 300 "$BIN/nvst_gpu_tests" --np 4
+      step memcheck_2x2 300 $SAN --tool memcheck "$BIN/nvst_gpu_tests" --np 4 --rounds 1
+      step coll_2x2 300 "$BIN/nvst_coll_tests" --np 4
+    else
+      step ep_2x2 400 "$BIN/nvst_ep_tests" --np 4 --stress ${EP_STRESS:-10000} --ll-stress ${EP_LL_STRESS:-1000}
+      step memcheck_ep_2x2 300 $SAN --tool memcheck "$BIN/nvst_ep_tests" --np 4 --stress 10
+      step bench_ep_2x2 300 "$BIN/nvst" bench ep --json "$OUT/ep_2x2.json"
+    fi
     ;;
   *) echo "unknown mode $MODE" >&2; exit 2 ;;
 esac
