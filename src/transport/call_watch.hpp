@@ -3,10 +3,11 @@
 // reads it (snapshot()). The proxy watches two kinds this way: its CUDA
 // calls, which can wait for good behind a kernel that waits on the proxy
 // (docs/09), and the transport's provider calls, which can spin for good on
-// a dead peer's lock (libfabric 1.17's shm; docs/06). It also sums the
-// time spent inside marked calls (total()), so NVST_PROXY_DEBUG can say
-// where the proxy thread's time went: the provider's calls, its CUDA calls,
-// or neither (its own bookkeeping, memcpy and idle rounds).
+// a dead peer's lock (libfabric 1.17's shm; docs/06). With accounting on
+// (set_accounting) it also sums the time spent inside marked calls
+// (total_s()), so NVST_PROXY_DEBUG can say where the proxy thread's time
+// went: the provider's calls, its CUDA calls, or neither (its own
+// bookkeeping, memcpy and idle rounds). Off, a call reads the clock once.
 #pragma once
 
 #include <atomic>
@@ -38,6 +39,7 @@ class CallWatch {
     }
     ~Mark() {
       w_.since_ns_.store(0, std::memory_order_release);
+      if (!w_.accounting_.load(std::memory_order_relaxed)) return;
       // One thread marks a given CallWatch: a plain read-add-store is enough.
       const std::int64_t took = Clock::now().time_since_epoch().count() - start_;
       w_.total_ns_.store(w_.total_ns_.load(std::memory_order_relaxed) + took, std::memory_order_relaxed);
@@ -55,6 +57,9 @@ class CallWatch {
     const std::int64_t since = since_ns_.load(std::memory_order_acquire);
     return {what_.load(std::memory_order_relaxed), pe_.load(std::memory_order_relaxed), since};
   }
+  // Whether marks sum their time (off by default: the proxy polls its
+  // provider about a million times a second).
+  void set_accounting(bool on) { accounting_.store(on, std::memory_order_relaxed); }
   // Seconds spent inside marked calls so far, and how many there were.
   double total_s() const { return 1e-9 * static_cast<double>(total_ns_.load(std::memory_order_relaxed)); }
   std::uint64_t calls() const { return calls_.load(std::memory_order_relaxed); }
@@ -63,6 +68,7 @@ class CallWatch {
   std::atomic<const char*> what_{nullptr};
   std::atomic<int> pe_{-1};
   std::atomic<std::int64_t> since_ns_{0};
+  std::atomic<bool> accounting_{false};
   std::atomic<std::int64_t> total_ns_{0};
   std::atomic<std::uint64_t> calls_{0};
 };

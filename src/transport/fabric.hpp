@@ -119,8 +119,9 @@ class Transport {
   // while holding it never lets go (seen in CI:
   // KilledPeerGivesAClearErrorAndNoHang).
   CallWatch::Snapshot provider_call() const { return provider_call_.snapshot(); }
-  // Time spent inside provider calls so far (NVST_PROXY_DEBUG reports it).
-  const CallWatch& provider_calls() const { return provider_call_; }
+  // Time spent inside provider calls so far, once accounting is on
+  // (NVST_PROXY_DEBUG turns it on and reports it).
+  CallWatch& provider_calls() { return provider_call_; }
 
  private:
   struct Impl;

@@ -337,6 +337,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
+  cuda_call_.set_accounting(debug_);
+  transport_->provider_calls().set_accounting(debug_);
   thread_ = std::thread([this] { run(); });
   watchdog_ = std::thread([this] { watch(); });
 }
