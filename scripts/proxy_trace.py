@@ -4,11 +4,12 @@ writes PREFIX.RANK, see src/transport/proxy_trace.hpp) and prints, for the
 puts of one size, the median time of each step of each piece after the put
 was taken by the sender's proxy, in microseconds.
 
-Usage: proxy_trace.py PREFIX [--sender 0] [--target 1] [--bytes N]
+Usage: proxy_trace.py PREFIX [--sender 0] [--target 1] [--bytes N] [--from host|kernel|any]
 """
 import argparse
 import collections
 import statistics
+import sys
 
 
 def read(path):
@@ -42,8 +43,13 @@ def main():
             puts[-1][2].append(seq)
         elif what == "quiet_done" and puts and puts[-1][3] is None:
             puts[-1][3] = ns
-    size = a.bytes if a.bytes is not None else max(p[1] for p in puts)
-    puts = [p for p in puts if p[1] == size and p[2] and p[3] is not None]
+    mine = [p for p in puts if p[1] >= 0]  # -1: another put, which only ends the one before it
+    if not mine:
+        sys.exit(f"no puts from {a.origin} to PE {a.target} in {a.prefix}.{a.sender}")
+    size = a.bytes if a.bytes is not None else max(p[1] for p in mine)
+    puts = [p for p in mine if p[1] == size and p[2] and p[3] is not None]
+    if not puts:
+        sys.exit(f"no finished puts of {size} bytes from {a.origin} to PE {a.target}")
 
     # Every event of a piece (sender, seq), from either side.
     ev = collections.defaultdict(dict)

@@ -268,8 +268,10 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
                " PEs are more");
   ControlLayout layout{world, inbox};
   const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
-  scratch_bytes_ = pool_bytes + kStageSlots * kSlotBytes;
-  control_bytes_ = layout.bytes();
+  // Whole pages: aligned_alloc wants a multiple of its alignment, and the
+  // registrations below pin whole pages (none shared with other data).
+  scratch_bytes_ = round_up(pool_bytes + kStageSlots * kSlotBytes, 4096);
+  control_bytes_ = round_up(layout.bytes(), 4096);
   scratch_ = static_cast<char*>(std::aligned_alloc(4096, scratch_bytes_));
   control_ = static_cast<char*>(std::aligned_alloc(4096, control_bytes_));
   NVST_REQUIRE(scratch_ && control_, "proxy: cannot allocate ", scratch_bytes_ + control_bytes_,
@@ -927,7 +929,7 @@ bool Proxy::step() {
         s.cur_since = Clock::now();
         s.cur = c;
         s.trace.add(from == &s.host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel,
-                    static_cast<int>(c.pe), c.bytes);
+                    static_cast<int>(c.pe), kind == proxy::Op::kSignal ? 0 : c.bytes);
         if (kind == proxy::Op::kSignal) s.cur.bytes = 0;
         s.cur_done = 0;
         s.cur_signal_sent = false;

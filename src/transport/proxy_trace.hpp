@@ -33,7 +33,9 @@ class ProxyTrace {
     events_.push_back({std::chrono::steady_clock::now().time_since_epoch().count(), seq, pe, what});
   }
 
-  // One line per event: ns, what, pe, seq.
+  // One line per event: ns, what, pe, seq. For taken / taken_dev the last
+  // field is the command's bytes (0 for a signal), for quiet_done the
+  // quiet's ticket (pe -1); for the others the piece's seq from its sender.
   void write(int rank) const {
     if (!on()) return;
     const std::string file = path_ + "." + std::to_string(rank);

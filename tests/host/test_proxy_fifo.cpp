@@ -142,9 +142,6 @@ TEST(ProxyFifo, QuietWaitsOutASlowProxyButNotAStalledOne) {
   EXPECT_LT(took, 3.0);
 }
 
-// An inbox piece's doorbell carries its sender and the low 16 bits of its
-// seq; the target restores the seq from the next one it expects, for every
-// piece of the window in flight, across the 16-bit wrap and far beyond it.
 // A waiter that has begun to sleep does so with 1 us of timer slack, so
 // its 20 us sleeps are not stretched to 70 (backoff.hpp), and the thread
 // gets its own slack back when the wait ends.
@@ -166,6 +163,9 @@ TEST(Backoff, SleepsPreciselyThenGivesTheSlackBack) {
   prctl(PR_SET_TIMERSLACK, 0UL, 0, 0, 0);  // back to the default
 }
 
+// An inbox piece's doorbell carries its sender and the low 16 bits of its
+// seq; the target restores the seq from the next one it expects, for every
+// piece of the window in flight, across the 16-bit wrap and far beyond it.
 TEST(InboxBell, SenderAndSeqSurviveTheWrap) {
   for (int src : {0, 1, 7, nvst::inbox::kMaxPes - 1})
     for (std::uint64_t next : {std::uint64_t{0}, std::uint64_t{65530}, std::uint64_t{65536},
