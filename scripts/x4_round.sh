@@ -12,6 +12,10 @@
 #      of 4 and at 2x2
 #   4  issues 6, 8: the Python package under torchrun at 2 and 4, the NVSHMEM
 #      backend's suites
+#   x2 on a machine of 2 GPUs (nvidia-h200-x2), what one GPU could not time:
+#      ll against oneshot at small sizes, bench ep across 1+1 logical nodes
+#      (LogFMT), and kernel-issued puts across nodes with their traced
+#      timeline (NVST_PROXY_TRACE, scripts/proxy_trace.py --from kernel)
 # Usage, from the device tool (build here first, then carry):
 #   parts 1-3: mkdir -p var/bin && cp build/bin/{nvst,nvst_gpu_tests,nvst_coll_tests,nvst_ep_tests,
 #              libnvst_nvshmem_baseline.so} var/bin/ && git rev-parse --short HEAD > var/COMMIT
@@ -23,7 +27,7 @@
 #   bash scripts/x4_round.sh PART [BIN]      BIN defaults to var/bin
 # Logs land in $OUT/partPART/<mode>/ (logs.tgz and JSON), one summary.
 set -uo pipefail
-PART=${1:?part 1-4}
+PART=${1:?part 1-4 or x2}
 BIN=${2:-var/bin}
 OUT=${OUT:-$PWD/device-out}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -50,6 +54,23 @@ case "$PART" in
      run_mode nodes-ep ;;
   4) run_mode torch
      run_mode nvshmem ;;
-  *) echo "part must be 1-4" >&2; exit 2 ;;
+  x2) t() { local name=$1 lim=$2; shift 2; timeout "$lim" "$@" > "$root/$name.log" 2>&1
+            echo "$name rc=$? $(grep -E 'passed|failed' "$root/$name.log" | tail -1)" >> "$root/summary.txt"; }
+     t coll_2pe 240 "$BIN/nvst_coll_tests" --np 2
+     for algo in auto oneshot; do
+       NVST_COLL_ALGO=$algo t bench_coll_$algo 150 "$BIN/nvst" bench coll -b 1K -e 1M -f 2 --json "$root/coll_$algo.json"
+     done
+     for prov in shm "tcp;ofi_rxm"; do p=${prov%%;*}
+       NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=$prov t ep_1x1_$p 200 "$BIN/nvst_ep_tests" --np 2 --stress 300 --ll-stress 50
+       NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=$prov t bench_ep_1x1_$p 150 "$BIN/nvst" bench ep --json "$root/ep_1x1_$p.json"
+       NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=$prov NVST_PROXY_TRACE="$root/tr_$p" t bench_p2p_1x1_$p 200 \
+         "$BIN/nvst" bench p2p -b 4K -e 64M -f 4 --json "$root/p2p_1x1_$p.json"
+       for sz in 1048576 16777216; do
+         python3 scripts/proxy_trace.py "$root/tr_$p" --from kernel --bytes $sz >> "$root/summary.txt" 2>&1
+       done
+       rm -f "$root"/tr_$p.*
+     done
+     (cd "$root" && tar czf logs.tgz ./*.log && rm -f ./*.log) ;;
+  *) echo "part must be 1-4 or x2" >&2; exit 2 ;;
 esac
 cat "$root/summary.txt"
