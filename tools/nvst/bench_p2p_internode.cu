@@ -5,9 +5,10 @@
 //    GPU heap: FIFO, staging copy, wire, inbox copy, credit;
 //  - nvst_proxy_host: the same put issued by the host API (putmem_nbi +
 //    quiet from the CPU): the proxy path without a kernel. On a machine of
-//    one GPU it is the row to read: there the kernel's spinning quiet holds
-//    the GPU for its time slice (about 2 ms) while the receiving PE's copy
-//    waits for it, so nvst_proxy measures the slice, not the proxy;
+//    one GPU it is the row to read below 64 KiB: there the kernel's
+//    spinning quiet holds the GPU for its time slice (about 2.4 ms) while
+//    the receiving PE's small landing copy waits for it, so nvst_proxy
+//    measures the slice, not the proxy (docs/06);
 //  - raw_fabric: libfabric fi_write of host memory to host memory over the
 //    same provider, waiting for each completion (no GPU, no staging): the
 //    ceiling a proxy over that provider can approach;
