@@ -77,13 +77,17 @@ static_assert(sizeof(InboxHeader) == kInboxHeader);
 // two writes to one word are never in flight together.
 struct ControlLayout {
   int world;
-  bool inbox;  // the inbox path (GPU heaps; host heaps when chosen): inboxes exist
+  // Whether data travels through the inboxes (GPU heaps; host heaps with
+  // NVST_PROXY_INBOX=1): slots of a header and a piece. Otherwise only
+  // signals do (host heaps): slots of a header.
+  bool data;
   std::size_t ack(int t, int k) const { return 8 * (static_cast<std::size_t>(t) * kInboxSlots + k); }
   std::size_t slots_begin() const { return round_up(ack(world, 0), 4096); }
+  std::size_t slot_bytes() const { return data ? kSlotBytes : kInboxHeader; }
   std::size_t slot(int s, int k) const {
-    return slots_begin() + (static_cast<std::size_t>(s) * kInboxSlots + k) * kSlotBytes;
+    return slots_begin() + (static_cast<std::size_t>(s) * kInboxSlots + k) * slot_bytes();
   }
-  std::size_t bytes() const { return inbox ? slot(world, 0) : slots_begin(); }
+  std::size_t bytes() const { return slot(world, 0); }
 };
 
 std::uint64_t load_acquire(const std::uint64_t* p) {
@@ -97,22 +101,18 @@ void apply_host_signal(char* heap, std::uint64_t sig, std::uint8_t sig_op, std::
   else w.store(value, std::memory_order_release);
 }
 
-fabric::AtomicOp atomic_of(std::uint8_t sig_op) {
-  return sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd) ? fabric::AtomicOp::kAdd
-                                                                   : fabric::AtomicOp::kSet;
-}
 }  // namespace
 
 // One posted fabric operation. Lives in the registered scratch area so that
-// `value` can be the local operand of an atomic.
+// `value` (an ack's word) is registered memory.
 struct Proxy::InFlight {
-  enum Kind : int { kHeapWrite, kSignal, kInboxWrite, kAck };
+  enum Kind : int { kHeapWrite, kInboxWrite, kAck };
   // The provider's: with FI_CONTEXT / FI_CONTEXT2 mode it may use the first
   // 32 / 64 bytes behind the context pointer while the operation is in
   // flight. (Before this field existed, shm overwrote `value`, the doorbell
   // number, and the inbox path stalled.)
   fabric::ProviderContext provider_context;
-  std::uint64_t value;  // atomic operand; kAck: the word written; kInboxWrite: the piece's seq
+  std::uint64_t value;  // kAck: the word written; kInboxWrite: the piece's seq
   int kind;
   int pe;
   int stage_slot;       // -1: none
@@ -246,7 +246,7 @@ struct Proxy::State {
   }
   bool drained() const {
     return in_flight == 0 && !active && staged.empty() && ready_signals.empty() && control_words.empty() &&
-           (!layout.inbox || all_acked());
+           all_acked();
   }
   char* layout_base = nullptr;  // the control region
 };
@@ -254,19 +254,20 @@ struct Proxy::State {
 Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s)
     : device_(device), timeout_s_(timeout_s) {
   const int world = boot.world();
-  // GPU heaps always take the inbox path (the provider cannot write GPU
-  // memory without FI_HMEM). NVST_PROXY_INBOX=1 sends host heaps through it
-  // too, with memcpy where the GPU path has copies on streams: the same
-  // protocol (pieces, doorbells, acks), so CI tests it without a GPU. Unset,
-  // host heaps over shm take it as well: libfabric 1.17's shm loses or
-  // garbles signal adds made with its atomics (docs/06), the inbox uses none.
+  // GPU heaps send data through the inboxes (the provider cannot write GPU
+  // memory without FI_HMEM). Host heaps are written directly, and
+  // NVST_PROXY_INBOX=1 sends their data through the inboxes too, with memcpy
+  // where the GPU path has copies on streams: the same protocol (pieces,
+  // doorbells, acks), so CI tests it without a GPU. Signals always travel as
+  // inbox pieces, applied by the target's proxy: no fabric atomics, which
+  // libfabric 1.17's shm got wrong (lost or garbled adds, docs/06).
   const bool gpu = device >= 0;
   const auto asked = settings::get("NVST_PROXY_INBOX");
   NVST_REQUIRE(!asked || *asked == "0" || *asked == "1", "NVST_PROXY_INBOX='", *asked, "' is not 0 or 1");
-  const bool inbox = gpu || (asked ? *asked == "1" : fabric::chosen_provider() == "shm");
-  NVST_REQUIRE(!inbox || world <= inbox::kMaxPes, "proxy: the inbox protocol names a sender in 16 bits; ", world,
+  const bool inbox_data = gpu || (asked && *asked == "1");
+  NVST_REQUIRE(world <= inbox::kMaxPes, "proxy: the inbox protocol names a sender in 16 bits; ", world,
                " PEs are more");
-  ControlLayout layout{world, inbox};
+  ControlLayout layout{world, inbox_data};
   const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
   // Whole pages: aligned_alloc wants a multiple of its alignment, and the
   // registrations below pin whole pages (none shared with other data).
@@ -583,9 +584,9 @@ bool Proxy::step() {
   for (auto& c : s.completions) {
     if (c.remote) {  // a peer's piece landed in our inbox: ring its doorbell here
       const int src = inbox::bell_sender(c.data);
-      if (c.error != 0 || !s.layout.inbox || src >= s.layout.world)
+      if (c.error != 0 || src >= s.layout.world)
         NVST_FAIL("an incoming inbox write (data ", c.data, ") failed or is malformed: ",
-                  c.error ? c.error_text : std::string("no such sender or no inbox"));
+                  c.error ? c.error_text : std::string("no such sender"));
       const std::uint64_t seq = inbox::bell_seq(c.data, s.recv[static_cast<std::size_t>(src)]);
       s.landed[static_cast<std::size_t>(src) * kInboxSlots + seq % kInboxSlots] = seq + 1;
       s.trace.add(ProxyTrace::kBell, src, seq);
@@ -596,7 +597,7 @@ bool Proxy::step() {
       continue;
     }
     auto* op = static_cast<InFlight*>(c.context);
-    static const char* names[] = {"write", "signal", "inbox write", "ack"};
+    static const char* names[] = {"write", "inbox write", "ack"};
     if (c.error != 0)
       NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
     if (op->kind == InFlight::kInboxWrite) s.trace.add(ProxyTrace::kWritten, op->pe, op->value);
@@ -611,7 +612,7 @@ bool Proxy::step() {
   if (debug_ && Clock::now() - s.last_debug > std::chrono::seconds(2)) {
     s.last_debug = Clock::now();
     std::string peers;  // inbox path: what a stall looks like from both ends
-    for (int t = 0; s.layout.inbox && t < s.layout.world; ++t) {
+    for (int t = 0; t < s.layout.world; ++t) {
       const auto i = static_cast<std::size_t>(t);
       const std::uint64_t bell = s.landed[i * kInboxSlots + s.recv[i] % kInboxSlots];
       peers += detail::concat(" ", t, ":", s.sent[i], "/", s.sent[i] == 0 || s.acked(t, s.sent[i] - 1) ? "yes" : "no",
@@ -659,21 +660,64 @@ bool Proxy::step() {
     }
   }
 
+  // Posts the staged inbox pieces, in order, each once its copy is done (a
+  // host piece right after it is staged, so its wire starts at once).
+  auto post_staged = [&] {
+    while (!s.staged.empty() && !s.free_ops.empty()) {
+      State::Staged& f = s.staged.front();
+      if (copy_pending(f)) return;
+      if (f.copying && !f.seen_copied) {
+        f.seen_copied = true;
+        s.trace.add(ProxyTrace::kCopied, f.pe, f.seq);
+      }
+      const int k = static_cast<int>(f.seq % kInboxSlots);
+      InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
+      op->stage_slot = f.slot;
+      op->value = f.seq;
+      if (!transport_->write_with_data(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kSlotBytes, f.bytes,
+                                       fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq), op))
+        return;
+      s.commit(op);
+      s.trace.add(ProxyTrace::kPosted, f.pe, f.seq);
+      s.staged.pop_front();
+      ++s.pieces_posted;
+      busy = true;
+    }
+  };
+  // Stages a signal on its own: a header-only inbox piece to PE `pe`,
+  // applied by its proxy after everything this PE sent it before. False
+  // when no staging slot or inbox slot is free yet.
+  auto stage_signal = [&](int pe, const proxy::Command& c) {
+    auto& sent = s.sent[static_cast<std::size_t>(pe)];
+    if (s.free_slots.empty() || !s.slot_free(pe, sent)) return false;
+    const int slot = s.free_slots.back();
+    auto* h = reinterpret_cast<InboxHeader*>(s.stage + static_cast<std::size_t>(slot) * kSlotBytes);
+    *h = InboxHeader{};
+    h->seq = sent;
+    h->has_signal = 1;
+    h->sig = c.sig;
+    h->sig_value = c.sig_value;
+    h->sig_op = c.sig_op;
+    s.staged.push_back({slot, pe, sent, kInboxHeader, false, Clock::now()});
+    s.trace.add(ProxyTrace::kStaged, pe, sent);
+    s.free_slots.pop_back();
+    ++sent;
+    post_staged();
+    return true;
+  };
+
   // 3. Small follow-up operations: host-path signals after their data;
   // inbox pieces whose doorbell rang (step 1) taken in, then acks after
   // their copies.
-  while (!s.ready_signals.empty() && !s.free_ops.empty()) {
+  while (!s.ready_signals.empty()) {
     const int g = s.ready_signals.front();
     const proxy::Command& cmd = s.groups[static_cast<std::size_t>(g)].cmd;
-    InFlight* op = s.take(InFlight::kSignal, static_cast<int>(cmd.pe));
-    op->value = cmd.sig_value;
-    if (!transport_->atomic(op->pe, &op->value, atomic_of(cmd.sig_op), fabric::Region::kHeap, cmd.sig, op)) break;
-    s.commit(op);
+    if (!stage_signal(static_cast<int>(cmd.pe), cmd)) break;
     s.ready_signals.pop_front();
     s.free_groups.push_back(g);
     busy = true;
   }
-  if (s.layout.inbox) {
+  {
     // Receiving: take every piece whose doorbell rang, in order per source.
     for (int src = 0; src < s.layout.world; ++src) {
       auto& next = s.recv[static_cast<std::size_t>(src)];
@@ -683,7 +727,7 @@ bool Proxy::step() {
             (s.gpu && s.free_events.empty()))
           break;
         const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
-        NVST_REQUIRE(h->seq == next && h->bytes <= kPieceBytes && h->dest <= s.heap_bytes &&
+        NVST_REQUIRE(h->seq == next && h->bytes <= (s.layout.data ? kPieceBytes : 0) && h->dest <= s.heap_bytes &&
                          h->bytes <= s.heap_bytes - h->dest && (!h->has_signal || h->sig <= s.heap_bytes - 8),
                      "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ",
                      h->dest, ", bytes ", h->bytes, ")");
@@ -745,30 +789,7 @@ bool Proxy::step() {
     busy = true;
   }
 
-  // 4a. Staged inbox pieces, in order, each once its copy is done (a host
-  // piece also right after it is staged below, so its wire starts at once).
-  auto post_staged = [&] {
-    while (!s.staged.empty() && !s.free_ops.empty()) {
-      State::Staged& f = s.staged.front();
-      if (copy_pending(f)) return;
-      if (f.copying && !f.seen_copied) {
-        f.seen_copied = true;
-        s.trace.add(ProxyTrace::kCopied, f.pe, f.seq);
-      }
-      const int k = static_cast<int>(f.seq % kInboxSlots);
-      InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
-      op->stage_slot = f.slot;
-      op->value = f.seq;
-      if (!transport_->write_with_data(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kSlotBytes, f.bytes,
-                                       fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq), op))
-        return;
-      s.commit(op);
-      s.trace.add(ProxyTrace::kPosted, f.pe, f.seq);
-      s.staged.pop_front();
-      ++s.pieces_posted;
-      busy = true;
-    }
-  };
+  // 4a. Staged inbox pieces whose copies are done (see post_staged).
   post_staged();
 
   // 4. The active command, piece by piece, as resources allow.
@@ -780,7 +801,7 @@ bool Proxy::step() {
     const bool with_signal = kind == proxy::Op::kPutSignal || kind == proxy::Op::kSignal;
     const char* src = reinterpret_cast<const char*>(c.src) + s.cur_done;
 
-    if (s.layout.inbox) {
+    if (s.layout.data) {
       // Inbox path: one piece per inbox slot; the last one carries the signal.
       if (left == 0 && (!with_signal || s.cur_signal_sent)) {
         s.active = false;
@@ -825,12 +846,10 @@ bool Proxy::step() {
       continue;
     }
 
-    // Host path. To this PE itself: applied here, by the thread that also
-    // drives the provider's progress, which is where software providers
-    // (tcp, shm) apply peers' atomics to the same words. Applied from another
-    // thread, a CPU atomic and the provider's read-modify-write could lose an
-    // update (shm did: tests/host/test_fabric.cpp, SignalAddsFromSelfAndPeersAllCount);
-    // sent to ourselves through shm, the word was corrupted.
+    // Host path: data written straight into the target's heap, signals as
+    // inbox pieces after it. To this PE itself: applied here, by the thread
+    // that also applies the peers' signals (step 3), so one thread writes
+    // every signal word of this heap.
     if (pe == s.me) {
       if (c.bytes) std::memmove(s.heap + c.dest, src, c.bytes);
       if (kind != proxy::Op::kPut) apply_host_signal(s.heap, c.sig, c.sig_op, c.sig_value);
@@ -839,10 +858,7 @@ bool Proxy::step() {
       break;
     }
     if (kind == proxy::Op::kSignal) {
-      InFlight* op = s.take(InFlight::kSignal, pe);
-      op->value = c.sig_value;
-      if (!transport_->atomic(pe, &op->value, atomic_of(c.sig_op), fabric::Region::kHeap, c.sig, op)) break;
-      s.commit(op);
+      if (!stage_signal(pe, c)) break;
       s.active = false;
       busy = true;
       break;
@@ -934,7 +950,7 @@ bool Proxy::step() {
         s.cur_done = 0;
         s.cur_signal_sent = false;
         s.cur_group = -1;
-        if (kind == proxy::Op::kPutSignal && !s.layout.inbox) {
+        if (kind == proxy::Op::kPutSignal && !s.layout.data) {
           if (s.free_groups.empty()) {
             s.groups.emplace_back();
             s.free_groups.push_back(static_cast<int>(s.groups.size()) - 1);

@@ -6,9 +6,11 @@
 // Two data paths, chosen by where heaps live:
 //  - Host heaps: the heap is registered; a put is fi_write straight into the
 //    target's heap (sources outside registered memory are first copied into
-//    pinned staging slots), and a put_signal's signal is an fi_atomic posted
-//    only after every piece of its data completed (delivery completion:
-//    visible at the target).
+//    pinned staging slots), and a signal is a header-only inbox piece (see
+//    below), posted for a put_signal only after every piece of its data
+//    completed (delivery completion: visible at the target); the target's
+//    proxy applies it. No fabric atomics: libfabric 1.17's shm lost or
+//    garbled adds (docs/06).
 //  - GPU heaps (the providers on our machines have no FI_HMEM): the source
 //    is copied into a staging slot behind a 64-byte header, written into one
 //    of the target's inbox slots (its control region, host memory) with
