@@ -79,6 +79,25 @@ int bench_host(const BenchOptions& o) {
     if (b * o.factor <= b) break;
   }
   nvst::free(dst);
+  // Signal ping-pong, PE 0 <-> PE 1: one-way time of a signal from the
+  // call to the waiter seeing it (through the target's proxy).
+  auto* flags = static_cast<std::uint64_t*>(nvst::calloc(2, 8));
+  std::uint64_t round = 0;
+  const int me = nvst::my_pe();
+  const double rt = time_us([&] {
+    ++round;
+    if (me == 0) {
+      nvst::signal_op(&flags[1], round, nvst::SignalOp::kSet, 1);
+      nvst::signal_wait_until(&flags[0], nvst::Cmp::kGe, round);
+    } else if (me == 1) {
+      nvst::signal_wait_until(&flags[1], nvst::Cmp::kGe, round);
+      nvst::signal_op(&flags[0], round, nvst::SignalOp::kSet, 0);
+    }
+  });
+  report.add({"signal_pingpong (one way)", "nvst", 0, rt / 2, 0, 0, 0});
+  nvst::quiet();
+  nvst::barrier_all();
+  nvst::free(flags);
   if (nvst::my_pe() == 0) {
     progress_done();
     std::printf("# fabric puts go through %s\n", nvst::transport_to(1).c_str());
