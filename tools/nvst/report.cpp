@@ -54,7 +54,9 @@ std::string human(std::size_t b) {
   return s;
 }
 
-bool is_latency(const std::string& op) { return op == "pingpong" || op.rfind("bootstrap", 0) == 0; }
+bool is_latency(const std::string& op) {
+  return op == "pingpong" || op.rfind("bootstrap", 0) == 0 || op.rfind("signal_pingpong", 0) == 0;
+}
 
 // How many times faster `mine` is than `theirs`: time over time for latency
 // ops, bandwidth over bandwidth otherwise. 0 where either is missing.
