@@ -2,7 +2,6 @@
 #include "transport/fabric.hpp"
 
 #include <rdma/fabric.h>
-#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -59,7 +58,7 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 InfoPtr hints(const std::string& provider) {
   InfoPtr h(fi_allocinfo());
   h->ep_attr->type = FI_EP_RDM;
-  h->caps = FI_RMA | FI_ATOMIC | FI_WRITE | FI_REMOTE_WRITE;
+  h->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;  // writes only: signals travel as inbox pieces (proxy.cpp)
   h->mode = FI_CONTEXT | FI_CONTEXT2;  // we give the provider 64 bytes per operation
   h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
                             FI_MR_ENDPOINT;
@@ -287,19 +286,6 @@ bool Transport::write_with_data(int pe, const void* src, std::size_t bytes, Regi
   if (rc == -FI_EAGAIN) return ++refused_, false;
   NVST_REQUIRE(rc == 0, "fi_writedata of ", bytes, " bytes to PE ", pe, " failed: ",
                fi_strerror(static_cast<int>(-rc)));
-  return true;
-}
-
-bool Transport::atomic(int pe, const std::uint64_t* value, AtomicOp op, Region region,
-                       std::uint64_t dest_offset, void* context) {
-  Impl& m = *impl_;
-  CallWatch::Mark mark(provider_call_, "fi_atomic", pe);
-  ssize_t rc = fi_atomic(m.ep, value, 1, m.desc_for(value, 8), m.addr[static_cast<std::size_t>(pe)],
-                         m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), FI_UINT64,
-                         op == AtomicOp::kAdd ? FI_SUM : FI_ATOMIC_WRITE, context);
-  if (rc == -FI_EAGAIN) return ++refused_, false;
-  NVST_REQUIRE(rc == 0, "fi_atomic (", op == AtomicOp::kAdd ? "add" : "set", ") to PE ", pe,
-               " failed: ", fi_strerror(static_cast<int>(-rc)));
   return true;
 }
 

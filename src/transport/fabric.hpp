@@ -54,7 +54,6 @@ struct Completion {
   std::uint32_t data = 0;
 };
 
-enum class AtomicOp { kSet, kAdd };
 
 // Completion queue room: our own operations in flight (a caller keeps at
 // most kMaxLocalInFlight) and peers' write_with_data() reports (at most
@@ -100,10 +99,6 @@ class Transport {
   // efa: 4 bytes of immediate data).
   bool write_with_data(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
                        std::uint32_t data, void* context);
-  // Posts an 8-byte atomic (set or add) of *value (in scratch) at `pe`'s
-  // region offset. Same return convention.
-  bool atomic(int pe, const std::uint64_t* value, AtomicOp op, Region region, std::uint64_t dest_offset,
-              void* context);
   // Drives the provider (incoming data for this PE included) and appends
   // finished operations to `out`. Returns how many were appended.
   int progress(std::vector<Completion>& out);

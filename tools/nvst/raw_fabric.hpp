@@ -99,7 +99,7 @@ class RawFabric {
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
     auto* v = reinterpret_cast<std::uint64_t*>(src_);
     *v = round_;
-    while (!t_->atomic(1, v, fabric::AtomicOp::kSet, fabric::Region::kControl, 0, &ctx_)) t_->progress(done);
+    while (!t_->write(1, v, 8, fabric::Region::kControl, 0, &ctx_)) t_->progress(done);
     wait_one(done);
     return us;
   }
@@ -108,7 +108,8 @@ class RawFabric {
   void receive() {
     std::vector<fabric::Completion> done;
     auto* flag = reinterpret_cast<std::uint64_t*>(control_);
-    while (std::atomic_ref<std::uint64_t>(*flag).load(std::memory_order_acquire) < round_) t_->progress(done);
+    // An exact match: a provider that landed the 8 bytes in parts shows "not yet".
+    while (std::atomic_ref<std::uint64_t>(*flag).load(std::memory_order_acquire) != round_) t_->progress(done);
   }
 
   std::size_t max_;
