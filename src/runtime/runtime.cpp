@@ -600,8 +600,8 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
   }
   if (with_signal) check_signal_word(r, sig, fn);
   // Load/store reach: written here. Except signals to this PE when it has a
-  // proxy: peers' signals reach the same words through the provider, so the
-  // proxy thread applies ours too (see the host path in proxy.cpp).
+  // proxy: its proxy thread applies the peers' signals to the same words
+  // (inbox pieces), so it applies ours too (see the host path in proxy.cpp).
   const bool signal_via_proxy = with_signal && r.proxy && !r.heap->on_device();
   if (void* near = bytes ? ptr(dest, pe) : ptr(with_signal ? static_cast<void*>(sig) : dest, pe);
       near != nullptr && !signal_via_proxy) {

@@ -51,7 +51,7 @@ struct InfoDeleter {
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 // What a transport asks of a provider: reliable datagram endpoints with RMA
-// writes and atomics, delivery completion, 4 bytes of remote CQ data
+// writes, delivery completion, 4 bytes of remote CQ data
 // (write_with_data) without a posted receive per write (no FI_RX_CQ_DATA
 // mode), and whichever memory registration modes the provider needs (we
 // handle them all).
@@ -185,7 +185,7 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   if (rc != 0 || m.info == nullptr) {
     std::string present;
     for (auto& p : providers_present()) present += (present.empty() ? "" : ", ") + p;
-    NVST_FAIL("fabric provider '", provider_, "' is not available with RDM endpoints, RMA, atomics and remote CQ data (",
+    NVST_FAIL("fabric provider '", provider_, "' is not available with RDM endpoints, RMA writes and remote CQ data (",
               fi_strerror(-rc), "); providers present: ", present.empty() ? "none" : present,
               " (set NVST_FABRIC_PROVIDER)");
   }

@@ -1,5 +1,5 @@
 // Fabric transport: one libfabric RDM endpoint per PE, the symmetric heap
-// registered for remote writes and atomics, and every peer's address, heap
+// registered for remote writes, and every peer's address, heap
 // base and key exchanged through the bootstrap. It only issues operations and
 // reports completions; ordering (a signal after its data), fence and quiet
 // are the proxy's job (transport/proxy.hpp).
@@ -36,7 +36,7 @@ std::string chosen_provider();
 // leaves them behind (and a later process with the same pid meets them).
 std::vector<std::string> shm_region_paths(int pid);
 
-// What every context passed to write()/atomic() must begin with: providers
+// What every context passed to write()/write_with_data() must begin with: providers
 // that ask for FI_CONTEXT or FI_CONTEXT2 mode use these bytes while the
 // operation is in flight (struct fi_context2 is 8 pointers).
 struct ProviderContext {
@@ -53,7 +53,6 @@ struct Completion {
   bool remote = false;
   std::uint32_t data = 0;
 };
-
 
 // Completion queue room: our own operations in flight (a caller keeps at
 // most kMaxLocalInFlight) and peers' write_with_data() reports (at most
@@ -73,7 +72,7 @@ class Transport {
   // Collective over the world: opens the endpoint, registers the heap (for
   // remote writes; heap == nullptr: not registered, GPU heaps without
   // FI_HMEM), the control region (remote writes) and the scratch region
-  // (local sources: staging slots and atomic operands), exchanges addresses.
+  // (local sources: staging slots and the acks' words), exchanges addresses.
   // `near_device` >= 0: of several domains (NICs) of the provider, take the
   // one nearest that GPU (topology.hpp).
   Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control,

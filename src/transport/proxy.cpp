@@ -62,7 +62,8 @@ static_assert(sizeof(InboxHeader) == kInboxHeader);
 
 // Control region layout (per PE, world PEs):
 //   acks[world][kInboxSlots]   seq + 1 of my last piece in slot k that t applied (t writes)
-//   slots[world][kInboxSlots]  header + data (s writes)
+//   slots[world][kInboxSlots]  header + data, or a header only when only
+//                              signals use the inbox (s writes)
 // A piece rings its own doorbell: it is written with remote CQ data (the
 // sender and its seq, transport/inbox_bell.hpp), and the target's provider
 // reports that once the bytes are in place (State::landed). Before, the sender waited for the write's
@@ -193,6 +194,10 @@ struct Proxy::State {
   // waits for the proxy must not be waited for by the proxy's own copies.
   // fence / quiet
   bool blocked = false;
+  // While blocked: what is left to drain (drain_state) and since when it
+  // has not changed, for the age check (a peer that never acks).
+  std::uint64_t drain_state = 0;
+  Clock::time_point drain_same_since;
   bool blocked_is_quiet = false;
   proxy::Consumer* blocked_fifo = nullptr;
   std::uint64_t blocked_ticket = 0;
@@ -265,6 +270,15 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   const auto asked = settings::get("NVST_PROXY_INBOX");
   NVST_REQUIRE(!asked || *asked == "0" || *asked == "1", "NVST_PROXY_INBOX='", *asked, "' is not 0 or 1");
   const bool inbox_data = gpu || (asked && *asked == "1");
+  {  // A sender lays out its target's inbox slots as its own: one size for all.
+    const std::uint8_t mine = inbox_data ? 1 : 0;
+    const std::vector<std::byte> all = boot.allgather(&mine, 1, "the proxy's inbox layout");
+    for (int p = 0; p < world; ++p)
+      NVST_REQUIRE(static_cast<std::uint8_t>(all[static_cast<std::size_t>(p)]) == mine, "proxy: PE ", p,
+                   (mine ? " writes host heaps directly" : " sends data through the inbox"), " and PE ", boot.rank(),
+                   (mine ? " sends data through the inbox" : " writes host heaps directly"),
+                   "; set NVST_PROXY_INBOX alike on every PE (and GPU or host heaps on all)");
+  }
   NVST_REQUIRE(world <= inbox::kMaxPes, "proxy: the inbox protocol names a sender in 16 bits; ", world,
                " PEs are more");
   ControlLayout layout{world, inbox_data};
@@ -593,7 +607,7 @@ bool Proxy::step() {
       continue;
     }
     if (c.context == nullptr) {  // not ours: a provider's report about a peer's operation on our memory
-      if (c.error != 0) NVST_FAIL("an incoming write or atomic from a peer failed: ", c.error_text);
+      if (c.error != 0) NVST_FAIL("an incoming write from a peer failed: ", c.error_text);
       continue;
     }
     auto* op = static_cast<InFlight*>(c.context);
@@ -633,7 +647,7 @@ bool Proxy::step() {
 
   // 2. Dead or wedged peers: operations that never complete, or a command
   // that cannot start (target's inbox full, EAGAIN while the provider reconnects).
-  if ((s.in_flight > 0 || s.active || !s.staged.empty()) &&
+  if ((s.in_flight > 0 || s.active || !s.staged.empty() || s.blocked) &&
       Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
     s.last_age_check = Clock::now();
     const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
@@ -657,6 +671,33 @@ bool Proxy::step() {
       if (age > limit)
         NVST_FAIL("an operation to PE ", s.pool[i].pe, " has not completed after ", age,
                   " s (limit 0.8 x NVST_TIMEOUT_S); PE ", s.pool[i].pe, " may be dead");
+    }
+    // A fence or quiet also waits for acks (every write completed, a peer's
+    // proxy never answered) and for signals with no inbox slot free at
+    // their target yet: fail when none of that moved for the limit.
+    if (s.blocked) {
+      std::uint64_t state = s.in_flight + (s.staged.size() << 16) + (s.ready_signals.size() << 32);
+      int unacked = -1;
+      for (int t = 0; t < s.layout.world; ++t) {
+        const std::uint64_t n = s.sent[static_cast<std::size_t>(t)];
+        for (std::uint64_t q = n > kInboxSlots ? n - kInboxSlots : 0; q < n; ++q)
+          if (s.acked(t, q)) state += 1ull << 48;
+        if (n > 0 && !s.acked(t, n - 1) && unacked < 0) unacked = t;
+      }
+      if (state != s.drain_state) {
+        s.drain_state = state;
+        s.drain_same_since = Clock::now();
+      }
+      const double stalled = std::chrono::duration<double>(Clock::now() - s.drain_same_since).count();
+      if (stalled > limit && unacked >= 0)
+        NVST_FAIL("a ", s.blocked_is_quiet ? "quiet" : "fence", " has waited ", stalled, " s for PE ", unacked,
+                  " to acknowledge inbox piece ", s.sent[static_cast<std::size_t>(unacked)] - 1,
+                  " (limit 0.8 x NVST_TIMEOUT_S); PE ", unacked, " may be dead");
+      if (stalled > limit && !s.ready_signals.empty()) {
+        const int pe = static_cast<int>(s.groups[static_cast<std::size_t>(s.ready_signals.front())].cmd.pe);
+        NVST_FAIL("a signal to PE ", pe, " has waited ", stalled, " s for a free inbox slot there (limit 0.8 x "
+                  "NVST_TIMEOUT_S); PE ", pe, " may be dead");
+      }
     }
   }
 
@@ -950,7 +991,7 @@ bool Proxy::step() {
         s.cur_done = 0;
         s.cur_signal_sent = false;
         s.cur_group = -1;
-        if (kind == proxy::Op::kPutSignal && !s.layout.data) {
+        if (kind == proxy::Op::kPutSignal && !s.layout.data && c.pe != static_cast<std::uint32_t>(s.me)) {
           if (s.free_groups.empty()) {
             s.groups.emplace_back();
             s.free_groups.push_back(static_cast<int>(s.groups.size()) - 1);
@@ -968,6 +1009,8 @@ bool Proxy::step() {
         s.blocked_is_quiet = kind == proxy::Op::kQuiet;
         s.blocked_fifo = from;
         s.blocked_ticket = proxy::tag_ticket(c.tag);
+        s.drain_state = ~0ull;  // the age check starts its clock at its first look
+        s.drain_same_since = Clock::now();
         if (s.drained()) {  // nothing outstanding: done at once
           s.blocked = false;
           if (s.blocked_is_quiet) {

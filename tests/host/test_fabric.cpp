@@ -183,8 +183,8 @@ TEST_P(Fabric, HundredThousandOperationsNothingLost) {
 }
 
 // Adds to one word from every PE, the owner included, lose nothing: the
-// owner's own adds are applied by its proxy thread, the peers' arrive as the
-// provider's atomics (or inbox pieces), on the same word at the same time.
+// owner's own adds and the peers' (inbox pieces) are applied by its proxy
+// thread, on the same word, while they keep coming.
 int signal_adds_all_count(int me) {
   nvst::init();
   auto* word = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
@@ -224,6 +224,14 @@ TEST(FabricSetup, ShmDefaultCountsEveryAddAndBadInboxSettingIsRefused) {
     return 0;
   }, {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_PROXY_INBOX", "yes"}, {"NVST_TIMEOUT_S", "5"}});
   for (int r = 0; r < 2; ++r) EXPECT_EQ(bad[r].code(), 0) << "rank " << r;
+  // PEs that disagree would lay out each other's inboxes differently.
+  auto mixed = run_pes(2, [](int me) {
+    ::setenv("NVST_PROXY_INBOX", me == 0 ? "1" : "0", 1);
+    std::string msg = error_of([] { nvst::init(); });
+    PE_EXPECT(contains(msg, "NVST_PROXY_INBOX alike"), msg);
+    return 0;
+  }, {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_TIMEOUT_S", "5"}});
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(mixed[r].code(), 0) << "rank " << r;
 }
 
 // A peer killed mid-run: the others get an error naming it, not a hang,
