@@ -182,6 +182,11 @@ void signal_wait_until_on_stream(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t
 // "fabric:<provider>" (the proxy), or "none".
 std::string transport_to(int pe);
 
+// Which GPU `pe` runs on, as "<host>/<boot id>/<PCI bus id>" (from what every PE
+// told the others at init), or "" when it has none. Two PEs on one GPU
+// (logical nodes of a machine of one GPU) give the same string.
+std::string gpu_of(int pe);
+
 // Settings read from the environment, with defaults, for tools and docs.
 double host_timeout_seconds();    // NVST_TIMEOUT_S, default 120
 double device_timeout_seconds();  // NVST_DEVICE_TIMEOUT_S, default 60

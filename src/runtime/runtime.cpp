@@ -699,6 +699,14 @@ std::string transport_to(int pe) {
   return "none";
 }
 
+std::string gpu_of(int pe) {
+  Runtime& r = rt("gpu_of");
+  check_pe(r, pe, "gpu_of");
+  const PeerInfo& o = r.peers[static_cast<std::size_t>(pe)];
+  if (o.device < 0) return "";
+  return std::string(o.hostname) + "/" + o.boot_id + "/" + o.pci_bus_id;
+}
+
 std::string new_loopback_unique_id() { return UniqueId::create_loopback().to_string(); }
 std::string new_unique_id(const std::string& host) { return UniqueId::create_for_host(host).to_string(); }
 

@@ -46,7 +46,6 @@ using Clock = std::chrono::steady_clock;
 
 std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
-
 // The header in front of each piece in an inbox slot.
 struct InboxHeader {
   std::uint64_t seq;        // piece number from this source, for checks
@@ -725,25 +724,43 @@ bool Proxy::step() {
       busy = true;
     }
   };
-  // Stages a signal on its own: a header-only inbox piece to PE `pe`,
-  // applied by its proxy after everything this PE sent it before. False
-  // when no staging slot or inbox slot is free yet.
-  auto stage_signal = [&](int pe, const proxy::Command& c) {
+  // Stages the next inbox piece to PE `pe`: `bytes` of `src` for heap
+  // offset `dest` (a GPU source is copied on stage_stream, posted by
+  // post_staged once done; a host one at once), carrying c's signal when
+  // `with_signal` (its target applies it after the data). A piece of 0
+  // bytes with a signal is a signal on its own. False when no staging slot
+  // or inbox slot at `pe` is free yet.
+  auto stage_piece = [&](int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
+                         bool with_signal) {
     auto& sent = s.sent[static_cast<std::size_t>(pe)];
     if (s.free_slots.empty() || !s.slot_free(pe, sent)) return false;
     const int slot = s.free_slots.back();
-    auto* h = reinterpret_cast<InboxHeader*>(s.stage + static_cast<std::size_t>(slot) * kSlotBytes);
+    char* stage = s.stage + static_cast<std::size_t>(slot) * kSlotBytes;
+    auto* h = reinterpret_cast<InboxHeader*>(stage);
     *h = InboxHeader{};
     h->seq = sent;
-    h->has_signal = 1;
+    h->dest = dest;
+    h->bytes = bytes;
+    h->has_signal = with_signal;
     h->sig = c.sig;
     h->sig_value = c.sig_value;
     h->sig_op = c.sig_op;
-    s.staged.push_back({slot, pe, sent, kInboxHeader, false, Clock::now()});
+    const bool copying = bytes && s.gpu;
+    if (copying) {
+      CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
+      if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
+        detail::launch_stage_copy(stage + kInboxHeader, src, bytes, s.stage_stream);
+      else
+        NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, bytes, cudaMemcpyDefault, s.stage_stream));
+      NVST_CHECK_CUDA(cudaEventRecord(s.copied[slot], s.stage_stream));
+    } else if (bytes) {
+      std::memcpy(stage + kInboxHeader, src, bytes);
+    }
+    s.staged.push_back({slot, pe, sent, kInboxHeader + bytes, copying, Clock::now()});
     s.trace.add(ProxyTrace::kStaged, pe, sent);
     s.free_slots.pop_back();
     ++sent;
-    post_staged();
+    if (!copying) post_staged();
     return true;
   };
 
@@ -753,7 +770,7 @@ bool Proxy::step() {
   while (!s.ready_signals.empty()) {
     const int g = s.ready_signals.front();
     const proxy::Command& cmd = s.groups[static_cast<std::size_t>(g)].cmd;
-    if (!stage_signal(static_cast<int>(cmd.pe), cmd)) break;
+    if (!stage_piece(static_cast<int>(cmd.pe), cmd, 0, nullptr, 0, true)) break;
     s.ready_signals.pop_front();
     s.free_groups.push_back(g);
     busy = true;
@@ -848,42 +865,13 @@ bool Proxy::step() {
         s.active = false;
         break;
       }
-      if (s.free_slots.empty()) break;
-      auto& sent = s.sent[static_cast<std::size_t>(pe)];
-      if (!s.slot_free(pe, sent)) break;  // target's inbox full
       const std::size_t piece = std::min<std::size_t>({left, kPieceBytes, transport_->max_write() - kInboxHeader});
-      const bool last = piece == left;
-      const int slot = s.free_slots.back();
-      char* stage = s.stage + static_cast<std::size_t>(slot) * kSlotBytes;
-      auto* h = reinterpret_cast<InboxHeader*>(stage);
-      *h = InboxHeader{};
-      h->seq = sent;
-      h->dest = c.dest + s.cur_done;
-      h->bytes = piece;
-      h->has_signal = with_signal && last;
-      h->sig = c.sig;
-      h->sig_value = c.sig_value;
-      h->sig_op = c.sig_op;
-      const bool copying = piece && s.gpu;  // posted by 4a once its copy is done
-      if (copying) {
-        CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
-        if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
-          detail::launch_stage_copy(stage + kInboxHeader, src, piece, s.stage_stream);
-        else
-          NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, piece, cudaMemcpyDefault, s.stage_stream));
-        NVST_CHECK_CUDA(cudaEventRecord(s.copied[slot], s.stage_stream));
-      } else if (piece) {
-        std::memcpy(stage + kInboxHeader, src, piece);
-      }
+      const bool signal_here = with_signal && piece == left;  // the last piece carries it
+      if (!stage_piece(pe, c, c.dest + s.cur_done, src, piece, signal_here)) break;
       s.cur_since = Clock::now();  // progress: the age check measures time without it
-      s.staged.push_back({slot, pe, sent, kInboxHeader + piece, copying, s.cur_since});
-      s.trace.add(ProxyTrace::kStaged, pe, sent);
-      s.free_slots.pop_back();
-      ++sent;
       s.cur_done += piece;
-      if (h->has_signal) s.cur_signal_sent = true;
+      if (signal_here) s.cur_signal_sent = true;
       busy = true;
-      if (!copying) post_staged();
       continue;
     }
 
@@ -899,7 +887,7 @@ bool Proxy::step() {
       break;
     }
     if (kind == proxy::Op::kSignal) {
-      if (!stage_signal(pe, c)) break;
+      if (!stage_piece(pe, c, 0, nullptr, 0, true)) break;
       s.active = false;
       busy = true;
       break;
@@ -941,13 +929,16 @@ bool Proxy::step() {
   }
 
   // 5. fence / quiet: wait for everything before them.
+  // Ends a fence or quiet whose work has drained; a quiet publishes it.
+  auto release_blocked = [&] {
+    s.blocked = false;
+    if (!s.blocked_is_quiet) return;
+    s.blocked_fifo->set_completed(s.blocked_ticket + 1);
+    s.trace.add(ProxyTrace::kQuietDone, -1, s.blocked_ticket);
+  };
   if (s.blocked) {
     if (!s.drained()) return busy;
-    s.blocked = false;
-    if (s.blocked_is_quiet) {
-      s.blocked_fifo->set_completed(s.blocked_ticket + 1);
-      s.trace.add(ProxyTrace::kQuietDone, -1, s.blocked_ticket);
-    }
+    release_blocked();
     busy = true;
   }
 
@@ -1011,13 +1002,7 @@ bool Proxy::step() {
         s.blocked_ticket = proxy::tag_ticket(c.tag);
         s.drain_state = ~0ull;  // the age check starts its clock at its first look
         s.drain_same_since = Clock::now();
-        if (s.drained()) {  // nothing outstanding: done at once
-          s.blocked = false;
-          if (s.blocked_is_quiet) {
-            s.blocked_fifo->set_completed(s.blocked_ticket + 1);
-            s.trace.add(ProxyTrace::kQuietDone, -1, s.blocked_ticket);
-          }
-        }
+        if (s.drained()) release_blocked();  // nothing outstanding: done at once
         break;
       default:
         NVST_FAIL("proxy: unknown command op ", static_cast<int>(kind), " (ticket ", proxy::tag_ticket(c.tag), ")");

@@ -43,6 +43,7 @@ TEST(Runtime, SymmetricAllocationAcrossFourPes) {
     for (int i = 0; i < 1000; ++i) PE_EXPECT(z[i] == 0, "calloc not zero at ", i);
     PE_EXPECT(nvst::ptr(first, rank) == first, "ptr to self");
     PE_EXPECT(nvst::ptr(first, (rank + 1) % 4) == nullptr, "host heaps are not reachable");
+    PE_EXPECT(nvst::gpu_of(rank).empty() && nvst::gpu_of((rank + 1) % 4).empty(), "host PEs have no GPU");
     PE_EXPECT(nvst::team_n_pes(nvst::Team::kNode) == 4 && nvst::team_translate_pe(nvst::Team::kNode, 3) == 3, "node team");
     nvst::free(z);
     nvst::free(second);

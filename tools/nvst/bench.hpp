@@ -23,9 +23,9 @@ struct BenchOptions {
 };
 
 // NCCL refuses two ranks on one GPU, so its baseline columns need a GPU per
-// PE. Collective over the job (after nvst::init): "" when every PE has a
-// GPU of its own, else which two PEs share which one (logical nodes on a
-// machine of one GPU, NVST_TEST_SHARE_GPUS).
+// PE. After nvst::init: "" when every PE has a GPU of its own, else which
+// two PEs share which one (logical nodes on a machine of one GPU,
+// NVST_TEST_SHARE_GPUS).
 std::string pes_sharing_a_gpu();
 
 // Point-to-point between PE 0 and PE 1 (needs 2 PEs with GPUs). Returns the
