@@ -189,6 +189,7 @@ struct Buffer::Impl {
   int pes_per_node = 0;          // G: node n is PEs [n * G, (n + 1) * G)
   std::uint64_t* ready = nullptr;
   std::uint64_t* done = nullptr;
+  std::uint64_t* combine_flags = nullptr;  // [R][kCombineChunks] (one node: intranode.cu's combine_kernel)
   detail::LaunchCounters* counters = nullptr;
   // Handle arrays and the layout's counts: stream-ordered, see handle_memory.hpp.
   std::shared_ptr<detail::HandlePool> handle_pool;
@@ -274,6 +275,7 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
   a.cr = cr;
   a.ready = m.ready;
   a.done = m.done;
+  a.combine_flags = m.combine_flags;
   a.counters = m.counters;
   return a;
 }
@@ -309,7 +311,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
   if (num_max_dispatch_tokens_per_rank > 0 && ll_hidden > 0 && ll_num_experts >= n_pes_ && ll_num_topk > 0)
     ll_bytes = lay_out_ll(m.ll, nullptr, num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts,
                           ll_num_topk, m.cross_node);
-  const std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2) + ll_bytes;
+  const std::size_t flags = num_nvl_bytes > 0 ? static_cast<std::size_t>(n_pes_) * detail::kCombineChunks * 8 : 0;
+  const std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2) + flags + ll_bytes;
   NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
                want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
                " MiB are free; raise NVST_SYMMETRIC_SIZE (or InitOptions::heap_bytes)");
@@ -324,6 +327,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     }
     m.ready = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
+    m.combine_flags = static_cast<std::uint64_t*>(
+        nvst::calloc(static_cast<std::size_t>(n_pes_) * detail::kCombineChunks, sizeof(std::uint64_t)));
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.counters), sizeof(detail::LaunchCounters)));
     NVST_CHECK_CUDA(cudaMemset(m.counters, 0, sizeof(detail::LaunchCounters)));
     m.handle_pool = std::make_shared<detail::HandlePool>(nvst::device());
@@ -390,6 +395,7 @@ Buffer::~Buffer() {
   try {
     cudaDeviceSynchronize();
     if (m.ll_block) nvst::free(m.ll_block);
+    if (m.combine_flags) nvst::free(m.combine_flags);
     if (m.done) nvst::free(m.done);
     if (m.ready) nvst::free(m.ready);
     if (m.combine_stage) nvst::free(m.combine_stage);
@@ -592,7 +598,9 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
                  "nvst::ep::combine: PE ", p, " gets back ", r.back(), ", relays ", r.relayed, " and stages ",
                  r.far_recv, " rows; this Buffer holds ", cr.capacity, " of hidden ", in.hidden);
   }
-  const detail::NormalArgs a = normal_args(handle, in.hidden, {}, cr);
+  detail::NormalArgs a = normal_args(handle, in.hidden, {}, cr);
+  a.chunk_rows = detail::combine_chunk_rows(*std::max_element(handle.count.begin(), handle.count.end()),
+                                            config.threads_per_block);
   detail::launch_normal_combine(a, in, out, handle.num_recv_tokens, config, stream);
   handle.record_use(stream);
 }

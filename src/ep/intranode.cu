@@ -318,41 +318,183 @@ __device__ __forceinline__ void put_partials_back(const NormalArgs& a, bool weig
   put_runs_then_tell(runs, 2, a.done, n * G + me % G, total);
 }
 
-// Combine, send half (config.num_sms blocks). Every received row that came
-// from another PE of this node goes back to it over NVLink; rows this PE
-// sent itself stay in `x` and the reduction reads them there. Across nodes,
-// the rows from other nodes are staged in combine_stage (compacted: without
-// this node's rows), the node's PEs sum them on the relays that forwarded
-// them (reduce_relay_rows), and each relay puts one row per token back.
-__global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, CombineInput in, int num_recv) {
+// Row i of this PE's received rows (not one of its own) goes back: from a
+// node peer, into that PE's combine region over NVLink; from another node,
+// into combine_stage (compacted: without this node's rows) for the relay.
+// One warp; the row's weights too when there are any.
+__device__ __forceinline__ void send_row_back(const NormalArgs& a, const char* x, const float* weights, int i,
+                                              int lane) {
+  const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
+  const int near_lo = a.recv_begin[node * G], near_hi = a.recv_begin[(node + 1) * G];
+  char* dst;
+  float* dst_w;
+  if (i >= near_lo && i < near_hi) {
+    int src = node * G;
+    while (src + 1 < (node + 1) * G && a.recv_begin[src + 1] <= i) ++src;
+    const std::size_t row = static_cast<std::size_t>(a.peer_send_offset[src] + (i - a.recv_begin[src]));
+    char* region = pe_ptr(a.combine_region, src);
+    dst = region + a.cr.x + row * row_bytes;
+    dst_w = reinterpret_cast<float*>(region + a.cr.topk_weights) + row * a.num_topk;
+  } else {
+    const std::size_t row = static_cast<std::size_t>(i < near_lo ? i : i - (near_hi - near_lo));
+    dst = a.combine_stage + a.cr.x + row * row_bytes;
+    dst_w = reinterpret_cast<float*>(a.combine_stage + a.cr.topk_weights) + row * a.num_topk;
+  }
+  warp_copy_row_multi<1>(&dst, 1, x + static_cast<std::size_t>(i) * row_bytes, row_bytes);
+  if (weights && lane < a.num_topk) dst_w[lane] = weights[static_cast<std::size_t>(i) * a.num_topk + lane];
+}
+
+// Token t's result, by one warp: the sum of its rows in PE order (a node's
+// partial in its place) in fp32, plus the biases, rounded once to bf16; and
+// the sum of its weights. The caller made sure every row is there.
+__device__ __forceinline__ void reduce_token(const NormalArgs& a, const CombineInput& in, const CombineOutput& out,
+                                             int t, int lane) {
   const dev::DeviceState& s = dev::state();
-  const int me = s.my_pe, G = a.pes_per_node, node = me / G;
+  const int me = s.my_pe, npes = s.n_pes, G = a.pes_per_node, node = me / G;
+  const bool across = a.relay_region != nullptr;
+  const auto* pushed = reinterpret_cast<const __nv_bfloat16*>(a.combine_region + a.cr.x);
+  const auto* pushed_w = reinterpret_cast<const float*>(a.combine_region + a.cr.topk_weights);
+  const auto* own = static_cast<const __nv_bfloat16*>(in.x);
+  const auto* bias_1 = static_cast<const __nv_bfloat16*>(in.bias);
+  const auto* bias_2 = static_cast<const __nv_bfloat16*>(in.bias_2);
+  auto* result = static_cast<__nv_bfloat16*>(out.combined_x);
+  const int vecs = a.hidden / 8;  // 8 bf16 per 16-byte vector
+  // The terms of token t, in order: u < npes is PE u (this node's PEs only),
+  // u = npes + n the partial of node n (other nodes only): its row, in `own`
+  // (this PE's, which never moved) or in the combine region; -1 if none.
+  const int n_terms = npes + (across ? a.n_nodes : 0);
+  auto term_row = [&](int u) -> int {  // >= 0: a combine-region row; <= -2: row -2 - r of own
+    if (u < npes) {
+      if (u < node * G || u >= (node + 1) * G) return -1;
+      const int p = a.send_pos[static_cast<std::size_t>(t) * npes + u];
+      if (p < 0) return -1;
+      return u == me ? -2 - (a.recv_begin[me] + p) : a.send_offset[u] + p;
+    }
+    const int n = u - npes;
+    if (n == node) return -1;
+    const int p = a.node_pos[static_cast<std::size_t>(t) * a.n_nodes + n];
+    return p < 0 ? -1 : a.send_offset[npes] + a.node_send_offset[n] + p;
+  };
+  // Two vectors per lane in flight.
+  for (int v0 = lane; v0 < vecs; v0 += 64) {
+    const int v1 = v0 + 32;
+    const bool two = v1 < vecs;
+    float acc[2][8] = {};
+    for (int n = 0; n < a.n_nodes; ++n) {
+      // Node n: its PEs one by one when it is this node, else its partial.
+      const int first = n == node ? n * G : npes + n, last = n == node ? (n + 1) * G : npes + n + 1;
+      for (int u = first; u < last; ++u) {
+        const int row = term_row(u);
+        if (row == -1) continue;
+        const int4* r = reinterpret_cast<const int4*>(
+            row >= 0 ? pushed + static_cast<std::size_t>(row) * a.hidden : own + static_cast<std::size_t>(-2 - row) * a.hidden);
+        const int4 q0 = load_cg(r + v0);
+        const int4 q1 = two ? load_cg(r + v1) : q0;
+        add_bf16x8(acc[0], q0);
+        add_bf16x8(acc[1], q1);
+      }
+    }
+    // Biases in order (the CPU reference adds them so), one rounding, store.
+    // Called with constant indices, so acc stays in registers.
+    auto finish = [&](float (&sum)[8], int v) {
+      for (const __nv_bfloat16* bias : {bias_1, bias_2}) {
+        if (!bias) continue;
+        add_bf16x8(sum, reinterpret_cast<const int4*>(bias + static_cast<std::size_t>(t) * a.hidden)[v]);
+      }
+      reinterpret_cast<int4*>(result + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(sum);
+    };
+    finish(acc[0], v0);
+    if (two) finish(acc[1], v1);
+  }
+  if (in.topk_weights && out.combined_topk_weights && lane < a.num_topk) {
+    float sum = 0;
+    for (int u = 0; u < n_terms; ++u) {
+      const int row = term_row(u);
+      if (row != -1)
+        sum += load_cg(row >= 0 ? pushed_w + static_cast<std::size_t>(row) * a.num_topk + lane
+                                : in.topk_weights + static_cast<std::size_t>(-2 - row) * a.num_topk + lane);
+    }
+    out.combined_topk_weights[static_cast<std::size_t>(t) * a.num_topk + lane] = sum;
+  }
+}
+
+// Combine on one node: one kernel, the send and the reduction overlapped.
+// Blocks [0, send_blocks) send every received row back, a chunk of a
+// source's rows at a time (chunk c of every source, then c + 1: the early
+// tokens of every PE first), and after each chunk set its flag at the
+// source to this launch's epoch. Blocks [send_blocks, grid) reduce: a warp
+// per token waits only for the flags of the chunks that hold the token's
+// rows. So the reduction runs under the NVLink traffic instead of after it
+// (r64, 2x H200: send then reduce took 258 us at DeepEP's shape).
+// Send blocks have the lowest indices, so the GPU places them first: a
+// reduce block that spins never keeps a send block from its SM. Every block
+// counts itself in ready and done, as in every other launch of these
+// counters (ep_device.cuh). Bounded by the block size it is launched with:
+// at 1024 threads (64 registers) the reduction spills a little; at the
+// default 512 it does not.
+template <int kMaxThreads>
+__global__ void __launch_bounds__(kMaxThreads) combine_kernel(NormalArgs a, CombineInput in, CombineOutput out,
+                                                              int send_blocks) {
+  const dev::DeviceState& s = dev::state();
+  const int me = s.my_pe, npes = s.n_pes;
+  const unsigned long long base = launch_base(a.counters);
+  const std::uint64_t epoch = base + 1;  // every PE's launch has the same base; it grows every launch
+  signal_all_pes(a.ready, 0);
+  const int wpb = static_cast<int>(blockDim.x >> 5), warp = static_cast<int>(threadIdx.x >> 5);
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  const int block = static_cast<int>(blockIdx.x);
+  if (block < send_blocks) {
+    wait_all_pes(a.ready, base + 1);  // nobody still reads the combine region we write
+    int most = 0;
+    for (int p = 0; p < npes; ++p)
+      if (p != me) most = max(most, a.recv_begin[p + 1] - a.recv_begin[p]);
+    const int others = npes - 1, chunks = (most + a.chunk_rows - 1) / a.chunk_rows;
+    for (int unit = block; unit < chunks * others; unit += send_blocks) {  // the same for the whole block
+      const int c = unit / others, src = unit % others < me ? unit % others : unit % others + 1;
+      const int lo = a.recv_begin[src] + c * a.chunk_rows, hi = min(a.recv_begin[src + 1], lo + a.chunk_rows);
+      if (lo >= hi) continue;
+      for (int i = lo + warp; i < hi; i += wpb)
+        send_row_back(a, static_cast<const char*>(in.x), in.topk_weights, i, lane);
+      __syncthreads();  // then one release store covers every warp's rows (as signal_all_pes)
+      if (threadIdx.x == 0)
+        dev::detail::st_release_sys(pe_ptr(a.combine_flags, src) + static_cast<std::size_t>(me) * kCombineChunks + c,
+                                    epoch);
+    }
+  } else {
+    const int reduce_warps = (static_cast<int>(gridDim.x) - send_blocks) * wpb;
+    // Lane l watches PEs l and l + 32: seen[k] is the last chunk of PE (l +
+    // 32k)'s rows it saw flagged (the warp's tokens only grow, so do their rows).
+    int seen[2] = {-1, -1};
+    for (int t = (block - send_blocks) * wpb + warp; t < a.num_tokens; t += reduce_warps) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const int u = lane + 32 * k;
+        const int p = u < npes && u != me ? a.send_pos[static_cast<std::size_t>(t) * npes + u] : -1;
+        if (p < 0 || p / a.chunk_rows <= seen[k]) continue;
+        seen[k] = p / a.chunk_rows;
+        dev::detail::wait_until_impl<std::uint64_t>(a.combine_flags + static_cast<std::size_t>(u) * kCombineChunks + seen[k],
+                                                    dev::Cmp::kGe, epoch, dev::FailKind::kWaitTimeout, u);
+      }
+      __syncwarp();  // the lanes' acquires order the whole warp's loads after them
+      reduce_token(a, in, out, t, lane);
+    }
+  }
+  signal_all_pes(a.done, 0);
+  launch_end(a.counters, base);
+}
+
+// Combine across nodes, send half (config.num_sms blocks): every received
+// row goes back (send_row_back), then this PE counts itself done at its
+// node peers. combine_relay_kernel and combine_reduce_kernel follow.
+__global__ void __launch_bounds__(1024) combine_send_kernel(NormalArgs a, CombineInput in, int num_recv) {
+  const int me = dev::state().my_pe;
   const unsigned long long base = enter_send_half(a.counters, a.ready);
   const auto [warp_id, total_warps, lane] = warp_grid();
-  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
-  const char* x = static_cast<const char*>(in.x);
   const int own_lo = a.recv_begin[me], own_hi = a.recv_begin[me + 1];
-  const int near_lo = a.recv_begin[node * G], near_hi = a.recv_begin[(node + 1) * G];
   const int remote = num_recv - (own_hi - own_lo);
-  for (int j = warp_id; j < remote; j += total_warps) {
-    const int i = j < own_lo ? j : j + (own_hi - own_lo);  // skip this PE's own rows
-    char* dst;
-    float* dst_w;
-    if (i >= near_lo && i < near_hi) {  // from a node peer: back over NVLink
-      int src = node * G;
-      while (src + 1 < (node + 1) * G && a.recv_begin[src + 1] <= i) ++src;
-      const std::size_t row = static_cast<std::size_t>(a.peer_send_offset[src] + (i - a.recv_begin[src]));
-      char* region = pe_ptr(a.combine_region, src);
-      dst = region + a.cr.x + row * row_bytes;
-      dst_w = reinterpret_cast<float*>(region + a.cr.topk_weights) + row * a.num_topk;
-    } else {  // from another node: staged for the relay
-      const std::size_t row = static_cast<std::size_t>(i < near_lo ? i : i - (near_hi - near_lo));
-      dst = a.combine_stage + a.cr.x + row * row_bytes;
-      dst_w = reinterpret_cast<float*>(a.combine_stage + a.cr.topk_weights) + row * a.num_topk;
-    }
-    warp_copy_row_multi<1>(&dst, 1, x + static_cast<std::size_t>(i) * row_bytes, row_bytes);
-    if (in.topk_weights && lane < a.num_topk) dst_w[lane] = in.topk_weights[static_cast<std::size_t>(i) * a.num_topk + lane];
-  }
+  for (int j = warp_id; j < remote; j += total_warps)
+    send_row_back(a, static_cast<const char*>(in.x), in.topk_weights, j < own_lo ? j : j + (own_hi - own_lo), lane);
   // Node peers: my rows back to you are there, and (for your relay half)
   // so are my staged results.
   signal_all_pes(a.done, 0);
@@ -373,86 +515,17 @@ __global__ void __launch_bounds__(1024) combine_relay_kernel(NormalArgs a, bool 
   if (shipper && threadIdx.x == 0) dev::proxy_quiet();
 }
 
-// Combine, receive half (every SM: a short, memory-bound pass): wait until
-// every node peer's send half finished and, across nodes, every relay of
-// this PE's local rank put its partials; then sum each token's rows in PE
-// order (a node's partial in its place) in fp32, plus the biases, rounded
-// once to bf16. Two vectors per lane in flight.
+// Combine across nodes, receive half (every SM: a short, memory-bound
+// pass): wait until every node peer's send half finished and every relay
+// of this PE's local rank put its partials; then a warp per token.
 __global__ void __launch_bounds__(512) combine_reduce_kernel(NormalArgs a, CombineInput in, CombineOutput out) {
-  const dev::DeviceState& s = dev::state();
-  const int me = s.my_pe, npes = s.n_pes, G = a.pes_per_node, node = me / G;
-  const bool across = a.relay_region != nullptr;
+  const int me = dev::state().my_pe, G = a.pes_per_node, node = me / G;
   const std::uint64_t target = launch_base(a.counters);
   wait_pes(a.done, node * G, G, 1, target);
-  if (across) wait_pes(a.done, me % G, a.n_nodes, G, target, me);
+  wait_pes(a.done, me % G, a.n_nodes, G, target, me);
   const auto [warp_id, total_warps, lane] = warp_grid();
-  const auto* pushed = reinterpret_cast<const __nv_bfloat16*>(a.combine_region + a.cr.x);
-  const auto* pushed_w = reinterpret_cast<const float*>(a.combine_region + a.cr.topk_weights);
-  const auto* own = static_cast<const __nv_bfloat16*>(in.x);
-  const auto* bias_1 = static_cast<const __nv_bfloat16*>(in.bias);
-  const auto* bias_2 = static_cast<const __nv_bfloat16*>(in.bias_2);
-  auto* result = static_cast<__nv_bfloat16*>(out.combined_x);
-  const int vecs = a.hidden / 8;  // 8 bf16 per 16-byte vector
-  // The terms of token t, in order: u < npes is PE u (this node's PEs only),
-  // u = npes + n the partial of node n (other nodes only): its row, in `own`
-  // (this PE's, which never moved) or in the combine region; -1 if none.
-  const int n_terms = npes + (across ? a.n_nodes : 0);
-  auto term_row = [&](int t, int u) -> int {  // >= 0: a combine-region row; <= -2: row -2 - r of own
-    if (u < npes) {
-      if (u < node * G || u >= (node + 1) * G) return -1;
-      const int p = a.send_pos[static_cast<std::size_t>(t) * npes + u];
-      if (p < 0) return -1;
-      return u == me ? -2 - (a.recv_begin[me] + p) : a.send_offset[u] + p;
-    }
-    const int n = u - npes;
-    if (n == node) return -1;
-    const int p = a.node_pos[static_cast<std::size_t>(t) * a.n_nodes + n];
-    return p < 0 ? -1 : a.send_offset[npes] + a.node_send_offset[n] + p;
-  };
-  for (int t = warp_id; t < a.num_tokens; t += total_warps) {
-    for (int v0 = lane; v0 < vecs; v0 += 64) {
-      const int v1 = v0 + 32;
-      const bool two = v1 < vecs;
-      float acc[2][8] = {};
-      for (int n = 0; n < a.n_nodes; ++n) {
-        // Node n: its PEs one by one when it is this node, else its partial.
-        const int first = n == node ? n * G : npes + n, last = n == node ? (n + 1) * G : npes + n + 1;
-        for (int u = first; u < last; ++u) {
-          const int row = term_row(t, u);
-          if (row == -1) continue;
-          const int4* r = reinterpret_cast<const int4*>(
-              row >= 0 ? pushed + static_cast<std::size_t>(row) * a.hidden : own + static_cast<std::size_t>(-2 - row) * a.hidden);
-          const int4 q0 = load_cg(r + v0);
-          const int4 q1 = two ? load_cg(r + v1) : q0;
-          add_bf16x8(acc[0], q0);
-          add_bf16x8(acc[1], q1);
-        }
-      }
-      // Biases in order (the CPU reference adds them so), one rounding, store.
-      // Called with constant indices, so acc stays in registers.
-      auto finish = [&](float (&sum)[8], int v) {
-        for (const __nv_bfloat16* bias : {bias_1, bias_2}) {
-          if (!bias) continue;
-          add_bf16x8(sum, reinterpret_cast<const int4*>(bias + static_cast<std::size_t>(t) * a.hidden)[v]);
-        }
-        reinterpret_cast<int4*>(result + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(sum);
-      };
-      finish(acc[0], v0);
-      if (two) finish(acc[1], v1);
-    }
-    if (in.topk_weights && out.combined_topk_weights && lane < a.num_topk) {
-      float sum = 0;
-      for (int u = 0; u < n_terms; ++u) {
-        const int row = term_row(t, u);
-        if (row != -1)
-          sum += load_cg(row >= 0 ? pushed_w + static_cast<std::size_t>(row) * a.num_topk + lane
-                                  : in.topk_weights + static_cast<std::size_t>(-2 - row) * a.num_topk + lane);
-      }
-      out.combined_topk_weights[static_cast<std::size_t>(t) * a.num_topk + lane] = sum;
-    }
-  }
+  for (int t = warp_id; t < a.num_tokens; t += total_warps) reduce_token(a, in, out, t, lane);
 }
-
 }  // namespace
 
 void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const Config& c, cudaStream_t stream) {
@@ -469,12 +542,21 @@ void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const 
 void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const CombineOutput& out, int num_recv,
                            const Config& c, cudaStream_t stream) {
   const int sms = device_sm_count();
+  if (a.relay_region == nullptr) {
+    // The reduction gets the SMs the send leaves (one at least): the same
+    // grid on every PE, whatever its token count.
+    const int blocks = c.num_sms + std::max(1, sms - c.num_sms);
+    if (c.threads_per_block <= 512)
+      combine_kernel<512><<<blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
+    else
+      combine_kernel<1024><<<blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
+    NVST_CHECK_LAUNCH();
+    return;
+  }
   combine_send_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in, num_recv);
   NVST_CHECK_LAUNCH();
-  if (a.relay_region != nullptr) {
-    combine_relay_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in.topk_weights != nullptr);
-    NVST_CHECK_LAUNCH();
-  }
+  combine_relay_kernel<<<c.num_sms, c.threads_per_block, 0, stream>>>(a, in.topk_weights != nullptr);
+  NVST_CHECK_LAUNCH();
   const int blocks = std::max(1, std::min(sms, (a.num_tokens + 15) / 16));
   combine_reduce_kernel<<<blocks, 512, 0, stream>>>(a, in, out);
   NVST_CHECK_LAUNCH();
@@ -484,6 +566,8 @@ void preload_normal_kernels() {
   // These spin on peers: load them before any of them runs.
   nvst::detail::preload_kernels({reinterpret_cast<const void*>(dispatch_kernel),
                                  reinterpret_cast<const void*>(dispatch_forward_kernel),
+                                 reinterpret_cast<const void*>(combine_kernel<512>),
+                                 reinterpret_cast<const void*>(combine_kernel<1024>),
                                  reinterpret_cast<const void*>(combine_send_kernel),
                                  reinterpret_cast<const void*>(combine_relay_kernel),
                                  reinterpret_cast<const void*>(combine_reduce_kernel)});

@@ -60,6 +60,12 @@ struct NormalArgs {
   std::uint64_t* ready;         // symmetric [R]
   std::uint64_t* done;          // symmetric [R]
   LaunchCounters* counters;     // device
+  // Combine on one node (combine_kernel, intranode.cu): node peer u sets
+  // combine_flags[u * kCombineChunks + c] here to the launch's epoch once
+  // the rows of its chunk c back to this PE (rows [c * chunk_rows, (c + 1)
+  // * chunk_rows) of them, in this PE's token order) are written.
+  std::uint64_t* combine_flags; // symmetric [R][kCombineChunks]; only grows, never reset
+  int chunk_rows;               // the same on every PE: combine_chunk_rows()
   // Across nodes (hierarchical dispatch, intranode.cu); send_region and
   // relay_region are nullptr when every PE is on this node. Node n is PEs
   // [n * G, (n + 1) * G); this PE's relay on node n is PE n * G + (me % G).
@@ -84,6 +90,17 @@ struct NormalArgs {
   int node_recv_hi[64];
   int relay_back_offset[64];    // [n]: rows before this node's partials in PE (n, me % G)'s combine region
 };
+
+// Chunks of one PE's rows back to another, at most: the flags' size is
+// fixed when the Buffer is made, so a chunk grows with the largest stream.
+constexpr int kCombineChunks = 1024;
+// Rows per chunk for a dispatch whose largest stream between two PEs has
+// `max_rows` rows: at least a row for every warp of a send block.
+constexpr int combine_chunk_rows(int max_rows, int threads_per_block) {
+  const int by_size = (max_rows + kCombineChunks - 1) / kCombineChunks;
+  const int warps = threads_per_block / 32;
+  return by_size > warps ? by_size : warps;
+}
 
 void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const Config& c, cudaStream_t stream);
 void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const CombineOutput& out, int num_recv,
