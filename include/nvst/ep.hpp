@@ -71,7 +71,8 @@ std::size_t xtype_size(XType t);
 // Every PE must pass the same Config to the same call. All num_sms blocks of
 // a dispatch must be resident at once (they wait for each other across
 // PEs): fine on a GPU of its own, but two PEs sharing one GPU through MPS
-// must leave each other room (num_sms x 2 <= SMs).
+// must leave each other room: num_sms x 2 <= SMs, and at most 512 threads
+// per block (the one-node combine fills half of the GPU's block slots).
 struct Config {
   int num_sms = 24;             // blocks of dispatch / combine (DeepEP's default: 24)
   int threads_per_block = 512;  // a multiple of 32, at most 1024

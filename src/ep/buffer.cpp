@@ -599,8 +599,7 @@ void Buffer::combine(const CombineInput& in, const DispatchHandle& handle, const
                  r.far_recv, " rows; this Buffer holds ", cr.capacity, " of hidden ", in.hidden);
   }
   detail::NormalArgs a = normal_args(handle, in.hidden, {}, cr);
-  a.chunk_rows = detail::combine_chunk_rows(*std::max_element(handle.count.begin(), handle.count.end()),
-                                            config.threads_per_block);
+  a.chunk_rows = detail::combine_chunk_rows(*std::max_element(handle.count.begin(), handle.count.end()));
   detail::launch_normal_combine(a, in, out, handle.num_recv_tokens, config, stream);
   handle.record_use(stream);
 }

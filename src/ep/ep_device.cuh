@@ -41,6 +41,17 @@ __device__ __forceinline__ unsigned long long launch_base(const LaunchCounters* 
   return base;
 }
 
+// Called by every thread at the start of a block: its place in the order in
+// which this launch's blocks actually started (0 first). blockIdx promises
+// no order; a kernel whose blocks wait for a role other blocks play gives
+// that role by ticket, so it always goes to blocks already running.
+__device__ __forceinline__ int start_ticket(LaunchCounters* c) {
+  __shared__ int ticket;
+  if (threadIdx.x == 0) ticket = static_cast<int>(atomicAdd(&c->blocks_started, 1ull));
+  __syncthreads();
+  return ticket;
+}
+
 // Called by every thread at the end of a block.
 __device__ __forceinline__ void launch_end(LaunchCounters* c, unsigned long long base) {
   __syncthreads();
@@ -48,6 +59,7 @@ __device__ __forceinline__ void launch_end(LaunchCounters* c, unsigned long long
     __threadfence();
     if (atomicAdd(&c->blocks_done, 1ull) == gridDim.x - 1) {  // the last block of the launch
       c->blocks_done = 0;
+      c->blocks_started = 0;  // every block took its ticket before it finished
       *reinterpret_cast<volatile unsigned long long*>(&c->blocks_before) = base + gridDim.x;
       __threadfence();
     }

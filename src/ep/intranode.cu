@@ -52,6 +52,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "device/device_runtime.hpp"
@@ -420,44 +421,43 @@ __device__ __forceinline__ void reduce_token(const NormalArgs& a, const CombineI
 }
 
 // Combine on one node: one kernel, the send and the reduction overlapped.
-// Blocks [0, send_blocks) send every received row back, a chunk of a
-// source's rows at a time (chunk c of every source, then c + 1: the early
-// tokens of every PE first), and after each chunk set its flag at the
-// source to this launch's epoch. Blocks [send_blocks, grid) reduce: a warp
-// per token waits only for the flags of the chunks that hold the token's
-// rows. So the reduction runs under the NVLink traffic instead of after it
-// (r64, 2x H200: send then reduce took 258 us at DeepEP's shape).
-// Send blocks have the lowest indices, so the GPU places them first: a
-// reduce block that spins never keeps a send block from its SM. Every block
-// counts itself in ready and done, as in every other launch of these
-// counters (ep_device.cuh). Bounded by the block size it is launched with:
-// at 1024 threads (64 registers) the reduction spills a little; at the
-// default 512 it does not.
+// The first send_blocks blocks to start (start_ticket) send every received
+// row back, a warp per chunk of chunk_rows rows of one source (chunk c of
+// every source, then c + 1: the early tokens of every PE first); after its
+// chunk the warp sets the chunk's flag at the source to this launch's
+// epoch. The other blocks reduce: a warp per token waits only for the flags
+// of the chunks that hold the token's rows. So the reduction runs under the
+// NVLink traffic instead of after it (r64, 2x H200: send, then reduce, took
+// 258 us at DeepEP's shape). Roles go by ticket, not blockIdx, so a block
+// that spins waiting for senders is never one that keeps a sender off an
+// SM. Every block counts itself in ready and done, as every launch of these
+// counters does (ep_device.cuh). Two blocks of 512 threads fit an SM (64
+// registers), so the grid (launch_normal_combine) can leave room for a
+// second PE on the GPU.
 template <int kMaxThreads>
-__global__ void __launch_bounds__(kMaxThreads) combine_kernel(NormalArgs a, CombineInput in, CombineOutput out,
-                                                              int send_blocks) {
+__global__ void __launch_bounds__(kMaxThreads, 1024 / kMaxThreads)
+    combine_kernel(NormalArgs a, CombineInput in, CombineOutput out, int send_blocks) {
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   const unsigned long long base = launch_base(a.counters);
+  const int role = start_ticket(a.counters);
   const std::uint64_t epoch = base + 1;  // every PE's launch has the same base; it grows every launch
   signal_all_pes(a.ready, 0);
   const int wpb = static_cast<int>(blockDim.x >> 5), warp = static_cast<int>(threadIdx.x >> 5);
   const int lane = static_cast<int>(threadIdx.x & 31);
-  const int block = static_cast<int>(blockIdx.x);
-  if (block < send_blocks) {
+  if (role < send_blocks) {
     wait_all_pes(a.ready, base + 1);  // nobody still reads the combine region we write
     int most = 0;
     for (int p = 0; p < npes; ++p)
       if (p != me) most = max(most, a.recv_begin[p + 1] - a.recv_begin[p]);
-    const int others = npes - 1, chunks = (most + a.chunk_rows - 1) / a.chunk_rows;
-    for (int unit = block; unit < chunks * others; unit += send_blocks) {  // the same for the whole block
+    const int others = npes - 1, units = (most + a.chunk_rows - 1) / a.chunk_rows * others;
+    for (int unit = role * wpb + warp; unit < units; unit += send_blocks * wpb) {
       const int c = unit / others, src = unit % others < me ? unit % others : unit % others + 1;
       const int lo = a.recv_begin[src] + c * a.chunk_rows, hi = min(a.recv_begin[src + 1], lo + a.chunk_rows);
       if (lo >= hi) continue;
-      for (int i = lo + warp; i < hi; i += wpb)
-        send_row_back(a, static_cast<const char*>(in.x), in.topk_weights, i, lane);
-      __syncthreads();  // then one release store covers every warp's rows (as signal_all_pes)
-      if (threadIdx.x == 0)
+      for (int i = lo; i < hi; ++i) send_row_back(a, static_cast<const char*>(in.x), in.topk_weights, i, lane);
+      __syncwarp();  // then one release store covers every lane's rows
+      if (lane == 0)
         dev::detail::st_release_sys(pe_ptr(a.combine_flags, src) + static_cast<std::size_t>(me) * kCombineChunks + c,
                                     epoch);
     }
@@ -466,7 +466,7 @@ __global__ void __launch_bounds__(kMaxThreads) combine_kernel(NormalArgs a, Comb
     // Lane l watches PEs l and l + 32: seen[k] is the last chunk of PE (l +
     // 32k)'s rows it saw flagged (the warp's tokens only grow, so do their rows).
     int seen[2] = {-1, -1};
-    for (int t = (block - send_blocks) * wpb + warp; t < a.num_tokens; t += reduce_warps) {
+    for (int t = (role - send_blocks) * wpb + warp; t < a.num_tokens; t += reduce_warps) {
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
         const int u = lane + 32 * k;
@@ -543,13 +543,23 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
                            const Config& c, cudaStream_t stream) {
   const int sms = device_sm_count();
   if (a.relay_region == nullptr) {
-    // The reduction gets the SMs the send leaves (one at least): the same
-    // grid on every PE, whatever its token count.
-    const int blocks = c.num_sms + std::max(1, sms - c.num_sms);
-    if (c.threads_per_block <= 512)
-      combine_kernel<512><<<blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
+    // The reduction gets the rest of half the GPU's block slots (so that
+    // two PEs sharing a GPU through MPS both fit), and never fewer than an
+    // eighth of the SMs; the same grid on every PE, whatever its tokens.
+    const bool wide = c.threads_per_block > 512;
+    const void* kernel = wide ? reinterpret_cast<const void*>(combine_kernel<1024>)
+                              : reinterpret_cast<const void*>(combine_kernel<512>);
+    static std::atomic<int> per_sm_by_warps[33];  // blocks an SM holds, by warps per block (0: not asked yet)
+    int per_sm = per_sm_by_warps[c.threads_per_block / 32].load(std::memory_order_relaxed);
+    if (per_sm == 0) {
+      NVST_CHECK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c.threads_per_block, 0));
+      per_sm_by_warps[c.threads_per_block / 32].store(per_sm, std::memory_order_relaxed);
+    }
+    const int reduce_blocks = std::max(sms * per_sm / 2 - c.num_sms, std::max(1, sms / 8));
+    if (wide)
+      combine_kernel<1024><<<c.num_sms + reduce_blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
     else
-      combine_kernel<1024><<<blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
+      combine_kernel<512><<<c.num_sms + reduce_blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
     NVST_CHECK_LAUNCH();
     return;
   }

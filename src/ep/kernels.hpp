@@ -19,6 +19,7 @@ struct LaunchCounters {
   unsigned long long blocks_before;  // blocks of all earlier launches of this kind
   unsigned long long blocks_done;    // blocks of the current launch that finished
   unsigned long long blocks_packed;  // dispatch across nodes: blocks done packing (see intranode.cu)
+  unsigned long long blocks_started; // blocks of the current launch that started (start_ticket)
 };
 
 // Also fills send_pos [T, R] (row of token t in its stream to PE r, or -1)
@@ -94,12 +95,13 @@ struct NormalArgs {
 // Chunks of one PE's rows back to another, at most: the flags' size is
 // fixed when the Buffer is made, so a chunk grows with the largest stream.
 constexpr int kCombineChunks = 1024;
-// Rows per chunk for a dispatch whose largest stream between two PEs has
-// `max_rows` rows: at least a row for every warp of a send block.
-constexpr int combine_chunk_rows(int max_rows, int threads_per_block) {
+// Rows per chunk (one warp sends a chunk, then sets its flag) for a dispatch
+// whose largest stream between two PEs has `max_rows` rows: at least 4, so
+// that the release store's wait for the chunk's NVLink writes is paid once
+// per 4 rows, not per row.
+constexpr int combine_chunk_rows(int max_rows) {
   const int by_size = (max_rows + kCombineChunks - 1) / kCombineChunks;
-  const int warps = threads_per_block / 32;
-  return by_size > warps ? by_size : warps;
+  return by_size > 4 ? by_size : 4;
 }
 
 void launch_normal_dispatch(const NormalArgs& a, const DispatchInput& in, const Config& c, cudaStream_t stream);

@@ -739,6 +739,11 @@ int run_pe() {
     wide.threads_per_block = 1024;
     report(normal_case(buf, RouteKind::kRandom, {200, 2048, 8, 8 * R}, false, true, g_seed * 100 + ++salt, wide, s, false),
            "normal bf16, 24 x 1024 threads, hidden 2048, top-8, 200 tokens");
+    // More rows from one PE to another than kCombineChunks chunks of 4:
+    // the one-node combine's chunks grow to 5 rows (combine_chunk_rows).
+    report(normal_case(buf, RouteKind::kOneExpert, {4500, 64, 2, 8 * R}, false, true, g_seed * 100 + ++salt,
+                       nvst::ep::Config{}, s, false),
+           "normal bf16, default Config, 4500 tokens of hidden 64 all to one expert (combine chunks of 5 rows)");
   }
   report(first_dispatch_layers_case(buf, normal, 8, g_seed * 100 + ++salt, cfg, s),
          "normal bf16, 8 layers of first dispatch + combine queued without waiting, the handle replaced each layer");
