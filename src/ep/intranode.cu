@@ -32,23 +32,26 @@
 //     blocks did so. A PE's node peers forwarded everything from other
 //     nodes before they counted, so that covers every source.
 //
-// Combine, two kernels, the dispatch in reverse. Send (config.num_sms
-// blocks): ready as above; each received row i from a node peer s (its
-// j-th row there) goes back to PE s's combine region at row
-// peer_send_offset[s] + j. Across nodes, the rows from other nodes are
-// staged locally; then, in a kernel of its own (combine_relay_kernel), once
-// every node peer staged its rows, each relay sums,
-// for every row it forwarded, the results of the PEs it went to (fp32, PE
-// order, rounded once to bf16, as DeepEP) and puts one row per token back
-// to its source, after the source's node peers' rows. done as above (node
-// peers add; relays set, with their put). Reduce (every SM, a short
-// memory-bound pass): wait for the node's done and, across nodes, for this
-// PE's relays, then sum each token's rows in PE order in fp32
-// (deterministic), another node's partial standing for its PEs, plus the
-// biases, rounded once to bf16. A PE's rows to itself never move: the
-// reduction reads them in `x`. (One kernel with num_sms blocks spent 60% of
-// its time in the reduction on 24 SMs: 201 GB/s against NCCL's 379, r1 of
-// the ep round.)
+// Combine, the dispatch in reverse. Send: each received row i from a node
+// peer s (its j-th row there) goes back to PE s's combine region at row
+// peer_send_offset[s] + j. Reduce: sum each token's rows in PE order in
+// fp32 (deterministic), another node's partial standing for its PEs, plus
+// the biases, rounded once to bf16. A PE's rows to itself never move: the
+// reduction reads them in `x`.
+//  - On one node, one kernel (combine_kernel): senders flag each chunk of
+//    rows at its source, and reducers sum a token as soon as the chunks
+//    holding its rows are flagged, so the reduction overlaps the send.
+//  - Across nodes, three: send (config.num_sms blocks; ready as above; rows
+//    from other nodes are staged locally), relay (combine_relay_kernel:
+//    once every node peer staged its rows, each relay sums, for every row
+//    it forwarded, the results of the PEs it went to, fp32 in PE order,
+//    rounded once, as DeepEP, and puts one row per token back to its
+//    source, after the source's node peers' rows), and reduce (every SM,
+//    after the node's done and this PE's relays' puts). done as above
+//    (node peers add; relays set, with their put).
+// (One kernel with only num_sms blocks spent 60% of its time in the
+// reduction on 24 SMs: 201 GB/s against NCCL's 379, r1 of the ep round;
+// the one-node kernel gives the reduction the SMs the send leaves.)
 #include <cuda_bf16.h>
 
 #include <algorithm>
