@@ -393,30 +393,47 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
   const std::size_t slot_bytes = ll_combine_slot_bytes(a.hidden);
   // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
   // A slice is two LogFMT groups; every lane stays to the end (ballots).
+  // Lane k first loads the token's k-th expert, weight and that sender's
+  // format word, all at once; then the slots' loads go out 8 at a time and
+  // the sum runs in k order. (A loop that loaded expert, format and slot
+  // one k after another waited for 8 chains of dependent loads.)
   const int vecs = a.hidden / 8, slices = (vecs + 31) / 32;
+  const unsigned all = 0xffffffffu;
   for (int task = w.warp_id; task < in.num_tokens * slices; task += w.total_warps) {
     const int t = task / slices, v = (task % slices) * 32 + w.lane;
     const bool active = v < vecs;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int k = 0; k < a.num_topk; ++k) {
-      const std::size_t tk = static_cast<std::size_t>(t) * a.num_topk + k;
-      const std::int64_t e = in.topk_idx[tk];
-      if (e == -1) continue;
-      if (e < -1 || e >= a.num_experts)  // it picks the sender's format word below
-        dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(tk), static_cast<std::uint64_t>(e),
-                  static_cast<std::uint64_t>(a.num_experts), -1);
-      const float wt = in.topk_weights[tk];
-      const char* slot = a.combine_x + tk * slot_bytes;
-      float y[8];
-      // The row came from the PE of expert e, in the format it announced.
-      if (load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt) {
-        warp_logfmt_decode(slot, a.hidden, v, active, w.lane, y);
-      } else if (active) {
-        bf16x8_to_float(load_cg(reinterpret_cast<const int4*>(slot) + v), y);
-      }
-      if (!active) continue;
+    // Top-k is at most 32 (the Buffer checks): lane k holds slot k's facts.
+    const std::size_t tk_lane = static_cast<std::size_t>(t) * a.num_topk + w.lane;
+    const std::int64_t e = w.lane < a.num_topk ? in.topk_idx[tk_lane] : -1;
+    if (e < -1 || e >= a.num_experts)  // it picks the sender's format word below
+      dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(tk_lane), static_cast<std::uint64_t>(e),
+                static_cast<std::uint64_t>(a.num_experts), -1);
+    const float wt_lane = e >= 0 ? in.topk_weights[tk_lane] : 0.0f;
+    // The row came from the PE of expert e, in the format it announced.
+    const bool logfmt_lane = e >= 0 && load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt;
+    const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, logfmt_lane);
+    const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
+    for (int k0 = 0; k0 < a.num_topk; k0 += 8) {
+      int4 q[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] = __fmaf_rn(wt, y[j], acc[j]);
+      for (int j = 0; j < 8; ++j) {
+        const int k = k0 + j;
+        if (k < a.num_topk && active && ((used & ~logfmt) >> k & 1u))
+          q[j] = load_cg(reinterpret_cast<const int4*>(slots + k * slot_bytes) + v);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int k = k0 + j;
+        if (k >= a.num_topk || !(used >> k & 1u)) continue;
+        const float wt = __shfl_sync(all, wt_lane, k);
+        float y[8];
+        if (logfmt >> k & 1u) warp_logfmt_decode(slots + k * slot_bytes, a.hidden, v, active, w.lane, y);
+        else if (active) bf16x8_to_float(q[j], y);
+        if (!active) continue;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(wt, y[i], acc[i]);
+      }
     }
     if (active) reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc);
   }
