@@ -16,7 +16,9 @@
 
 namespace nvst::ep::detail {
 
-// One per Buffer; outlives it while handles hold arrays from it.
+// A stream-ordered pool that keeps freed memory. One per Buffer, which it
+// outlives while handles hold arrays from it; and one per device for the
+// layout's scratch (layout.cu).
 class HandlePool {
  public:
   explicit HandlePool(int device);

@@ -11,10 +11,10 @@
 // with a block per node (a token goes to node n when it goes to any of its
 // PEs), it gives node_pos: the token's row in what crosses to node n.
 #include <cstdint>
-#include <limits>
 #include <mutex>
 
 #include "ep/ep_device.cuh"
+#include "ep/handle_memory.hpp"
 #include "ep/kernels.hpp"
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
@@ -98,26 +98,19 @@ __global__ void position_kernel(const std::uint64_t* masks, int num_tokens, int 
 }
 
 // The pool the token masks between the two kernels come from, one per
-// device, that keeps freed memory. CUDA's default pool gives its memory
-// back at every synchronisation, and a first dispatch synchronises (its
-// counts go to the host), so each first dispatch mapped the masks afresh.
-cudaMemPool_t masks_pool() {
+// device, that keeps freed memory (a HandlePool, as the handles' arrays).
+// CUDA's default pool gives its memory back at every synchronisation, and a
+// first dispatch synchronises (its counts go to the host), so each first
+// dispatch mapped the masks afresh (r121: 140 us).
+HandlePool& masks_pool() {
   static std::mutex mu;
-  static cudaMemPool_t pools[64] = {};
+  static HandlePool* pools[64] = {};  // never freed: the process's life
   int device = 0;
   NVST_CHECK_CUDA(cudaGetDevice(&device));
   NVST_REQUIRE(device >= 0 && device < 64, "nvst::ep: device ", device, " out of range for the layout's pools");
   std::lock_guard<std::mutex> lock(mu);
-  if (!pools[device]) {
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    NVST_CHECK_CUDA(cudaMemPoolCreate(&pools[device], &props));
-    std::uint64_t keep = std::numeric_limits<std::uint64_t>::max();
-    NVST_CHECK_CUDA(cudaMemPoolSetAttribute(pools[device], cudaMemPoolAttrReleaseThreshold, &keep));
-  }
-  return pools[device];
+  if (!pools[device]) pools[device] = new HandlePool(device);
+  return *pools[device];
 }
 
 }  // namespace
@@ -140,9 +133,7 @@ void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, i
   if (out.num_tokens_per_node)
     NVST_CHECK_CUDA(cudaMemsetAsync(out.num_tokens_per_node, 0, (n_pes / pes_per_node) * sizeof(int), stream));
   if (num_tokens == 0) return;
-  std::uint64_t* masks = nullptr;
-  NVST_CHECK_CUDA(cudaMallocFromPoolAsync(reinterpret_cast<void**>(&masks), num_tokens * sizeof(std::uint64_t),
-                                          masks_pool(), stream));
+  auto* masks = static_cast<std::uint64_t*>(masks_pool().allocate(num_tokens * sizeof(std::uint64_t), stream));
   count_kernel<<<(num_tokens + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
       topk_idx, num_tokens, num_topk, num_experts, n_pes, pes_per_node, out, masks);
   NVST_CHECK_LAUNCH();
