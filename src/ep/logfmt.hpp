@@ -1,6 +1,7 @@
 // LogFMT-10: the optional compression of the low-latency combine (DeepEP's
 // use_logfmt), written on its own here; host and device share this header so
-// that the tests decode exactly what the kernels do.
+// that the tests encode and decode as the kernels do (up to the per-value
+// log2/exp2 approximation on the GPU: logfmt_log2).
 //
 // Expert outputs are mostly small numbers whose relative precision matters,
 // so a group of 128 channels is sent as 10 bits per value instead of 16: a
@@ -101,19 +102,44 @@ NVST_LOGFMT_FN std::uint32_t logfmt_sign_bit(float x) {
 #endif
 }
 
+// A value's log2 and exp2. On the GPU, where they run once per value, the
+// hardware's approximations (lg2.approx, ex2.approx: relative error about
+// 2^-22, one instruction instead of a ~40-instruction polynomial; the
+// accurate log2f made the combine send compute-bound, r128). A value within
+// that error of a level boundary may then get the neighbouring code, and a
+// decoded value may differ from the host's in the last bits: the error bound
+// above still holds (to about 1e-6 relative; results below 2^-126 flush to
+// zero). Ranges (once per group) use the accurate functions everywhere.
+NVST_LOGFMT_FN float logfmt_log2(float m) {
+#if defined(__CUDA_ARCH__)
+  return __log2f(m);
+#else
+  return log2f(m);
+#endif
+}
+NVST_LOGFMT_FN float logfmt_exp2(float y) {
+#if defined(__CUDA_ARCH__)
+  float r;  // CUDA names no intrinsic for it
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(y));
+  return r;
+#else
+  return exp2f(y);
+#endif
+}
+
 // 10 bits: the sign (bit 9) and the code.
 NVST_LOGFMT_FN std::uint32_t logfmt_encode(float x, LogfmtEncoder e) {
   const std::uint32_t sign = logfmt_sign_bit(x) << 9;
   const float m = fabsf(x);
   if (!(m > 0.0f)) return sign;
-  const float c = floorf((log2f(m) - e.lo) * e.inv_step + e.bias);
+  const float c = floorf((logfmt_log2(m) - e.lo) * e.inv_step + e.bias);
   const std::uint32_t code = c <= 0.0f ? 0u : (c >= kLogfmtLevels ? kLogfmtLevels : static_cast<std::uint32_t>(c));
   return sign | code;
 }
 
 NVST_LOGFMT_FN float logfmt_decode(std::uint32_t bits, LogfmtRange r) {
   const std::uint32_t code = bits & 511u;
-  const float m = code == 0 ? 0.0f : exp2f(r.lo + static_cast<float>(code - 1) * r.step);
+  const float m = code == 0 ? 0.0f : logfmt_exp2(r.lo + static_cast<float>(code - 1) * r.step);
   return (bits >> 9) & 1u ? -m : m;
 }
 

@@ -2,26 +2,28 @@
 // synchronisation, CUDA-graph capturable, and each operation split into a
 // send half and a receive half (Phase) so that other work can run between.
 //
-// Dispatch send: a warp per (token, top-k slot). It claims a row in the
-// expert's receive buffer on the owning PE with one remote atomic add on that
-// expert's slot counter, then stores the row there (quantised to fp8 e4m3
-// with one scale per 128 channels if asked) with (source PE, token, k).
-// Rows land packed per expert, so the receiver needs no copy. Each block
+// Dispatch send: a block per token. Thread k claims a row for top-k slot k
+// in the expert's receive buffer on the owning PE with one remote atomic add
+// on that expert's slot counter and writes (source PE, token, k) there;
+// meanwhile the block loads the token. Then the row is quantised once (to
+// fp8 e4m3 with one scale per 128 channels, if asked) and every piece is
+// stored to all top-k rows. Rows land packed per expert, so the receiver
+// needs no copy. Each block
 // then adds 1 to dispatch_done[me] on every PE.
 // Dispatch receive: wait until every PE's blocks have all signalled, then
 // hand the slot counters out as recv_count and zero them for the next use.
 //
-// Combine send: a warp per received row sends it to its token's PE, into
-// that PE's combine buffer at [token][k], as bf16 or, with use_logfmt, as
-// LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels is
-// under 1 in magnitude). Each PE first tells every PE which of the two it
+// Combine send: each received row goes to its token's PE, into that PE's
+// combine buffer at [token][k]: as bf16, a warp a row, or, with use_logfmt,
+// as LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels
+// is under 1 in magnitude), a block a row (encoding is compute-bound). Each PE first tells every PE which of the two it
 // sends (combine_format), so a receiver decodes each row as its sender
 // chose. Combine receive: wait for every PE, then out[t] = sum over k of
 // w[t][k] * row[t][k] in fp32 (k in order, one fused multiply-add each),
 // rounded once to bf16.
 //
 // Across nodes: a row for a PE of another node cannot claim a slot with a
-// remote atomic. The warp writes it as one record (source info, scales, x)
+// remote atomic. The block writes it as one record (source info, scales, x)
 // into a local stage and puts it to the owner's far section for (expert,
 // this PE) at this PE's own running count for that expert. The block that
 // finishes last puts those counts to each such PE, setting its
@@ -40,6 +42,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
+#include <cub/block/block_scan.cuh>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -57,55 +61,32 @@ namespace {
 constexpr int kThreads = 512;
 constexpr float kFp8Max = 448.0f;  // largest finite e4m3
 
-// One warp quantises a bf16 row to e4m3: lanes 0-15 and 16-31 each cover
-// 128 channels (16 lanes x 8 values) per step, sharing one scale; with
+// A lane's 16 bf16 channels (two vectors) to e4m3, with the scale of their
+// 128-channel group, which the 8 lanes of an aligned group of 8 share: every
+// lane of the warp calls it (shuffles), `active` lanes hold data. With
 // round_scale the scale is rounded up to a power of two (DeepEP's
-// round_scale), so that dequantising is an exponent add. store_scale(j, s)
-// puts scale j of the row where it belongs.
-template <typename StoreScale>
-__device__ __forceinline__ void warp_quantize_row(std::uint8_t* dst, const __nv_bfloat16* src, int hidden, int lane,
-                                                  bool round_scale, StoreScale store_scale) {
-  // Four steps' loads go out before the first step's work: one load, then
-  // its amax, per step took 28 latency-bound steps a row at hidden 7168
-  // (11 us more than the bf16 copy at one PE, r122).
-  constexpr int kAhead = 4;
-  const int vecs = hidden / 8;
-  for (int base = 0; base < vecs; base += 32 * kAhead) {
-    int4 q[kAhead];
+// round_scale), so that dequantising is an exponent add.
+__device__ __forceinline__ int4 quantize_16(const int4 (&q)[2], bool active, bool round_scale, float& scale) {
+  float f[16];
+  float amax = 0.0f;
+  if (active) {
+    bf16x8_to_float(q[0], reinterpret_cast<float(&)[8]>(f[0]));
+    bf16x8_to_float(q[1], reinterpret_cast<float(&)[8]>(f[8]));
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      const int v = base + 32 * u + lane;
-      if (v < vecs) q[u] = load_cg(reinterpret_cast<const int4*>(src) + v);
-    }
-#pragma unroll
-    for (int u = 0; u < kAhead; ++u) {
-      if (base + 32 * u >= vecs) break;  // the same for the whole warp
-      const int v = base + 32 * u + lane;
-      const bool active = v < vecs;
-      float f[8];
-      float amax = 0.0f;
-      if (active) {
-        const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q[u]);
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          f[k] = __bfloat162float(h[k]);
-          amax = fmaxf(amax, fabsf(f[k]));
-        }
-      }
-#pragma unroll
-      for (int m = 8; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-      if (!active) continue;
-      // A zero group still gets a finite scale (DeepEP clamps the same way).
-      float scale = fmaxf(amax, 1e-4f) / kFp8Max;
-      if (round_scale) scale = exp2f(ceilf(log2f(scale)));
-      const float inv = 1.0f / scale;
-      std::uint8_t out[8];
-#pragma unroll
-      for (int k = 0; k < 8; ++k) out[k] = __nv_fp8_e4m3(f[k] * inv).__x;
-      *reinterpret_cast<uint2*>(dst + static_cast<std::size_t>(v) * 8) = *reinterpret_cast<const uint2*>(out);
-      if ((lane & 15) == 0) store_scale(v / 16, scale);
-    }
+    for (int k = 0; k < 16; ++k) amax = fmaxf(amax, fabsf(f[k]));
   }
+#pragma unroll
+  for (int m = 4; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  // A zero group still gets a finite scale (DeepEP clamps the same way).
+  scale = fmaxf(amax, 1e-4f) / kFp8Max;
+  if (round_scale) scale = exp2f(ceilf(log2f(scale)));
+  const float inv = 1.0f / scale;
+  int4 out;
+  auto* pairs = reinterpret_cast<__nv_fp8x2_storage_t*>(&out);
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    pairs[k] = __nv_cvt_float2_to_fp8x2(make_float2(f[2 * k] * inv, f[2 * k + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+  return out;
 }
 
 // Stores scale j of row `slot` of local expert e into a receive buffer's
@@ -119,91 +100,150 @@ __device__ __forceinline__ void store_ll_scale(const LowLatencyArgs& a, void* sc
   else *reinterpret_cast<float*>(at) = scale;
 }
 
-// One warp writes a bf16 row into a combine slot at dst as LogFMT
-// (logfmt.hpp): the ranges at the head, then the groups back to back. Two
-// groups per step, one per half-warp; a step's bytes are assembled in
-// `stage` (this warp's 512 bytes of shared memory) and leave as one 16-byte
-// store per lane, so that NVLink carries whole vectors. Returns the bytes
-// written from dst.
-__device__ std::size_t warp_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden, int lane,
-                                              char* stage) {
-  const int groups = hidden / kLogfmtGroup, half = lane >> 4, sub = lane & 15;
-  std::size_t at = ll_logfmt_ranges_bytes(hidden);
-  for (int g0 = 0; g0 < groups; g0 += 2) {
-    const int g = g0 + half;
-    const bool active = g < groups;  // an odd group count leaves the last upper half idle
+// What a block shares while it encodes rows as LogFMT.
+struct LogfmtBlockShared {
+  int4 stage[kThreads / 16][16];  // a half-warp's compressed group, 160 bytes, before it leaves as 16-byte stores
+  int packed[kThreads / 16];      // whether the half-warp's group of this round compresses
+};
+
+// The whole block writes a bf16 row into a combine slot at dst as LogFMT
+// (logfmt.hpp): the ranges at the head, then the groups back to back, and
+// returns the bytes written from dst. Half-warp h takes groups h, h + 32,
+// ..., 32 groups a round: it finds its group's range, the block learns
+// which of the round's groups compress (so where each lands: a compressed
+// group is 96 bytes shorter), and then each half-warp encodes its group.
+// Ends with a barrier: the slot is whole.
+//
+// Why a block a row: encoding a value costs a log2f and more; a warp that
+// encoded a whole row took 44 us (one row alone, r127), and the send half
+// 96-111 us at one PE against 18 us for bf16 (r125, r126).
+__device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden,
+                                               LogfmtBlockShared& sh) {
+  const int tid = static_cast<int>(threadIdx.x), h = tid >> 4, sub = tid & 15, lane = tid & 31;
+  const int groups = hidden / kLogfmtGroup, halves = static_cast<int>(blockDim.x) / 16;
+  std::size_t at = ll_logfmt_ranges_bytes(hidden);  // where the round's first group lands
+  for (int g0 = 0; g0 < groups; g0 += halves) {
+    const int g = g0 + h;
+    const bool active = g < groups;
     int4 q = make_int4(0, 0, 0, 0);
+    if (active) q = load_cg(reinterpret_cast<const int4*>(src) + g * (kLogfmtGroup / 8) + sub);
     float f[8];
     float amax = 0.0f, amin = INFINITY;
-    if (active) {
-      q = load_cg(reinterpret_cast<const int4*>(src) + g * (kLogfmtGroup / 8) + sub);
-      bf16x8_to_float(q, f);
+    bf16x8_to_float(q, f);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) logfmt_fold(f[j], amax, amin);
-    }
+    for (int j = 0; j < 8; ++j) logfmt_fold(f[j], amax, amin);
 #pragma unroll
     for (int m = 8; m >= 1; m >>= 1) {  // within each half-warp
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
       amin = fminf(amin, __shfl_xor_sync(0xffffffffu, amin, m));
     }
     const LogfmtRange r = logfmt_range(amax, amin);
-    const bool packed = r.step >= 0.0f;
-    const unsigned mask = __ballot_sync(0xffffffffu, active && packed && sub == 0);
-    const int size0 = (mask & 1u) ? kLogfmtPackedBytes : kLogfmtBf16Bytes;
-    const int size1 = g0 + 1 < groups ? ((mask >> 16) & 1u ? kLogfmtPackedBytes : kLogfmtBf16Bytes) : 0;
-    char* mine = stage + (half ? size0 : 0);
-    if (active) {
-      if (packed) {
-        const LogfmtEncoder enc = logfmt_encoder(r);
-        std::uint32_t v[8];
+    const bool packed = active && r.step >= 0.0f;
+    if (sub == 0) sh.packed[h] = packed;
+    __syncthreads();
+    const unsigned round = __ballot_sync(0xffffffffu, lane < halves && sh.packed[lane]);  // bit i: group g0 + i compresses
+    const std::size_t mine = at + static_cast<std::size_t>(h) * kLogfmtBf16Bytes -
+                             static_cast<std::size_t>(__popc(round & ((1u << h) - 1u))) *
+                                 (kLogfmtBf16Bytes - kLogfmtPackedBytes);
+    if (packed) {
+      const LogfmtEncoder enc = logfmt_encoder(r);
+      std::uint32_t v[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(f[j], enc);
-        std::uint16_t w[5];
-        logfmt_pack8(v, w);
-        auto* out = reinterpret_cast<std::uint16_t*>(mine + sub * 10);
+      for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(f[j], enc);
+      std::uint16_t w[5];
+      logfmt_pack8(v, w);
+      auto* out = reinterpret_cast<std::uint16_t*>(reinterpret_cast<char*>(sh.stage[h]) + sub * 10);
 #pragma unroll
-        for (int i = 0; i < 5; ++i) out[i] = w[i];
-      } else {
-        reinterpret_cast<int4*>(mine)[sub] = q;
-      }
-      if (sub == 0) reinterpret_cast<float2*>(dst)[g] = packed ? make_float2(r.lo, r.step) : make_float2(0.0f, -1.0f);
+      for (int i = 0; i < 5; ++i) out[i] = w[i];
     }
     __syncwarp();
-    const int chunk = size0 + size1;
-    if (lane * 16 < chunk) *reinterpret_cast<int4*>(dst + at + lane * 16) = reinterpret_cast<const int4*>(stage)[lane];
-    __syncwarp();  // the stage is rewritten next step
-    at += static_cast<std::size_t>(chunk);
+    if (packed && sub * 16 < static_cast<int>(kLogfmtPackedBytes))
+      *reinterpret_cast<int4*>(dst + mine + sub * 16) = sh.stage[h][sub];
+    else if (active && !packed)
+      *reinterpret_cast<int4*>(dst + mine + sub * 16) = q;
+    if (active && sub == 0)
+      reinterpret_cast<float2*>(dst)[g] = packed ? make_float2(r.lo, r.step) : make_float2(0.0f, -1.0f);
+    const int in_round = min(halves, groups - g0);
+    at += static_cast<std::size_t>(in_round) * kLogfmtBf16Bytes -
+          static_cast<std::size_t>(__popc(round)) * (kLogfmtBf16Bytes - kLogfmtPackedBytes);
+    __syncthreads();  // sh is rewritten next round (or row)
   }
   return at;
 }
 
-// The 8 channels [8 v, 8 v + 8) of a LogFMT combine slot, as floats. Every
-// lane of the warp calls it (ballots), `active` lanes get their values.
-__device__ void warp_logfmt_decode(const char* slot, int hidden, int v, bool active, int lane, float (&out)[8]) {
+// One batch of a token's combine slots, k0 .. k0 + kBatch - 1, summed into
+// acc (k in order): the lane's 8 channels [8 v, 8 v + 8) of each slot,
+// weighted by its top-k weight (lane k of wt_lane). `used` and `logfmt` say,
+// bit k, which slots hold a row and which came as LogFMT. Every lane calls
+// it (ballots, shuffles); `active` lanes own channels. The loads of all the
+// batch's slots go out together, in three rounds at most: bf16 vectors with
+// LogFMT ranges, then which LogFMT groups before the lane's are compressed
+// (they are 96 bytes shorter), then the LogFMT groups themselves. One slot
+// after another was 8 chains of dependent loads a token (r122) and, with
+// LogFMT, a receive of 30 us against 10 us for bf16 (r125).
+template <bool kMayLogfmt, int kBatch>
+__device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t slot_bytes, int k0, int num_topk,
+                                                 unsigned used, unsigned logfmt, float wt_lane, int hidden, int v,
+                                                 bool active, int lane, float (&acc)[8]) {
+  const unsigned all = 0xffffffffu;
   const int groups = hidden / kLogfmtGroup, g = v / (kLogfmtGroup / 8), sub = v % (kLogfmtGroup / 8);
-  const auto* ranges = reinterpret_cast<const float2*>(slot);
-  int packed_before = 0;  // compressed groups before g: each is 96 bytes shorter
-  for (int j0 = 0; j0 < groups; j0 += 32) {
-    const int j = j0 + lane;
-    const unsigned mask = __ballot_sync(0xffffffffu, j < groups && load_cg(&ranges[j].y) >= 0.0f);
-    const int below = g - j0;
-    if (below > 0) packed_before += __popc(below >= 32 ? mask : mask & ((1u << below) - 1u));
+  const auto has = [&](int j, unsigned kinds) { return k0 + j < num_topk && ((kinds >> (k0 + j)) & 1u); };
+  const auto ranges = [&](int j) { return reinterpret_cast<const float2*>(slots + (k0 + j) * slot_bytes); };
+  int4 q[kBatch];
+  float2 rr[kBatch];
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    if (!active) continue;
+    if (has(j, used & ~logfmt)) q[j] = load_cg(reinterpret_cast<const int4*>(slots + (k0 + j) * slot_bytes) + v);
+    else if (kMayLogfmt && has(j, logfmt)) rr[j] = load_cg(ranges(j) + g);
   }
-  if (!active) return;
-  const float2 rr = load_cg(ranges + g);
-  const char* group = slot + ll_logfmt_ranges_bytes(hidden) + static_cast<std::size_t>(g) * kLogfmtBf16Bytes -
-                      static_cast<std::size_t>(packed_before) * (kLogfmtBf16Bytes - kLogfmtPackedBytes);
-  if (rr.y >= 0.0f) {
-    std::uint16_t w[5];
-    const auto* in = reinterpret_cast<const unsigned short*>(group + sub * 10);
+  if constexpr (kMayLogfmt) {
+    int before[kBatch] = {};
+    for (int c0 = 0; c0 < groups; c0 += 32) {
+      float kind[kBatch];  // >= 0: group c0 + lane is compressed
 #pragma unroll
-    for (int i = 0; i < 5; ++i) w[i] = __ldcg(in + i);
-    std::uint32_t codes[8];
-    logfmt_unpack8(w, codes);
+      for (int j = 0; j < kBatch; ++j)
+        kind[j] = has(j, logfmt) && c0 + lane < groups ? load_cg(&ranges(j)[c0 + lane].y) : -1.0f;
+      const int below = g - c0;
 #pragma unroll
-    for (int j = 0; j < 8; ++j) out[j] = logfmt_decode(codes[j], {rr.x, rr.y});
-  } else {
-    bf16x8_to_float(load_cg(reinterpret_cast<const int4*>(group) + sub), out);
+      for (int j = 0; j < kBatch; ++j) {
+        const unsigned mask = __ballot_sync(all, kind[j] >= 0.0f);
+        if (below > 0) before[j] += __popc(below >= 32 ? mask : mask & ((1u << below) - 1u));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      if (!active || !has(j, logfmt)) continue;
+      const char* group = slots + (k0 + j) * slot_bytes + ll_logfmt_ranges_bytes(hidden) +
+                          static_cast<std::size_t>(g) * kLogfmtBf16Bytes -
+                          static_cast<std::size_t>(before[j]) * (kLogfmtBf16Bytes - kLogfmtPackedBytes);
+      if (rr[j].y >= 0.0f) {  // a compressed group: the lane's 10 bytes, 2-byte aligned
+        auto* w = reinterpret_cast<std::uint16_t*>(&q[j]);
+        const auto* in = reinterpret_cast<const unsigned short*>(group + sub * 10);
+#pragma unroll
+        for (int i = 0; i < 5; ++i) w[i] = __ldcg(in + i);
+      } else {
+        q[j] = load_cg(reinterpret_cast<const int4*>(group) + sub);
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    if (!has(j, used)) continue;
+    const float wt = __shfl_sync(all, wt_lane, k0 + j);
+    if (!active) continue;
+    float y[8];
+    if (kMayLogfmt && has(j, logfmt) && rr[j].y >= 0.0f) {
+      const auto* w = reinterpret_cast<const std::uint16_t*>(&q[j]);
+      std::uint32_t codes[8];
+      logfmt_unpack8({w[0], w[1], w[2], w[3], w[4]}, codes);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) y[i] = logfmt_decode(codes[i], {rr[j].x, rr[j].y});
+    } else {
+      bf16x8_to_float(q[j], y);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(wt, y[i], acc[i]);
   }
 }
 
@@ -228,58 +268,104 @@ __device__ __forceinline__ void put_far_counts(const LowLatencyArgs& a, int expe
   put_runs_then_tell(&run, 1, a.dispatch_done, r, done_total);
 }
 
+// Where row (token t, top-k slot k) goes, worked out by thread k of the
+// block that sends token t.
+struct DispatchDest {
+  char* x;       // the row: in PE r's receive buffer (near) or the record's x in the stage (far); null: no expert
+  void* scales;  // near: PE r's scales; far: the record's float scales
+  int pe, local, slot;  // the expert's PE, its index there, the row in its buffer
+  bool near;
+};
+
 __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in) {
+  __shared__ DispatchDest dest[32];  // top-k is at most 32 (the Buffer checks)
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready);
-  const WarpGrid w = warp_grid();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, K = a.num_topk;
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * (a.use_fp8 ? 1 : 2);
   const std::size_t far_x_at = ll_far_x_at(a.hidden);
-  const int tasks = in.num_tokens * a.num_topk;
-  for (int task = w.warp_id; task < tasks; task += w.total_warps) {
-    const std::int64_t e = in.topk_idx[task];
-    if (e == -1) continue;
-    if (e < -1 || e >= a.num_experts)
-      dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
-                static_cast<std::uint64_t>(a.num_experts), -1);
-    const int t = task / a.num_topk, k = task % a.num_topk;
-    const int r = static_cast<int>(e) / experts_per_pe, local = static_cast<int>(e) % experts_per_pe;
-    const bool near = dev::on_node(r);
-    int slot = 0;
-    if (w.lane == 0)
-      slot = near ? atomicAdd_system(pe_ptr(a.slot_counter + local, r), 1) : atomicAdd(a.far_count + e, 1);
-    slot = __shfl_sync(0xffffffffu, slot, 0);
-    // More rows than a buffer holds: a token names one expert twice.
-    if (slot >= (near ? rows_per_expert : a.max_tokens))
-      dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
-                static_cast<std::uint64_t>(a.num_experts), -1);
-    // Near: the row's arrays on PE r. Far: the parts of a record in the stage.
-    const std::size_t row = static_cast<std::size_t>(local) * rows_per_expert + slot;
-    char* record = a.far_stage + static_cast<std::size_t>(task) * a.far_rec;
-    char* dst = near ? pe_ptr(a.x, r) + row * row_bytes : record + far_x_at;
-    int* dst_info = near ? pe_ptr(a.src_info, r) + row * 3 : reinterpret_cast<int*>(record);
-    const auto* src = static_cast<const __nv_bfloat16*>(in.x) + static_cast<std::size_t>(t) * a.hidden;
-    if (a.use_fp8) {
-      // Near: into PE r's scales. Far: as floats into the record, which
-      // the receive half stores in the receiver's layout.
-      void* scales = near ? pe_ptr(static_cast<char*>(a.scales), r) : nullptr;
-      float* far_scales = reinterpret_cast<float*>(record + ll_far_scales_at());
-      warp_quantize_row(reinterpret_cast<std::uint8_t*>(dst), src, a.hidden, w.lane, in.round_scale,
-                        [&](int j, float scale) {
-                          if (near) store_ll_scale(a, scales, rows_per_expert, local, slot, j, scale);
-                          else far_scales[j] = scale;
-                        });
-    } else {
-      char* d = dst;
-      warp_copy_row_multi<1>(&d, 1, reinterpret_cast<const char*>(src), row_bytes);
+  // A thread's unit of a row: 16 channels for fp8 (two loads, one 16-byte
+  // store of e4m3), 8 for bf16 (one vector in, one out). hidden % 128 == 0,
+  // so a 128-channel group is 8 whole fp8 units.
+  const int units = a.hidden / (a.use_fp8 ? 16 : 8);
+  // A block per token: the row is loaded and quantised once and each unit
+  // stored to all its top-k destinations (a warp per (token, k) quantised
+  // every token 8 times: fp8 cost 11 us more than bf16 at one PE, r122).
+  for (int t = blockIdx.x; t < in.num_tokens; t += gridDim.x) {
+    const auto* src = reinterpret_cast<const int4*>(static_cast<const __nv_bfloat16*>(in.x) +
+                                                    static_cast<std::size_t>(t) * a.hidden);
+    int4 q[2] = {make_int4(0, 0, 0, 0), make_int4(0, 0, 0, 0)};
+    const auto load = [&](int u) {
+      if (a.use_fp8) {
+        q[0] = load_cg(src + 2 * u);
+        q[1] = load_cg(src + 2 * u + 1);
+      } else {
+        q[0] = load_cg(src + u);
+      }
+    };
+    if (tid < units) load(tid);  // in flight while the slots are claimed
+    if (tid < K) {
+      const int task = t * K + tid;
+      const std::int64_t e = in.topk_idx[task];
+      DispatchDest d{nullptr, nullptr, 0, 0, 0, true};
+      if (e < -1 || e >= a.num_experts)
+        dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
+                  static_cast<std::uint64_t>(a.num_experts), -1);
+      if (e != -1) {
+        const int r = d.pe = static_cast<int>(e) / experts_per_pe;
+        d.local = static_cast<int>(e) % experts_per_pe;
+        d.near = dev::on_node(r);
+        d.slot = d.near ? atomicAdd_system(pe_ptr(a.slot_counter + d.local, r), 1) : atomicAdd(a.far_count + e, 1);
+        // More rows than a buffer holds: a token names one expert twice.
+        if (d.slot >= (d.near ? rows_per_expert : a.max_tokens))
+          dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
+                    static_cast<std::uint64_t>(a.num_experts), -1);
+        // Near: the row's arrays on PE r. Far: the parts of a record in the stage.
+        const std::size_t row = static_cast<std::size_t>(d.local) * rows_per_expert + d.slot;
+        char* record = a.far_stage + static_cast<std::size_t>(task) * a.far_rec;
+        d.x = d.near ? pe_ptr(a.x, r) + row * row_bytes : record + far_x_at;
+        d.scales = d.near ? static_cast<void*>(pe_ptr(static_cast<char*>(a.scales), r)) : record + ll_far_scales_at();
+        int* info = d.near ? pe_ptr(a.src_info, r) + row * 3 : reinterpret_cast<int*>(record);
+        info[0] = me;
+        info[1] = t;
+        info[2] = tid;
+      }
+      dest[tid] = d;
     }
-    if (w.lane < 3) dst_info[w.lane] = w.lane == 0 ? me : (w.lane == 1 ? t : k);
-    if (!near) {  // the record, up to the end of its x, into r's far section (expert local, source me)
-      const std::size_t at = (static_cast<std::size_t>(local) * npes + me) * a.max_tokens + slot;
-      dev::putmem_nbi_warp(a.far_x + at * a.far_rec, record, far_x_at + row_bytes, r);
+    __syncthreads();
+    for (int u0 = 0; u0 + (tid & ~31) < units; u0 += blockDim.x) {  // the same for the whole warp
+      const int u = u0 + tid;
+      const bool active = u < units;
+      if (u0 > 0 && active) load(u);
+      int4 out = q[0];
+      float scale = 0.0f;
+      if (a.use_fp8) out = quantize_16(q, active, in.round_scale, scale);
+      if (!active) continue;
+      for (int k = 0; k < K; ++k) {
+        const DispatchDest& d = dest[k];
+        if (d.x == nullptr) continue;
+        reinterpret_cast<int4*>(d.x)[u] = out;
+        if (!a.use_fp8 || (u & 7) != 0) continue;
+        // Near: into PE r's scales in its layout. Far: as floats into the
+        // record, which the receive half stores in the receiver's layout.
+        if (d.near) store_ll_scale(a, d.scales, rows_per_expert, d.local, d.slot, u / 8, scale);
+        else static_cast<float*>(d.scales)[u / 8] = scale;
+      }
     }
+    __syncthreads();  // the records are whole; dest[] is rewritten for the next token
+    if (a.far_x == nullptr) continue;
+    for (int k = tid >> 5; k < K; k += static_cast<int>(blockDim.x >> 5)) {
+      const DispatchDest d = dest[k];
+      if (d.x == nullptr || d.near) continue;
+      // The record, up to the end of its x, into r's far section (expert local, source me).
+      const std::size_t at = (static_cast<std::size_t>(d.local) * npes + me) * a.max_tokens + d.slot;
+      if (lane == 0) __threadfence_system();  // the block's stores to the record, before the proxy reads it
+      dev::putmem_nbi_warp(a.far_x + at * a.far_rec, d.x - far_x_at, far_x_at + row_bytes, d.pe);
+    }
+    __syncthreads();
   }
   signal_all_pes(a.dispatch_done, 0);
   if (a.far_x != nullptr && last_block_to_arrive(&a.dispatch_counters->blocks_packed)) {
@@ -341,8 +427,64 @@ __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int6
   }
 }
 
+// Where a received row goes back to: its source PE, its (token, k) there,
+// and that slot's offset in the source's combine_x.
+struct CombineRoute {
+  int src, t, k;
+  std::size_t to;
+};
+__device__ __forceinline__ CombineRoute combine_route(const LowLatencyArgs& a, std::size_t row, std::size_t slot_bytes) {
+  const int* info = a.src_info + row * 3;  // written by the source PE
+  const int src = load_cg(info), t = load_cg(info + 1), k = load_cg(info + 2);
+  return {src, t, k, (static_cast<std::size_t>(t) * a.num_topk + k) * slot_bytes};
+}
+
+// LogFMT combine send: the rows of all local experts, counted expert by
+// expert, dealt to the blocks in turn (row j to block j % gridDim.x); a
+// block encodes one row at a time (block_logfmt_encode_row).
+__device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int experts_per_pe, int rows_per_expert,
+                                 std::size_t slot_bytes) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  __shared__ int first_row[kThreads];  // of each expert of the chunk, counted from the chunk's first
+  __shared__ LogfmtBlockShared sh;
+  const dev::DeviceState& s = dev::state();
+  const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, blocks = static_cast<int>(gridDim.x);
+  const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
+  int dealt = 0;  // rows of earlier chunks
+  for (int e0 = 0; e0 < experts_per_pe; e0 += kThreads) {
+    const int chunk = min(kThreads, experts_per_pe - e0);
+    const int n = tid < chunk ? load_cg(a.recv_count + e0 + tid) : 0;
+    int total = 0;
+    Scan(scan).ExclusiveSum(n, first_row[tid], total);
+    __syncthreads();
+    for (int j = ((static_cast<int>(blockIdx.x) - dealt) % blocks + blocks) % blocks; j < total; j += blocks) {
+      int lo = 0, hi = chunk - 1;  // the last expert whose rows start at or before j (it has rows)
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (first_row[mid] <= j) lo = mid;
+        else hi = mid - 1;
+      }
+      const std::size_t row = static_cast<std::size_t>(e0 + lo) * rows_per_expert + (j - first_row[lo]);
+      const CombineRoute to = combine_route(a, row, slot_bytes);
+      const bool near = dev::on_node(to.src);
+      // Straight into the peer's slot, or into the stage for the put.
+      char* dst = near ? pe_ptr(a.combine_x, to.src) + to.to
+                       : a.far_combine_stage + ll_far_combine_slot(to.src, s.node_first_pe, s.node_n_pes,
+                                                                   a.max_tokens, a.num_topk, to.t, to.k) * slot_bytes;
+      const std::size_t bytes =
+          block_logfmt_encode_row(dst, reinterpret_cast<const __nv_bfloat16*>(x + row * row_bytes), a.hidden, sh);
+      if (!near && tid < 32) {
+        if (lane == 0) __threadfence_system();  // the block's stores to the stage, before the proxy reads it
+        dev::putmem_nbi_warp(a.combine_x + to.to, dst, bytes, to.src);
+      }
+    }
+    dealt += total;
+    __syncthreads();  // the scan's storage and first_row are reused
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
-  __shared__ int4 logfmt_stage[kThreads / 32][32];  // a warp's step of warp_logfmt_encode_row
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
   // Every receiver learns how this PE sends. It reads the word only after
@@ -352,37 +494,32 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
   const std::uint64_t format = in.use_logfmt ? kCombineSentLogfmt : kCombineSentBf16;
   if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < s.n_pes)
     dev::signal_op(a.combine_format + s.my_pe, format, dev::SignalOp::kSet, static_cast<int>(threadIdx.x));
-  const WarpGrid w = warp_grid();
-  char* stage = reinterpret_cast<char*>(logfmt_stage[threadIdx.x >> 5]);
   const int experts_per_pe = a.num_experts / s.n_pes;
   const int rows_per_expert = s.n_pes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2, slot_bytes = ll_combine_slot_bytes(a.hidden);
   const char* x = static_cast<const char*>(in.x);
-  // Each local expert gets its own group of warps (a loop over experts in
-  // every warp left all but a few warps idle: 413 us at 128 tokens, r1).
-  const int per_expert = std::max(1, w.total_warps / experts_per_pe);
-  const int groups = w.total_warps / per_expert;
-  for (int e = w.warp_id / per_expert; w.warp_id < groups * per_expert && e < experts_per_pe; e += groups) {
-    const int n = load_cg(a.recv_count + e);
-    for (int i = w.warp_id % per_expert; i < n; i += per_expert) {
-      const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
-      const int* info = a.src_info + row * 3;  // written by the source PE
-      const int src = load_cg(info), t = load_cg(info + 1), k = load_cg(info + 2);
-      const std::size_t to = (static_cast<std::size_t>(t) * a.num_topk + k) * slot_bytes;
-      const bool near = dev::on_node(src);
-      const char* from = x + row * row_bytes;
-      std::size_t bytes = row_bytes;
-      if (in.use_logfmt) {  // encoded straight into the peer's slot, or into the stage for the put
-        char* dst = near ? pe_ptr(a.combine_x, src) + to
-                         : a.far_combine_stage + ll_far_combine_slot(src, s.node_first_pe, s.node_n_pes, a.max_tokens,
-                                                                     a.num_topk, t, k) * slot_bytes;
-        bytes = warp_logfmt_encode_row(dst, reinterpret_cast<const __nv_bfloat16*>(from), a.hidden, w.lane, stage);
-        from = dst;
-      } else if (near) {
-        char* dst = pe_ptr(a.combine_x, src) + to;
-        warp_copy_row_multi<1>(&dst, 1, from, row_bytes);
+  if (in.use_logfmt) {
+    logfmt_send_rows(a, x, experts_per_pe, rows_per_expert, slot_bytes);
+  } else {
+    // A warp per row. Each local expert gets its own group of warps (a loop
+    // over experts in every warp left all but a few warps idle: 413 us at
+    // 128 tokens, r1).
+    const WarpGrid w = warp_grid();
+    const int per_expert = std::max(1, w.total_warps / experts_per_pe);
+    const int groups = w.total_warps / per_expert;
+    for (int e = w.warp_id / per_expert; w.warp_id < groups * per_expert && e < experts_per_pe; e += groups) {
+      const int n = load_cg(a.recv_count + e);
+      for (int i = w.warp_id % per_expert; i < n; i += per_expert) {
+        const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
+        const CombineRoute to = combine_route(a, row, slot_bytes);
+        const char* from = x + row * row_bytes;
+        if (dev::on_node(to.src)) {
+          char* dst = pe_ptr(a.combine_x, to.src) + to.to;
+          warp_copy_row_multi<1>(&dst, 1, from, row_bytes);
+        } else {
+          dev::putmem_nbi_warp(a.combine_x + to.to, from, row_bytes, to.src);
+        }
       }
-      if (!near) dev::putmem_nbi_warp(a.combine_x + to, from, bytes, src);
     }
   }
   signal_all_pes(a.combine_done, 0);
@@ -407,9 +544,8 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
   // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
   // A slice is two LogFMT groups; every lane stays to the end (ballots).
   // Lane k first loads the token's k-th expert, weight and that sender's
-  // format word, all at once; then the slots' loads go out 8 at a time and
-  // the sum runs in k order. (A loop that loaded expert, format and slot
-  // one k after another waited for 8 chains of dependent loads.)
+  // format word, all at once; then the slots' loads go out a batch at a
+  // time (accumulate_slots) and the sum runs in k order.
   const int vecs = a.hidden / 8, slices = (vecs + 31) / 32;
   const unsigned all = 0xffffffffu;
   for (int task = w.warp_id; task < in.num_tokens * slices; task += w.total_warps) {
@@ -427,27 +563,14 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
     const bool logfmt_lane = e >= 0 && load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt;
     const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, logfmt_lane);
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
-    for (int k0 = 0; k0 < a.num_topk; k0 += 8) {
-      int4 q[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int k = k0 + j;
-        if (k < a.num_topk && active && ((used & ~logfmt) >> k & 1u))
-          q[j] = load_cg(reinterpret_cast<const int4*>(slots + k * slot_bytes) + v);
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int k = k0 + j;
-        if (k >= a.num_topk || !(used >> k & 1u)) continue;
-        const float wt = __shfl_sync(all, wt_lane, k);
-        float y[8];
-        if (logfmt >> k & 1u) warp_logfmt_decode(slots + k * slot_bytes, a.hidden, v, active, w.lane, y);
-        else if (active) bf16x8_to_float(q[j], y);
-        if (!active) continue;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(wt, y[i], acc[i]);
-      }
-    }
+    // Only bf16 rows: 8 slots a batch. LogFMT ones need more registers: 4.
+    if (logfmt == 0)
+      for (int k0 = 0; k0 < a.num_topk; k0 += 8)
+        accumulate_slots<false, 8>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane, acc);
+    else
+      for (int k0 = 0; k0 < a.num_topk; k0 += 4)
+        accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, wt_lane, a.hidden, v, active, w.lane,
+                                  acc);
     if (active) reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc);
   }
 }
