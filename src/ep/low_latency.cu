@@ -101,71 +101,105 @@ __device__ __forceinline__ void store_ll_scale(const LowLatencyArgs& a, void* sc
 }
 
 // What a block shares while it encodes rows as LogFMT.
+constexpr int kLogfmtHalves = kThreads / 16;  // half-warps of a block
+constexpr int kLogfmtPer = 2;                 // groups a half-warp takes a round
+constexpr int kLogfmtRound = kLogfmtHalves * kLogfmtPer;
+static_assert(kLogfmtRound == 64, "a round's groups are one 64-bit mask");
 struct LogfmtBlockShared {
-  int4 stage[kThreads / 16][16];  // a half-warp's compressed group, 160 bytes, before it leaves as 16-byte stores
-  int packed[kThreads / 16];      // whether the half-warp's group of this round compresses
+  int4 stage[kLogfmtHalves][kLogfmtPer][16];  // compressed groups, 160 bytes each, before they leave as 16-byte stores
+  int packed[kLogfmtRound];                   // whether group i of this round compresses
 };
 
-// The whole block writes a bf16 row into a combine slot at dst as LogFMT
-// (logfmt.hpp): the ranges at the head, then the groups back to back, and
-// returns the bytes written from dst. Half-warp h takes groups h, h + 32,
-// ..., 32 groups a round: it finds its group's range, the block learns
-// which of the round's groups compress (so where each lands: a compressed
-// group is 96 bytes shorter), and then each half-warp encodes its group.
-// Ends with a barrier: the slot is whole.
+// The whole block (kThreads) writes a bf16 row into a combine slot at dst
+// as LogFMT (logfmt.hpp): the ranges at the head, then the groups back to
+// back, and returns the bytes written from dst. A round covers 64 groups,
+// two per half-warp (group g0 + u * 32 + h for half-warp h): each finds its
+// groups' ranges, the block learns which of the round's groups compress (so
+// where each lands: a compressed group is 96 bytes shorter), and then each
+// half-warp encodes its groups. Ends with a barrier: the slot is whole.
 //
-// Why a block a row: encoding a value costs a log2f and more; a warp that
+// Why a block a row: encoding a value costs a log2 and more; a warp that
 // encoded a whole row took 44 us (one row alone, r127), and the send half
-// 96-111 us at one PE against 18 us for bf16 (r125, r126).
+// 96-111 us at one PE against 18 us for bf16 (r125, r126). Two groups a
+// half-warp: their chains (load, reductions, encoding) overlap, and a row
+// of up to 64 groups takes one round, two barriers.
 __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden,
                                                LogfmtBlockShared& sh) {
   const int tid = static_cast<int>(threadIdx.x), h = tid >> 4, sub = tid & 15, lane = tid & 31;
-  const int groups = hidden / kLogfmtGroup, halves = static_cast<int>(blockDim.x) / 16;
+  const int groups = hidden / kLogfmtGroup;
   std::size_t at = ll_logfmt_ranges_bytes(hidden);  // where the round's first group lands
-  for (int g0 = 0; g0 < groups; g0 += halves) {
-    const int g = g0 + h;
-    const bool active = g < groups;
-    int4 q = make_int4(0, 0, 0, 0);
-    if (active) q = load_cg(reinterpret_cast<const int4*>(src) + g * (kLogfmtGroup / 8) + sub);
-    float f[8];
-    float amax = 0.0f, amin = INFINITY;
-    bf16x8_to_float(q, f);
+  for (int g0 = 0; g0 < groups; g0 += kLogfmtRound) {
+    int4 q[kLogfmtPer];
+    float f[kLogfmtPer][8], amax[kLogfmtPer], amin[kLogfmtPer];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) logfmt_fold(f[j], amax, amin);
-#pragma unroll
-    for (int m = 8; m >= 1; m >>= 1) {  // within each half-warp
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-      amin = fminf(amin, __shfl_xor_sync(0xffffffffu, amin, m));
+    for (int u = 0; u < kLogfmtPer; ++u) {
+      const int g = g0 + u * kLogfmtHalves + h;
+      q[u] = make_int4(0, 0, 0, 0);
+      if (g < groups) q[u] = load_cg(reinterpret_cast<const int4*>(src) + g * (kLogfmtGroup / 8) + sub);
     }
-    const LogfmtRange r = logfmt_range(amax, amin);
-    const bool packed = active && r.step >= 0.0f;
-    if (sub == 0) sh.packed[h] = packed;
+#pragma unroll
+    for (int u = 0; u < kLogfmtPer; ++u) {
+      amax[u] = 0.0f;
+      amin[u] = INFINITY;
+      bf16x8_to_float(q[u], f[u]);  // an idle group's zeros: its range is not used
+#pragma unroll
+      for (int j = 0; j < 8; ++j) logfmt_fold(f[u][j], amax[u], amin[u]);
+    }
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1)  // within each half-warp
+#pragma unroll
+      for (int u = 0; u < kLogfmtPer; ++u) {
+        amax[u] = fmaxf(amax[u], __shfl_xor_sync(0xffffffffu, amax[u], m));
+        amin[u] = fminf(amin[u], __shfl_xor_sync(0xffffffffu, amin[u], m));
+      }
+    LogfmtRange r[kLogfmtPer];
+    bool packed[kLogfmtPer];
+#pragma unroll
+    for (int u = 0; u < kLogfmtPer; ++u) {
+      r[u] = logfmt_range(amax[u], amin[u]);
+      packed[u] = g0 + u * kLogfmtHalves + h < groups && r[u].step >= 0.0f;
+      if (sub == 0) sh.packed[u * kLogfmtHalves + h] = packed[u];
+    }
     __syncthreads();
-    const unsigned round = __ballot_sync(0xffffffffu, lane < halves && sh.packed[lane]);  // bit i: group g0 + i compresses
-    const std::size_t mine = at + static_cast<std::size_t>(h) * kLogfmtBf16Bytes -
-                             static_cast<std::size_t>(__popc(round & ((1u << h) - 1u))) *
-                                 (kLogfmtBf16Bytes - kLogfmtPackedBytes);
-    if (packed) {
-      const LogfmtEncoder enc = logfmt_encoder(r);
+    // Bit i: group g0 + i compresses.
+    const std::uint64_t round = __ballot_sync(0xffffffffu, sh.packed[lane]) |
+                                static_cast<std::uint64_t>(__ballot_sync(0xffffffffu, sh.packed[lane + 32])) << 32;
+    std::size_t mine[kLogfmtPer];  // where each of the half-warp's groups lands
+#pragma unroll
+    for (int u = 0; u < kLogfmtPer; ++u) {
+      const int i = u * kLogfmtHalves + h;
+      mine[u] = at + static_cast<std::size_t>(i) * kLogfmtBf16Bytes -
+                static_cast<std::size_t>(__popcll(round & ((std::uint64_t{1} << i) - 1u))) *
+                    (kLogfmtBf16Bytes - kLogfmtPackedBytes);
+    }
+#pragma unroll
+    for (int u = 0; u < kLogfmtPer; ++u) {
+      const int g = g0 + u * kLogfmtHalves + h;
+      if (g >= groups) continue;
+      if (sub == 0)
+        reinterpret_cast<float2*>(dst)[g] = packed[u] ? make_float2(r[u].lo, r[u].step) : make_float2(0.0f, -1.0f);
+      if (!packed[u]) {
+        *reinterpret_cast<int4*>(dst + mine[u] + sub * 16) = q[u];
+        continue;
+      }
+      const LogfmtEncoder enc = logfmt_encoder(r[u]);
       std::uint32_t v[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(f[j], enc);
+      for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(f[u][j], enc);
       std::uint16_t w[5];
       logfmt_pack8(v, w);
-      auto* out = reinterpret_cast<std::uint16_t*>(reinterpret_cast<char*>(sh.stage[h]) + sub * 10);
+      auto* out = reinterpret_cast<std::uint16_t*>(reinterpret_cast<char*>(sh.stage[h][u]) + sub * 10);
 #pragma unroll
-      for (int i = 0; i < 5; ++i) out[i] = w[i];
+      for (int k = 0; k < 5; ++k) out[k] = w[k];
     }
     __syncwarp();
-    if (packed && sub * 16 < static_cast<int>(kLogfmtPackedBytes))
-      *reinterpret_cast<int4*>(dst + mine + sub * 16) = sh.stage[h][sub];
-    else if (active && !packed)
-      *reinterpret_cast<int4*>(dst + mine + sub * 16) = q;
-    if (active && sub == 0)
-      reinterpret_cast<float2*>(dst)[g] = packed ? make_float2(r.lo, r.step) : make_float2(0.0f, -1.0f);
-    const int in_round = min(halves, groups - g0);
+#pragma unroll
+    for (int u = 0; u < kLogfmtPer; ++u)
+      if (packed[u] && sub * 16 < static_cast<int>(kLogfmtPackedBytes))
+        *reinterpret_cast<int4*>(dst + mine[u] + sub * 16) = sh.stage[h][u][sub];
+    const int in_round = min(kLogfmtRound, groups - g0);
     at += static_cast<std::size_t>(in_round) * kLogfmtBf16Bytes -
-          static_cast<std::size_t>(__popc(round)) * (kLogfmtBf16Bytes - kLogfmtPackedBytes);
+          static_cast<std::size_t>(__popcll(round)) * (kLogfmtBf16Bytes - kLogfmtPackedBytes);
     __syncthreads();  // sh is rewritten next round (or row)
   }
   return at;

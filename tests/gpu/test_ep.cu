@@ -778,13 +778,17 @@ int run_pe() {
              std::string("low latency combine LogFMT, ") + route_name(kind) + (split ? ", send/receive split" : ""));
   report(ll_case(buf, RouteKind::kRandom, ll, false, true, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kOddPes}),
          "low latency combine LogFMT on odd PEs only (each sender's rows decoded as it sent them)");
-  {  // 33 groups of 128 channels: an odd count (the encoder's last upper half-warp idle, the
-     // receiver's last slice half active) and more than 32 (the decoder's second ballot round)
-    const Shape odd{ll.T, 33 * 128, ll.K, ll.E};
+  {  // 65 groups of 128 channels: an odd count (a half-warp idle in the encoder's last round, the
+     // receiver's last slice half active), more than 64 (the block encoder's second round, with
+     // one group; the decoder's third ballot round), and rows longer than a block's one pass
+     // in the dispatch (fp8: 520 units of 16 channels for 512 threads, the last warp partly idle)
+    const Shape odd{ll.T, 65 * 128, ll.K, ll.E};
     nvst::ep::Buffer odd_buf(0, odd.T, odd.H, odd.E, odd.K);
     for (bool split : {false, true})
       report(ll_case(odd_buf, RouteKind::kMasked, odd, false, split, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
-             std::string("low latency combine LogFMT, hidden 4224 (33 groups)") + (split ? ", send/receive split" : ""));
+             std::string("low latency combine LogFMT, hidden 8320 (65 groups)") + (split ? ", send/receive split" : ""));
+    report(ll_case(odd_buf, RouteKind::kRandom, odd, true, false, g_seed * 100 + ++salt, s),
+           "low latency fp8, hidden 8320 (65 groups)");
   }
   report(ll_graph_case(buf, ll, s), "low latency under a CUDA graph, 4 replays with new inputs");
   report(ll_two_batches_case(buf, ll, s), "low latency, two micro-batches in flight (send a, send b, receive a, b)");
