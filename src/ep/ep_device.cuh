@@ -162,6 +162,16 @@ __device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std:
   wait_pes(counters, 0, dev::state().n_pes, 1, target, -1, cost);
 }
 
+// Programmatic dependent launch (sm_90), between a send half and the
+// receive half right behind it on the stream (launch_ll_* with Phase::kBoth):
+// every block of the send half calls allow_next_kernel once it runs, so
+// the receive half is launched while the send half works instead of after
+// it; the receive half's first act is wait_previous_kernel, which returns
+// once the kernel before it has finished and its writes are visible. Both
+// are no-ops for kernels launched without the attribute.
+__device__ __forceinline__ void allow_next_kernel() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void wait_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // Which warp of the grid this is, how many there are, and the lane.
 struct WarpGrid {
   int warp_id, total_warps, lane;

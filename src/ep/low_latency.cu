@@ -316,6 +316,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready);
+  allow_next_kernel();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, K = a.num_topk;
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
@@ -414,6 +415,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
 // move in behind them, source by source. recv_count gets the total and the
 // slot counter is reset. One block per expert (one block when on one node).
 __global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
+  wait_previous_kernel();
   const dev::DeviceState& s = dev::state();
   const unsigned long long target = launch_base(a.dispatch_counters);
   wait_all_pes(a.dispatch_done, target, wait_cost);
@@ -521,6 +523,7 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
 __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
+  allow_next_kernel();
   // Every receiver learns how this PE sends. It reads the word only after
   // every block's combine_done arrived: block 0's release add in
   // signal_all_pes (node peers) or the last block's tell_far, after this
@@ -570,6 +573,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
 
 __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
                                                             __nv_bfloat16* out) {
+  wait_previous_kernel();
   const unsigned long long target = launch_base(a.combine_counters);
   wait_all_pes(a.combine_done, target, in.wait_recv_cost_stats);
   const WarpGrid w = warp_grid();
@@ -609,6 +613,22 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
   }
 }
 
+// Launches a receive half so that it may start while the kernel before it
+// on the stream (its send half) still runs: see allow_next_kernel.
+template <typename... Params, typename... Args>
+void launch_receive_half(void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute early{};
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.stream = stream;
+  cfg.attrs = &early;
+  cfg.numAttrs = 1;
+  NVST_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 }  // namespace
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
@@ -620,8 +640,7 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
   if (phase != Phase::kSend) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    ll_dispatch_recv<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
-    NVST_CHECK_LAUNCH();
+    launch_receive_half(ll_dispatch_recv, blocks, 256, stream, a, experts_per_pe, in.wait_recv_cost_stats);
   }
 }
 
@@ -635,8 +654,7 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    ll_combine_recv<<<blocks, kThreads, 0, stream>>>(a, in, static_cast<__nv_bfloat16*>(combined_x));
-    NVST_CHECK_LAUNCH();
+    launch_receive_half(ll_combine_recv, blocks, kThreads, stream, a, in, static_cast<__nv_bfloat16*>(combined_x));
   }
 }
 
