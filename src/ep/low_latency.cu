@@ -571,7 +571,7 @@ __global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, Lo
   launch_end(a.combine_counters, base);
 }
 
-__global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
+__global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
                                                             __nv_bfloat16* out) {
   wait_previous_kernel();
   const unsigned long long target = launch_base(a.combine_counters);
@@ -603,8 +603,8 @@ __global__ void __launch_bounds__(kThreads) ll_combine_recv(LowLatencyArgs a, Lo
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
     // Only bf16 rows: 8 slots a batch. LogFMT ones need more registers: 4.
     if (logfmt == 0)
-      for (int k0 = 0; k0 < a.num_topk; k0 += 8)
-        accumulate_slots<false, 8>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane, acc);
+      for (int k0 = 0; k0 < a.num_topk; k0 += 4)
+        accumulate_slots<false, 4>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane, acc);
     else
       for (int k0 = 0; k0 < a.num_topk; k0 += 4)
         accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, wt_lane, a.hidden, v, active, w.lane,
@@ -653,7 +653,7 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   }
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
-    const int blocks = std::max(1, std::min(sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
+    const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
     launch_receive_half(ll_combine_recv, blocks, kThreads, stream, a, in, static_cast<__nv_bfloat16*>(combined_x));
   }
 }
