@@ -601,7 +601,9 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
     const bool logfmt_lane = e >= 0 && load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt;
     const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, logfmt_lane);
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
-    // Only bf16 rows: 8 slots a batch. LogFMT ones need more registers: 4.
+    // 4 slots a batch: at 64 registers (two blocks an SM, so that 128
+    // tokens' tasks run in one wave, r133) 8 would spill. A token without
+    // LogFMT rows skips the LogFMT steps.
     if (logfmt == 0)
       for (int k0 = 0; k0 < a.num_topk; k0 += 4)
         accumulate_slots<false, 4>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane, acc);
