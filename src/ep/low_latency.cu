@@ -59,6 +59,9 @@ namespace nvst::ep::detail {
 namespace {
 
 constexpr int kThreads = 512;
+// The combine send half: blocks of 256 threads, two an SM, so that two
+// LogFMT rows are encoded at once on every SM (one block a row).
+constexpr int kCombineSendThreads = 256;
 constexpr float kFp8Max = 448.0f;  // largest finite e4m3
 
 // A lane's 16 bf16 channels (two vectors) to e4m3, with the scale of their
@@ -101,8 +104,8 @@ __device__ __forceinline__ void store_ll_scale(const LowLatencyArgs& a, void* sc
 }
 
 // What a block shares while it encodes rows as LogFMT.
-constexpr int kLogfmtHalves = kThreads / 16;  // half-warps of a block
-constexpr int kLogfmtPer = 2;                 // groups a half-warp takes a round
+constexpr int kLogfmtHalves = kCombineSendThreads / 16;  // half-warps of a block
+constexpr int kLogfmtPer = 4;                           // groups a half-warp takes a round
 constexpr int kLogfmtRound = kLogfmtHalves * kLogfmtPer;
 static_assert(kLogfmtRound == 64, "a round's groups are one 64-bit mask");
 struct LogfmtBlockShared {
@@ -110,19 +113,21 @@ struct LogfmtBlockShared {
   int packed[kLogfmtRound];                   // whether group i of this round compresses
 };
 
-// The whole block (kThreads) writes a bf16 row into a combine slot at dst
-// as LogFMT (logfmt.hpp): the ranges at the head, then the groups back to
-// back, and returns the bytes written from dst. A round covers 64 groups,
-// two per half-warp (group g0 + u * 32 + h for half-warp h): each finds its
-// groups' ranges, the block learns which of the round's groups compress (so
-// where each lands: a compressed group is 96 bytes shorter), and then each
-// half-warp encodes its groups. Ends with a barrier: the slot is whole.
+// The whole block (kCombineSendThreads) writes a bf16 row into a combine
+// slot at dst as LogFMT (logfmt.hpp): the ranges at the head, then the
+// groups back to back, and returns the bytes written from dst. A round
+// covers 64 groups, four per half-warp (group g0 + u * 16 + h for half-warp
+// h): each finds its groups' ranges, the block learns which of the round's
+// groups compress (so where each lands: a compressed group is 96 bytes
+// shorter), and then each half-warp encodes its groups. Ends with a
+// barrier: the slot is whole.
 //
 // Why a block a row: encoding a value costs a log2 and more; a warp that
 // encoded a whole row took 44 us (one row alone, r127), and the send half
-// 96-111 us at one PE against 18 us for bf16 (r125, r126). Two groups a
-// half-warp: their chains (load, reductions, encoding) overlap, and a row
-// of up to 64 groups takes one round, two barriers.
+// 96-111 us at one PE against 18 us for bf16 (r125, r126). Several groups
+// a half-warp: their chains (load, reductions, encoding) overlap, and a row
+// of up to 64 groups takes one round, two barriers (r131). Blocks of 256
+// threads, two an SM: two rows at once on every SM (42 -> 35.6 us, r135).
 __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden,
                                                LogfmtBlockShared& sh) {
   const int tid = static_cast<int>(threadIdx.x), h = tid >> 4, sub = tid & 15, lane = tid & 31;
@@ -480,16 +485,16 @@ __device__ __forceinline__ CombineRoute combine_route(const LowLatencyArgs& a, s
 // block encodes one row at a time (block_logfmt_encode_row).
 __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int experts_per_pe, int rows_per_expert,
                                  std::size_t slot_bytes) {
-  using Scan = cub::BlockScan<int, kThreads>;
+  using Scan = cub::BlockScan<int, kCombineSendThreads>;
   __shared__ typename Scan::TempStorage scan;
-  __shared__ int first_row[kThreads];  // of each expert of the chunk, counted from the chunk's first
+  __shared__ int first_row[kCombineSendThreads];  // of each expert of the chunk, counted from the chunk's first
   __shared__ LogfmtBlockShared sh;
   const dev::DeviceState& s = dev::state();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, blocks = static_cast<int>(gridDim.x);
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * 2;
   int dealt = 0;  // rows of earlier chunks
-  for (int e0 = 0; e0 < experts_per_pe; e0 += kThreads) {
-    const int chunk = min(kThreads, experts_per_pe - e0);
+  for (int e0 = 0; e0 < experts_per_pe; e0 += kCombineSendThreads) {
+    const int chunk = min(kCombineSendThreads, experts_per_pe - e0);
     const int n = tid < chunk ? load_cg(a.recv_count + e0 + tid) : 0;
     int total = 0;
     Scan(scan).ExclusiveSum(n, first_row[tid], total);
@@ -520,7 +525,7 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
   }
 }
 
-__global__ void __launch_bounds__(kThreads) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
+__global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
   allow_next_kernel();
@@ -650,7 +655,7 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
                        cudaStream_t stream) {
   const int sms = device_sm_count();
   if (phase != Phase::kReceive) {
-    ll_combine_send<<<sms, kThreads, 0, stream>>>(a, in);
+    ll_combine_send<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in);
     NVST_CHECK_LAUNCH();
   }
   if (phase != Phase::kSend) {
