@@ -270,6 +270,11 @@ class Buffer {
   void combine(const CombineInput& in, const DispatchHandle& handle, const CombineOutput& out,
                const Config& config, cudaStream_t stream);
 
+  // The low-latency kernels take every SM (one or two blocks an SM) and the
+  // send halves wait for every PE. PEs sharing one GPU are tested with
+  // time-slicing (no MPS daemon); under MPS a PE's kernel can hold SMs the
+  // other PE's blocks need while it waits for them, so limit each client
+  // (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50; untested) or give each PE a GPU.
   // kReceive finishes the send of buffer set `buffer_index` (from the kSend
   // call's output); -1 = the last one sent. With two micro-batches in flight
   // (send a, send b, receive a) pass it.

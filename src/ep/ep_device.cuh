@@ -168,7 +168,9 @@ __device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std:
 // the receive half is launched while the send half works instead of after
 // it; the receive half's first act is wait_previous_kernel, which returns
 // once the kernel before it has finished and its writes are visible. Both
-// are no-ops for kernels launched without the attribute.
+// are no-ops for kernels launched without the attribute. The receive half's
+// blocks are placed only once every send-half block has called it, so they
+// never keep a send-half block from starting.
 __device__ __forceinline__ void allow_next_kernel() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void wait_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 

@@ -5,7 +5,7 @@
 // Dispatch send: a block per token. Thread k claims a row for top-k slot k
 // in the expert's receive buffer on the owning PE with one remote atomic add
 // on that expert's slot counter and writes (source PE, token, k) there;
-// meanwhile the block loads the token. Then the row is quantised once (to
+// meanwhile the block loads the token's first pass. Then the row is quantised once (to
 // fp8 e4m3 with one scale per 128 channels, if asked) and every piece is
 // stored to all top-k rows. Rows land packed per expert, so the receiver
 // needs no copy. Each block
@@ -16,9 +16,9 @@
 // Combine send: each received row goes to its token's PE, into that PE's
 // combine buffer at [token][k]: as bf16, a warp a row, or, with use_logfmt,
 // as LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels
-// is under 1 in magnitude), a block a row (encoding is compute-bound). Each PE first tells every PE which of the two it
-// sends (combine_format), so a receiver decodes each row as its sender
-// chose. Combine receive: wait for every PE, then out[t] = sum over k of
+// is under 1 in magnitude), a block a row (encoding is compute-bound).
+// Each PE first tells every PE which of the two it sends (combine_format),
+// so a receiver decodes each row as its sender chose. Combine receive: wait for every PE, then out[t] = sum over k of
 // w[t][k] * row[t][k] in fp32 (k in order, one fused multiply-add each),
 // rounded once to bf16.
 //
@@ -109,7 +109,7 @@ constexpr int kLogfmtPer = 4;                           // groups a half-warp ta
 constexpr int kLogfmtRound = kLogfmtHalves * kLogfmtPer;
 static_assert(kLogfmtRound == 64, "a round's groups are one 64-bit mask");
 struct LogfmtBlockShared {
-  int4 stage[kLogfmtHalves][kLogfmtPer][16];  // compressed groups, 160 bytes each, before they leave as 16-byte stores
+  int4 stage[kLogfmtHalves][kLogfmtPer][kLogfmtPackedBytes / 16];  // compressed groups, before they leave as 16-byte stores
   int packed[kLogfmtRound];                   // whether group i of this round compresses
 };
 
@@ -402,7 +402,9 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
       if (d.x == nullptr || d.near) continue;
       // The record, up to the end of its x, into r's far section (expert local, source me).
       const std::size_t at = (static_cast<std::size_t>(d.local) * npes + me) * a.max_tokens + d.slot;
-      if (lane == 0) __threadfence_system();  // the block's stores to the record, before the proxy reads it
+      // The block's stores to the record, before the proxy reads it (our
+      // proxy_push fences too; the NVSHMEM backend's put may not).
+      if (lane == 0) __threadfence_system();
       dev::putmem_nbi_warp(a.far_x + at * a.far_rec, d.x - far_x_at, far_x_at + row_bytes, d.pe);
     }
     __syncthreads();
@@ -516,7 +518,9 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
       const std::size_t bytes =
           block_logfmt_encode_row(dst, reinterpret_cast<const __nv_bfloat16*>(x + row * row_bytes), a.hidden, sh);
       if (!near && tid < 32) {
-        if (lane == 0) __threadfence_system();  // the block's stores to the stage, before the proxy reads it
+        // The block's stores to the stage, before the proxy reads it (our
+        // proxy_push fences too; the NVSHMEM backend's put may not).
+        if (lane == 0) __threadfence_system();
         dev::putmem_nbi_warp(a.combine_x + to.to, dst, bytes, to.src);
       }
     }
@@ -606,9 +610,10 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
     const bool logfmt_lane = e >= 0 && load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt;
     const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, logfmt_lane);
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
-    // 4 slots a batch: at 64 registers (two blocks an SM, so that 128
-    // tokens' tasks run in one wave, r133) 8 would spill. A token without
-    // LogFMT rows skips the LogFMT steps.
+    // 4 slots a batch: 64 registers (two blocks an SM, so that 128
+    // tokens' tasks run in one wave, r133) leave no room for 8 (the LogFMT
+    // batch spills 64 bytes even so). A token without LogFMT rows skips the
+    // LogFMT steps.
     if (logfmt == 0)
       for (int k0 = 0; k0 < a.num_topk; k0 += 4)
         accumulate_slots<false, 4>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane, acc);
@@ -620,10 +625,13 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
   }
 }
 
-// Launches a receive half so that it may start while the kernel before it
-// on the stream (its send half) still runs: see allow_next_kernel.
+// Launches a receive half. Right behind its send half (Phase::kBoth:
+// `after_send`) it may start while the send half still runs (see
+// allow_next_kernel); called alone (the hook), the kernel before it is the
+// caller's, which it waits for as any launch does.
 template <typename... Params, typename... Args>
-void launch_receive_half(void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream, Args... args) {
+void launch_receive_half(bool after_send, void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream,
+                         Args... args) {
   cudaLaunchAttribute early{};
   early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   early.val.programmaticStreamSerializationAllowed = 1;
@@ -631,8 +639,8 @@ void launch_receive_half(void (*kernel)(Params...), int blocks, int threads, cud
   cfg.gridDim = dim3(static_cast<unsigned>(blocks));
   cfg.blockDim = dim3(static_cast<unsigned>(threads));
   cfg.stream = stream;
-  cfg.attrs = &early;
-  cfg.numAttrs = 1;
+  cfg.attrs = after_send ? &early : nullptr;
+  cfg.numAttrs = after_send ? 1 : 0;
   NVST_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args...));
 }
 
@@ -647,7 +655,7 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
   if (phase != Phase::kSend) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    launch_receive_half(ll_dispatch_recv, blocks, 256, stream, a, experts_per_pe, in.wait_recv_cost_stats);
+    launch_receive_half(phase == Phase::kBoth, ll_dispatch_recv, blocks, 256, stream, a, experts_per_pe, in.wait_recv_cost_stats);
   }
 }
 
@@ -661,7 +669,7 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    launch_receive_half(ll_combine_recv, blocks, kThreads, stream, a, in, static_cast<__nv_bfloat16*>(combined_x));
+    launch_receive_half(phase == Phase::kBoth, ll_combine_recv, blocks, kThreads, stream, a, in, static_cast<__nv_bfloat16*>(combined_x));
   }
 }
 

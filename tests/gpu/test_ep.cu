@@ -781,7 +781,8 @@ int run_pe() {
   {  // 65 groups of 128 channels: an odd count (a half-warp idle in the encoder's last round, the
      // receiver's last slice half active), more than 64 (the block encoder's second round, with
      // one group; the decoder's third ballot round), and rows longer than a block's one pass
-     // in the dispatch (fp8: 520 units of 16 channels for 512 threads, the last warp partly idle)
+     // in the dispatch (fp8: 520 units of 16 channels for 512 threads: a second pass in which
+     // only 8 lanes of warp 0 work)
     const Shape odd{ll.T, 65 * 128, ll.K, ll.E};
     nvst::ep::Buffer odd_buf(0, odd.T, odd.H, odd.E, odd.K);
     for (bool split : {false, true})
@@ -789,6 +790,16 @@ int run_pe() {
              std::string("low latency combine LogFMT, hidden 8320 (65 groups)") + (split ? ", send/receive split" : ""));
     report(ll_case(odd_buf, RouteKind::kRandom, odd, true, false, g_seed * 100 + ++salt, s),
            "low latency fp8, hidden 8320 (65 groups)");
+  }
+  {  // 300 experts a PE: the LogFMT send deals rows to blocks from a scan over the experts'
+     // counts in chunks of 256 experts, so rows of the second chunk start where the first's end.
+     // Top-24: the dispatch's far puts (across nodes) take a second round of the block's 16 warps.
+    const Shape many{ll.T, 256, 24, 300 * R};
+    nvst::ep::Buffer many_buf(0, many.T, many.H, many.E, many.K);
+    report(ll_case(many_buf, RouteKind::kRandom, many, false, false, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
+           "low latency combine LogFMT, 300 experts a PE, top-24 (two chunks of the send's expert scan)");
+    report(ll_case(many_buf, RouteKind::kMasked, many, true, true, g_seed * 100 + ++salt, s),
+           "low latency fp8, 300 experts a PE, top-24, masked slots, send/receive split");
   }
   report(ll_graph_case(buf, ll, s), "low latency under a CUDA graph, 4 replays with new inputs");
   report(ll_two_batches_case(buf, ll, s), "low latency, two micro-batches in flight (send a, send b, receive a, b)");
