@@ -103,7 +103,7 @@ ReduceKernel reduce_kernel(DType dtype, RedOp op, Kernel k) {
 
 void launch_reduce_dtype(DType dtype, RedOp op, Kernel k, int blocks, int threads, const Args& a,
                          cudaStream_t s) {
-  reduce_kernel(dtype, op, k)<<<blocks, threads, 0, s>>>(a);
+  nvst::detail::launch_early(true, reduce_kernel(dtype, op, k), blocks, threads, s, a);
 }
 
 // Threads per block: 256-thread blocks launch about 1 us sooner (r10 vs r9
@@ -422,8 +422,7 @@ void lowlatency_launch(const char* fn, const TeamView& t, ReduceKernel kernel, c
     a.n = std::min(chunk, count - off);
     const std::size_t lines = (a.n * es + 7) / 8;
     const int blocks = static_cast<int>(std::clamp<std::size_t>((lines + 255) / 256, 1, 64));
-    kernel<<<blocks, 256, 0, stream>>>(a);
-    NVST_CHECK_LAUNCH();
+    nvst::detail::launch_early(true, kernel, blocks, 256, stream, a);
   }
 }
 
@@ -622,8 +621,7 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
     a.push_blocking = t.cross_node && overlaps(a.in_base, a.in_stride ? a.in_stride * static_cast<std::size_t>(t.npes) : n,
                                                a.out, total * static_cast<std::size_t>(t.npes - 1) + n);
     const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
-    gather_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
-    NVST_CHECK_LAUNCH();
+    nvst::detail::launch_early(true, gather_kernel, blocks, threads_for(n), stream, a);
   }
 }
 }  // namespace
@@ -647,8 +645,7 @@ void barrier(cudaStream_t stream, Team team) {
   // The flag exchange of every collective with no data: one block, a thread
   // per member.
   Args a = base_args(fn, t);
-  gather_kernel<<<1, kMaxPes, 0, stream>>>(a);
-  NVST_CHECK_LAUNCH();
+  nvst::detail::launch_early(true, gather_kernel, 1, kMaxPes, stream, a);
 }
 
 namespace {
@@ -750,8 +747,8 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
   }
   v.a.push_blocking = t.cross_node && overlaps(in, in_end, out, out_end);
   // The grid must be the same on every PE (block b talks to block b).
-  alltoallv_kernel<<<max_blocks(), threads_for(std::min(most, v.a.slot_bytes)), 0, stream>>>(v);
-  NVST_CHECK_LAUNCH();
+  nvst::detail::launch_early(true, alltoallv_kernel, max_blocks(), threads_for(std::min(most, v.a.slot_bytes)),
+                             stream, v);
 }
 
 void all_to_allv(const void* in, const std::size_t* send_counts, const std::size_t* send_displs, void* out,
@@ -786,8 +783,7 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
     a.root = root;
     a.push_blocking = t.cross_node && a.in != a.out && overlaps(a.in, n, a.out, n);  // in == out: no copy
     const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
-    broadcast_kernel<<<blocks, threads_for(n), 0, stream>>>(a);
-    NVST_CHECK_LAUNCH();
+    nvst::detail::launch_early(true, broadcast_kernel, blocks, threads_for(n), stream, a);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "coll/coll_internal.hpp"
 #include "coll/ring_layout.hpp"
+#include "device/launch_order.cuh"
 #include "nvst/device.cuh"
 
 namespace nvst::coll::internal {
@@ -52,7 +53,12 @@ __device__ __forceinline__ unsigned long long& flagged_by_put() {
   return mask;
 }
 
+// Every collective kernel is launched early (launch_early, coll.cu): it
+// first waits for the kernel before it on the stream, then lets the next
+// one be launched, so back-to-back collectives do not pay a launch gap.
 __device__ __forceinline__ void begin_launch(Args& a) {
+  nvst::detail::wait_previous_kernel();
+  nvst::detail::allow_next_kernel();
   __shared__ std::uint64_t e;
   if (threadIdx.x == 0) {
     e = *reinterpret_cast<volatile std::uint64_t*>(a.epoch) + 1;

@@ -19,6 +19,7 @@
 
 #include <cuda_bf16.h>
 
+#include "device/launch_order.cuh"
 #include "ep/kernels.hpp"
 #include "nvst/device.cuh"
 
@@ -162,17 +163,12 @@ __device__ __forceinline__ void wait_all_pes(const std::uint64_t* counters, std:
   wait_pes(counters, 0, dev::state().n_pes, 1, target, -1, cost);
 }
 
-// Programmatic dependent launch (sm_90), between a send half and the
-// receive half right behind it on the stream (launch_ll_* with Phase::kBoth):
-// every block of the send half calls allow_next_kernel once it runs, so
-// the receive half is launched while the send half works instead of after
-// it; the receive half's first act is wait_previous_kernel, which returns
-// once the kernel before it has finished and its writes are visible. Both
-// are no-ops for kernels launched without the attribute. The receive half's
-// blocks are placed only once every send-half block has called it, so they
-// never keep a send-half block from starting.
-__device__ __forceinline__ void allow_next_kernel() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void wait_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+// Programmatic dependent launch (device/launch_order.cuh) between a send
+// half and the receive half right behind it (Phase::kBoth): every block of
+// the send half calls allow_next_kernel once it runs, the receive half
+// begins with wait_previous_kernel.
+using nvst::detail::allow_next_kernel;
+using nvst::detail::wait_previous_kernel;
 
 // Which warp of the grid this is, how many there are, and the lane.
 struct WarpGrid {

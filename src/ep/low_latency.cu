@@ -625,25 +625,6 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
   }
 }
 
-// Launches a receive half. Right behind its send half (Phase::kBoth:
-// `after_send`) it may start while the send half still runs (see
-// allow_next_kernel); called alone (the hook), the kernel before it is the
-// caller's, which it waits for as any launch does.
-template <typename... Params, typename... Args>
-void launch_receive_half(bool after_send, void (*kernel)(Params...), int blocks, int threads, cudaStream_t stream,
-                         Args... args) {
-  cudaLaunchAttribute early{};
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.stream = stream;
-  cfg.attrs = after_send ? &early : nullptr;
-  cfg.numAttrs = after_send ? 1 : 0;
-  NVST_CHECK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args...));
-}
-
 }  // namespace
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
@@ -655,7 +636,10 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
   if (phase != Phase::kSend) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    launch_receive_half(phase == Phase::kBoth, ll_dispatch_recv, blocks, 256, stream, a, experts_per_pe, in.wait_recv_cost_stats);
+    // Right behind its send half the receive half may be launched while the
+    // send half runs; called alone (the hook), it launches plainly.
+    nvst::detail::launch_early(phase == Phase::kBoth, ll_dispatch_recv, blocks, 256, stream, a, experts_per_pe,
+                               in.wait_recv_cost_stats);
   }
 }
 
@@ -669,7 +653,8 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    launch_receive_half(phase == Phase::kBoth, ll_combine_recv, blocks, kThreads, stream, a, in, static_cast<__nv_bfloat16*>(combined_x));
+    nvst::detail::launch_early(phase == Phase::kBoth, ll_combine_recv, blocks, kThreads, stream, a, in,
+                               static_cast<__nv_bfloat16*>(combined_x));
   }
 }
 
