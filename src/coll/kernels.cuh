@@ -54,11 +54,13 @@ __device__ __forceinline__ unsigned long long& flagged_by_put() {
 }
 
 // Every collective kernel is launched early (launch_early, coll.cu): it
-// first waits for the kernel before it on the stream, then lets the next
-// one be launched, so back-to-back collectives do not pay a launch gap.
+// first waits for the kernel before it on the stream, then, on one node,
+// lets the next one be launched, so back-to-back collectives do not pay a
+// launch gap. Across nodes it waits on the proxy, so it does not (see
+// device/launch_order.cuh).
 __device__ __forceinline__ void begin_launch(Args& a) {
   nvst::detail::wait_previous_kernel();
-  nvst::detail::allow_next_kernel();
+  if (!a.cross_node) nvst::detail::allow_next_kernel();
   __shared__ std::uint64_t e;
   if (threadIdx.x == 0) {
     e = *reinterpret_cast<volatile std::uint64_t*>(a.epoch) + 1;

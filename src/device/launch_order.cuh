@@ -10,6 +10,13 @@
 // one has called allow_next_kernel (or exited), so they never keep the
 // earlier kernel's blocks from starting. Both calls are no-ops for kernels
 // launched without the attribute, and CUDA graphs keep the edge.
+//
+// A kernel that waits on the proxy (work across nodes) must not call
+// allow_next_kernel: the proxy launches small kernels of its own (staging
+// copies, signal additions) that need room on the SMs, and the next
+// kernel's waiting blocks could take it, so that the proxy never finishes
+// what the kernel waits for (r139: the collective suite across logical
+// nodes hung so).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready);
-  allow_next_kernel();
+  if (a.far_x == nullptr) allow_next_kernel();  // not across nodes: it waits on the proxy (launch_order.cuh)
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, K = a.num_topk;
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
@@ -532,7 +532,7 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
 __global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
-  allow_next_kernel();
+  if (a.far_x == nullptr) allow_next_kernel();  // not across nodes: it waits on the proxy (launch_order.cuh)
   // Every receiver learns how this PE sends. It reads the word only after
   // every block's combine_done arrived: block 0's release add in
   // signal_all_pes (node peers) or the last block's tell_far, after this
@@ -636,10 +636,11 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
   if (phase != Phase::kSend) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    // Right behind its send half the receive half may be launched while the
-    // send half runs; called alone (the hook), it launches plainly.
-    nvst::detail::launch_early(phase == Phase::kBoth, ll_dispatch_recv, blocks, 256, stream, a, experts_per_pe,
-                               in.wait_recv_cost_stats);
+    // Right behind its send half, on one node, the receive half may be
+    // launched while the send half runs; called alone (the hook), or across
+    // nodes (the send half then waits on the proxy), it launches plainly.
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_dispatch_recv, blocks, 256, stream, a,
+                               experts_per_pe, in.wait_recv_cost_stats);
   }
 }
 
@@ -653,8 +654,8 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    nvst::detail::launch_early(phase == Phase::kBoth, ll_combine_recv, blocks, kThreads, stream, a, in,
-                               static_cast<__nv_bfloat16*>(combined_x));
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_combine_recv, blocks, kThreads, stream,
+                               a, in, static_cast<__nv_bfloat16*>(combined_x));
   }
 }
 
