@@ -109,7 +109,8 @@ constexpr int kLogfmtPer = 4;                           // groups a half-warp ta
 constexpr int kLogfmtRound = kLogfmtHalves * kLogfmtPer;
 static_assert(kLogfmtRound == 64, "a round's groups are one 64-bit mask");
 struct LogfmtBlockShared {
-  int4 stage[kLogfmtHalves][kLogfmtPer][kLogfmtPackedBytes / 16];  // compressed groups, before they leave as 16-byte stores
+  // Compressed groups, before they leave as 16-byte stores.
+  int4 stage[kLogfmtHalves][kLogfmtPer][kLogfmtPackedBytes / 16];
   int packed[kLogfmtRound];                   // whether group i of this round compresses
 };
 
@@ -321,7 +322,8 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready);
-  if (a.far_x == nullptr) allow_next_kernel();  // not across nodes: it waits on the proxy (launch_order.cuh)
+  // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
+  if (a.far_x == nullptr) allow_next_kernel();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, K = a.num_topk;
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
@@ -476,7 +478,8 @@ struct CombineRoute {
   int src, t, k;
   std::size_t to;
 };
-__device__ __forceinline__ CombineRoute combine_route(const LowLatencyArgs& a, std::size_t row, std::size_t slot_bytes) {
+__device__ __forceinline__ CombineRoute combine_route(const LowLatencyArgs& a, std::size_t row,
+                                                      std::size_t slot_bytes) {
   const int* info = a.src_info + row * 3;  // written by the source PE
   const int src = load_cg(info), t = load_cg(info + 1), k = load_cg(info + 2);
   return {src, t, k, (static_cast<std::size_t>(t) * a.num_topk + k) * slot_bytes};
@@ -532,7 +535,8 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
 __global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
-  if (a.far_x == nullptr) allow_next_kernel();  // not across nodes: it waits on the proxy (launch_order.cuh)
+  // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
+  if (a.far_x == nullptr) allow_next_kernel();
   // Every receiver learns how this PE sends. It reads the word only after
   // every block's combine_done arrived: block 0's release add in
   // signal_all_pes (node peers) or the last block's tell_far, after this
@@ -616,7 +620,8 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
     // LogFMT steps.
     if (logfmt == 0)
       for (int k0 = 0; k0 < a.num_topk; k0 += 4)
-        accumulate_slots<false, 4>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane, acc);
+        accumulate_slots<false, 4>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane,
+                                   acc);
     else
       for (int k0 = 0; k0 < a.num_topk; k0 += 4)
         accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, wt_lane, a.hidden, v, active, w.lane,
