@@ -476,8 +476,8 @@ __global__ void __launch_bounds__(kMaxThreads, 1024 / kMaxThreads)
         const int p = u < npes && u != me ? a.send_pos[static_cast<std::size_t>(t) * npes + u] : -1;
         if (p < 0 || p / a.chunk_rows <= seen[k]) continue;
         seen[k] = p / a.chunk_rows;
-        dev::detail::wait_until_impl<std::uint64_t>(a.combine_flags + static_cast<std::size_t>(u) * kCombineChunks + seen[k],
-                                                    dev::Cmp::kGe, epoch, dev::FailKind::kWaitTimeout, u);
+        const std::uint64_t* flag = a.combine_flags + static_cast<std::size_t>(u) * kCombineChunks + seen[k];
+        dev::detail::wait_until_impl<std::uint64_t>(flag, dev::Cmp::kGe, epoch, dev::FailKind::kWaitTimeout, u);
       }
       __syncwarp();  // the lanes' acquires order the whole warp's loads after them
       reduce_token(a, in, out, t, lane);
@@ -549,9 +549,7 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
     // The reduction gets the rest of half the GPU's block slots (so that
     // two PEs sharing a GPU through MPS both fit), and never fewer than an
     // eighth of the SMs; the same grid on every PE, whatever its tokens.
-    const bool wide = c.threads_per_block > 512;
-    const void* kernel = wide ? reinterpret_cast<const void*>(combine_kernel<1024>)
-                              : reinterpret_cast<const void*>(combine_kernel<512>);
+    const auto kernel = c.threads_per_block > 512 ? combine_kernel<1024> : combine_kernel<512>;
     static std::atomic<int> per_sm_by_warps[33];  // blocks an SM holds, by warps per block (0: not asked yet)
     int per_sm = per_sm_by_warps[c.threads_per_block / 32].load(std::memory_order_relaxed);
     if (per_sm == 0) {
@@ -559,10 +557,7 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
       per_sm_by_warps[c.threads_per_block / 32].store(per_sm, std::memory_order_relaxed);
     }
     const int reduce_blocks = std::max(sms * per_sm / 2 - c.num_sms, std::max(1, sms / 8));
-    if (wide)
-      combine_kernel<1024><<<c.num_sms + reduce_blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
-    else
-      combine_kernel<512><<<c.num_sms + reduce_blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
+    kernel<<<c.num_sms + reduce_blocks, c.threads_per_block, 0, stream>>>(a, in, out, c.num_sms);
     NVST_CHECK_LAUNCH();
     return;
   }
