@@ -128,7 +128,8 @@ struct LogfmtBlockShared {
 // 96-111 us at one PE against 18 us for bf16 (r125, r126). Several groups
 // a half-warp: their chains (load, reductions, encoding) overlap, and a row
 // of up to 64 groups takes one round, two barriers (r131). Blocks of 256
-// threads, two an SM: two rows at once on every SM (42 -> 35.6 us, r135).
+// threads, two an SM: two rows at once on every SM (42 -> 35.6 us, r135);
+// 512 threads with two groups a half-warp were slower (r145).
 __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden,
                                                LogfmtBlockShared& sh) {
   const int tid = static_cast<int>(threadIdx.x), h = tid >> 4, sub = tid & 15, lane = tid & 31;
@@ -158,11 +159,24 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
         amax[u] = fmaxf(amax[u], __shfl_xor_sync(0xffffffffu, amax[u], m));
         amin[u] = fminf(amin[u], __shfl_xor_sync(0xffffffffu, amin[u], m));
       }
+    // A group's range and encoder cost five accurate log2/exp2/divisions,
+    // about as much as encoding its 8 values: lane u of the half-warp works
+    // them out for group u, all four at once, and hands them round.
+    float mx = amax[0], mn = amin[0];
+#pragma unroll
+    for (int u = 1; u < kLogfmtPer; ++u)
+      if (sub == u) mx = amax[u], mn = amin[u];
+    const LogfmtRange mine_r = logfmt_range(mx, mn);
+    const LogfmtEncoder mine_e = logfmt_encoder(mine_r);
     LogfmtRange r[kLogfmtPer];
+    LogfmtEncoder enc[kLogfmtPer];
     bool packed[kLogfmtPer];
 #pragma unroll
     for (int u = 0; u < kLogfmtPer; ++u) {
-      r[u] = logfmt_range(amax[u], amin[u]);
+      const int from = (lane & 16) + u;  // lane u of this half-warp
+      r[u] = {__shfl_sync(0xffffffffu, mine_r.lo, from), __shfl_sync(0xffffffffu, mine_r.step, from)};
+      enc[u] = {__shfl_sync(0xffffffffu, mine_e.lo, from), __shfl_sync(0xffffffffu, mine_e.inv_step, from),
+                __shfl_sync(0xffffffffu, mine_e.bias, from)};
       packed[u] = g0 + u * kLogfmtHalves + h < groups && r[u].step >= 0.0f;
       if (sub == 0) sh.packed[u * kLogfmtHalves + h] = packed[u];
     }
@@ -188,10 +202,9 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
         *reinterpret_cast<int4*>(dst + mine[u] + sub * 16) = q[u];
         continue;
       }
-      const LogfmtEncoder enc = logfmt_encoder(r[u]);
       std::uint32_t v[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(f[u][j], enc);
+      for (int j = 0; j < 8; ++j) v[j] = logfmt_encode(f[u][j], enc[u]);
       std::uint16_t w[5];
       logfmt_pack8(v, w);
       auto* out = reinterpret_cast<std::uint16_t*>(reinterpret_cast<char*>(sh.stage[h][u]) + sub * 10);
