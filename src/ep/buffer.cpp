@@ -193,13 +193,11 @@ struct Buffer::Impl {
   detail::LaunchCounters* counters = nullptr;
   // Handle arrays and the layout's counts: stream-ordered, see handle_memory.hpp.
   std::shared_ptr<detail::HandlePool> handle_pool;
-  int* d_tokens_per_rank = nullptr;  // [R + N]: per PE, then per node
-  int* d_tokens_per_expert = nullptr;
-  int scratch_experts = 0;
-  // Pinned landing place of the counts of a first dispatch: a copy into
-  // pageable memory would hold the driver until earlier work on the stream
-  // ends, and across nodes that work may wait for the proxy, whose CUDA
-  // calls would then wait for the driver (docs/09).
+  // Pinned landing place of the counts of a first dispatch, stored there
+  // by the layout kernel: a copy into pageable memory would hold the driver
+  // until earlier work on the stream ends, and across nodes that work may
+  // wait for the proxy, whose CUDA calls would then wait for the driver
+  // (docs/09).
   int* h_counts = nullptr;
   std::size_t h_counts_len = 0;
   // Low-latency mode: two alternating sets.
@@ -410,8 +408,6 @@ Buffer::~Buffer() {
   for (void* p : m.ll_device) cudaFree(p);
   cudaFree(m.ll_counters);
   cudaFree(m.ll_recv_count);
-  cudaFree(m.d_tokens_per_rank);
-  cudaFree(m.d_tokens_per_expert);
   cudaFreeHost(m.h_counts);
 }
 
@@ -477,12 +473,14 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     // Layout, then every PE learns every PE's counts (the receiver must know
     // how many rows arrive, and each sender where its rows start).
     const int R = n_pes_, E = in.num_experts;
-    if (!m.d_tokens_per_rank)
-      m.d_tokens_per_rank = static_cast<int*>(m.handle_pool->allocate((R + N) * sizeof(int), stream));
-    if (m.scratch_experts < E) {  // its last reader was a first dispatch, which waited for it
-      if (m.d_tokens_per_expert) NVST_CHECK_CUDA(cudaFreeAsync(m.d_tokens_per_expert, stream));
-      m.d_tokens_per_expert = static_cast<int*>(m.handle_pool->allocate(E * sizeof(int), stream));
-      m.scratch_experts = E;
+    const int counts = R + N + E;  // per PE, per node, per expert
+    if (m.h_counts_len < static_cast<std::size_t>(counts)) {
+      // Room for 1024 experts at once: cudaFreeHost waits for the device,
+      // as cudaFree does, so growing again is rare.
+      NVST_CHECK_CUDA(cudaFreeHost(m.h_counts));
+      m.h_counts = nullptr;
+      m.h_counts_len = static_cast<std::size_t>(std::max(counts, R + N + 1024));
+      NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), m.h_counts_len * sizeof(int)));
     }
     // The arrays come from the handle pool: no call here may wait for the
     // device (handle_memory.hpp).
@@ -493,29 +491,18 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     if (m.cross_node) h.node_pos = std::shared_ptr<int>(h.memory, h.memory->node_pos);
     int* const send_pos = h.memory->send_pos;
     int* const node_pos = h.memory->node_pos;
+    // The layout's last block stores the counts straight into pinned host
+    // memory (mapped: unified addressing), so they need no copy.
     LayoutOutput lo;
-    lo.num_tokens_per_rank = m.d_tokens_per_rank;
-    lo.num_tokens_per_node = m.d_tokens_per_rank + R;
-    lo.num_tokens_per_expert = m.d_tokens_per_expert;
+    lo.num_tokens_per_rank = m.h_counts;
+    lo.num_tokens_per_node = m.h_counts + R;
+    lo.num_tokens_per_expert = m.h_counts + R + N;
     detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, G, lo, send_pos, node_pos, stream);
     const ExchangeHeader hdr{in.hidden, in.num_topk, E, static_cast<int>(in.x_type), config.num_sms,
                              config.threads_per_block};
-    // Row of the exchange: header, then counts per PE, per node, per expert.
-    const int counts = R + N + E;
+    // Row of the exchange: header, then the counts.
     std::vector<int> mine(sizeof(hdr) / sizeof(int) + counts);
     std::memcpy(mine.data(), &hdr, sizeof(hdr));
-    if (m.h_counts_len < static_cast<std::size_t>(counts)) {
-      // Room for 1024 experts at once: cudaFreeHost waits for the device,
-      // as cudaFree does, so growing again is rare.
-      NVST_CHECK_CUDA(cudaFreeHost(m.h_counts));
-      m.h_counts = nullptr;
-      m.h_counts_len = static_cast<std::size_t>(std::max(counts, R + N + 1024));
-      NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), m.h_counts_len * sizeof(int)));
-    }
-    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts, m.d_tokens_per_rank, (R + N) * sizeof(int), cudaMemcpyDeviceToHost,
-                                    stream));
-    NVST_CHECK_CUDA(cudaMemcpyAsync(m.h_counts + R + N, m.d_tokens_per_expert, E * sizeof(int),
-                                    cudaMemcpyDeviceToHost, stream));
     NVST_CHECK_CUDA(cudaStreamSynchronize(stream));
     std::memcpy(mine.data() + sizeof(hdr) / sizeof(int), m.h_counts, counts * sizeof(int));
     const std::vector<std::byte> all = nvst::bootstrap_allgather(mine.data(), mine.size() * sizeof(int));

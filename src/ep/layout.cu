@@ -2,14 +2,20 @@
 // to, how many tokens each PE and expert receives from this PE, and each
 // token's row in its stream to each PE (send_pos).
 //
-// Two kernels. count_kernel: a thread per token builds the token's PE mask
-// (bit r: one of its experts lives on PE r), writes is_token_in_rank, and
-// counts per PE, node and expert in shared memory before one global atomic
-// per block and counter. position_kernel: a block per PE scans the mask
-// column r in token order, so send_pos[t][r] is the number of earlier
-// tokens that also go to r: the order a receiver gets them in. Run again
-// with a block per node (a token goes to node n when it goes to any of its
-// PEs), it gives node_pos: the token's row in what crosses to node n.
+// Two kernels, and nothing to zero first. count_kernel: a thread per token
+// builds the token's PE mask (bit r: one of its experts lives on PE r),
+// writes is_token_in_rank, and counts per PE, node and expert in shared
+// memory; each block stores its counts, zeros included, as one row of a
+// scratch table. finish_kernel: a block per PE scans the mask column r in
+// token order, so send_pos[t][r] is the number of earlier tokens that also
+// go to r: the order a receiver gets them in; a block per node does the same
+// for node_pos (a token goes to node n when it goes to any of its PEs): the
+// token's row in what crosses to node n; and the last block sums the
+// table's rows into the counts. (Counting with global atomics needed the
+// counts zeroed first: three memsets and, for a first dispatch, two copies
+// to the host, which now reads counts the kernel stored into pinned memory;
+// r146.)
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 
@@ -27,11 +33,19 @@ constexpr int kMaxLayoutPes = 64;   // one 64-bit mask per token
 constexpr int kMaxExperts = 4096;   // shared-memory counters
 constexpr int kThreads = 256;
 
-__global__ void count_kernel(const std::int64_t* topk_idx, int num_tokens, int num_topk, int num_experts, int n_pes,
-                             int pes_per_node, LayoutOutput out, std::uint64_t* masks) {
+// The counts of one count_kernel block, a row of the scratch table: per
+// PE, per node, per expert.
+struct CountColumns {
+  int n_pes, n_nodes, num_experts;
+  __host__ __device__ int width() const { return n_pes + n_nodes + num_experts; }
+};
+
+__global__ void count_kernel(const std::int64_t* topk_idx, int num_tokens, int num_topk, int pes_per_node,
+                             CountColumns cols, bool* is_token_in_rank, std::uint64_t* masks, int* table) {
   __shared__ int per_expert[kMaxExperts];
   __shared__ int per_pe[kMaxLayoutPes];
   __shared__ int per_node[kMaxLayoutPes];
+  const int n_pes = cols.n_pes, num_experts = cols.num_experts;
   for (int i = threadIdx.x; i < num_experts; i += blockDim.x) per_expert[i] = 0;
   if (threadIdx.x < kMaxLayoutPes) per_pe[threadIdx.x] = per_node[threadIdx.x] = 0;
   __syncthreads();
@@ -51,7 +65,7 @@ __global__ void count_kernel(const std::int64_t* topk_idx, int num_tokens, int n
     std::uint64_t node_mask = 0;
     for (int r = 0; r < n_pes; ++r) {
       const bool in = (mask >> r) & 1u;
-      if (out.is_token_in_rank) out.is_token_in_rank[static_cast<std::size_t>(t) * n_pes + r] = in;
+      if (is_token_in_rank) is_token_in_rank[static_cast<std::size_t>(t) * n_pes + r] = in;
       if (in) {
         atomicAdd(&per_pe[r], 1);
         node_mask |= std::uint64_t{1} << (r / pes_per_node);
@@ -62,20 +76,17 @@ __global__ void count_kernel(const std::int64_t* topk_idx, int num_tokens, int n
     masks[t] = mask;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < num_experts; i += blockDim.x)
-    if (per_expert[i] && out.num_tokens_per_expert) atomicAdd(&out.num_tokens_per_expert[i], per_expert[i]);
-  if (threadIdx.x < n_pes && per_pe[threadIdx.x] && out.num_tokens_per_rank)
-    atomicAdd(&out.num_tokens_per_rank[threadIdx.x], per_pe[threadIdx.x]);
-  if (threadIdx.x < n_pes / pes_per_node && per_node[threadIdx.x] && out.num_tokens_per_node)
-    atomicAdd(&out.num_tokens_per_node[threadIdx.x], per_node[threadIdx.x]);
+  int* row = table + static_cast<std::size_t>(blockIdx.x) * cols.width();
+  for (int c = threadIdx.x; c < cols.width(); c += blockDim.x)
+    row[c] = c < n_pes ? per_pe[c] : c < n_pes + cols.n_nodes ? per_node[c - n_pes] : per_expert[c - n_pes - cols.n_nodes];
 }
 
-// Block r: exclusive scan over tokens of "masks[t] has a bit in group r"
-// (bits [r * group, (r + 1) * group)); pos is [num_tokens, gridDim.x].
-__global__ void position_kernel(const std::uint64_t* masks, int num_tokens, int group, int* pos) {
+// Block r of `n_groups`: exclusive scan over tokens of "masks[t] has a bit
+// in group r" (bits [r * group, (r + 1) * group)); pos is [num_tokens,
+// n_groups].
+__device__ void scan_group(const std::uint64_t* masks, int num_tokens, int group, int r, int n_groups, int* pos) {
   __shared__ int warp_sums[32];
   __shared__ int carry;
-  const int r = blockIdx.x, n_groups = gridDim.x;
   const std::uint64_t bits = (group >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << group) - 1) << (r * group);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   if (threadIdx.x == 0) carry = 0;
@@ -94,6 +105,32 @@ __global__ void position_kernel(const std::uint64_t* masks, int num_tokens, int 
     if (threadIdx.x == 0)
       for (int w = 0; w < n_warps; ++w) carry += warp_sums[w];
     __syncthreads();
+  }
+}
+
+// Blocks [0, send_blocks): send_pos, a PE each; the next node_blocks:
+// node_pos, a node each; the last: the counts, summed over the table's
+// `rows` rows (outputs may be device or pinned host memory).
+__global__ void finish_kernel(const std::uint64_t* masks, int num_tokens, int pes_per_node, int send_blocks,
+                              int node_blocks, int* send_pos, int* node_pos, const int* table, int rows,
+                              CountColumns cols, LayoutOutput out) {
+  const int b = blockIdx.x;
+  if (b < send_blocks) {
+    scan_group(masks, num_tokens, 1, b, send_blocks, send_pos);
+    return;
+  }
+  if (b < send_blocks + node_blocks) {
+    scan_group(masks, num_tokens, pes_per_node, b - send_blocks, node_blocks, node_pos);
+    return;
+  }
+  for (int c = threadIdx.x; c < cols.width(); c += blockDim.x) {
+    int sum = 0;
+    for (int i = 0; i < rows; ++i) sum += table[static_cast<std::size_t>(i) * cols.width() + c];
+    int* to = out.num_tokens_per_expert;  // and the column's index in it
+    int at = c - cols.n_pes - cols.n_nodes;
+    if (c < cols.n_pes) to = out.num_tokens_per_rank, at = c;
+    else if (c < cols.n_pes + cols.n_nodes) to = out.num_tokens_per_node, at = c - cols.n_pes;
+    if (to != nullptr) to[at] = sum;
   }
 }
 
@@ -127,25 +164,25 @@ void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, i
   NVST_REQUIRE(num_tokens == 0 || topk_idx != nullptr, "nvst::ep: topk_idx is null");
   NVST_REQUIRE(pes_per_node >= 1 && n_pes % pes_per_node == 0, "nvst::ep: ", n_pes,
                " PEs do not split into nodes of ", pes_per_node);
-  if (out.num_tokens_per_rank) NVST_CHECK_CUDA(cudaMemsetAsync(out.num_tokens_per_rank, 0, n_pes * sizeof(int), stream));
-  if (out.num_tokens_per_expert)
-    NVST_CHECK_CUDA(cudaMemsetAsync(out.num_tokens_per_expert, 0, num_experts * sizeof(int), stream));
-  if (out.num_tokens_per_node)
-    NVST_CHECK_CUDA(cudaMemsetAsync(out.num_tokens_per_node, 0, (n_pes / pes_per_node) * sizeof(int), stream));
-  if (num_tokens == 0) return;
-  auto* masks = static_cast<std::uint64_t*>(masks_pool().allocate(num_tokens * sizeof(std::uint64_t), stream));
-  count_kernel<<<(num_tokens + kThreads - 1) / kThreads, kThreads, 0, stream>>>(
-      topk_idx, num_tokens, num_topk, num_experts, n_pes, pes_per_node, out, masks);
+  const CountColumns cols{n_pes, n_pes / pes_per_node, num_experts};
+  const int count_blocks = (num_tokens + kThreads - 1) / kThreads;
+  // The masks and the count table in one allocation.
+  const std::size_t masks_bytes = static_cast<std::size_t>(num_tokens) * sizeof(std::uint64_t);
+  const std::size_t table_bytes = static_cast<std::size_t>(count_blocks) * cols.width() * sizeof(int);
+  char* scratch = static_cast<char*>(masks_pool().allocate(std::max<std::size_t>(1, masks_bytes + table_bytes), stream));
+  auto* masks = reinterpret_cast<std::uint64_t*>(scratch);
+  auto* table = reinterpret_cast<int*>(scratch + masks_bytes);
+  if (count_blocks > 0) {
+    count_kernel<<<count_blocks, kThreads, 0, stream>>>(topk_idx, num_tokens, num_topk, pes_per_node, cols,
+                                                        out.is_token_in_rank, masks, table);
+    NVST_CHECK_LAUNCH();
+  }
+  const int send_blocks = send_pos && num_tokens > 0 ? n_pes : 0;
+  const int node_blocks = node_pos && num_tokens > 0 ? cols.n_nodes : 0;
+  finish_kernel<<<send_blocks + node_blocks + 1, 1024, 0, stream>>>(
+      masks, num_tokens, pes_per_node, send_blocks, node_blocks, send_pos, node_pos, table, count_blocks, cols, out);
   NVST_CHECK_LAUNCH();
-  if (send_pos) {
-    position_kernel<<<n_pes, 1024, 0, stream>>>(masks, num_tokens, 1, send_pos);
-    NVST_CHECK_LAUNCH();
-  }
-  if (node_pos) {
-    position_kernel<<<n_pes / pes_per_node, 1024, 0, stream>>>(masks, num_tokens, pes_per_node, node_pos);
-    NVST_CHECK_LAUNCH();
-  }
-  NVST_CHECK_CUDA(cudaFreeAsync(masks, stream));
+  NVST_CHECK_CUDA(cudaFreeAsync(scratch, stream));
 }
 
 }  // namespace nvst::ep::detail
