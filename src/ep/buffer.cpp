@@ -92,10 +92,6 @@ PeRows pe_rows(const nvst::ep::DispatchHandle& h, int p, bool cross_node) {
 
 // What every PE contributes to the count exchange of a first dispatch: its
 // shape and Config (all PEs must agree) and its counts.
-struct ExchangeHeader {
-  int hidden, num_topk, num_experts, x_type, num_sms, threads;
-};
-
 }  // namespace
 
 std::size_t xtype_size(XType t) { return t == XType::kFP8 ? 1 : 2; }
@@ -193,8 +189,12 @@ struct Buffer::Impl {
   detail::LaunchCounters* counters = nullptr;
   // Handle arrays and the layout's counts: stream-ordered, see handle_memory.hpp.
   std::shared_ptr<detail::HandlePool> handle_pool;
-  // Pinned landing place of the counts of a first dispatch, stored there
-  // by the layout kernel: a copy into pageable memory would hold the driver
+  // The count exchange of first dispatches (layout.cu), and how many there
+  // were.
+  detail::CountExchange counts{};
+  std::uint64_t count_calls = 0;
+  // Pinned landing place of the exchanged counts, stored there by the
+  // exchange kernel: a copy into pageable memory would hold the driver
   // until earlier work on the stream ends, and across nodes that work may
   // wait for the proxy, whose CUDA calls would then wait for the driver
   // (docs/09).
@@ -310,7 +310,11 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     ll_bytes = lay_out_ll(m.ll, nullptr, num_max_dispatch_tokens_per_rank, ll_hidden, n_pes_, ll_num_experts,
                           ll_num_topk, m.cross_node);
   const std::size_t flags = num_nvl_bytes > 0 ? static_cast<std::size_t>(n_pes_) * detail::kCombineChunks * 8 : 0;
-  const std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2) + flags + ll_bytes;
+  // The count exchange: two sets of a row per PE, room for any layout.
+  const int count_row_ints = detail::kCountHeaderInts + 2 * n_pes_ + detail::kMaxLayoutExperts;
+  const std::size_t count_table =
+      num_nvl_bytes > 0 ? 2 * static_cast<std::size_t>(n_pes_) * (count_row_ints * sizeof(int) + 8) : 0;
+  const std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2) + flags + count_table + ll_bytes;
   NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
                want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
                " MiB are free; raise NVST_SYMMETRIC_SIZE (or InitOptions::heap_bytes)");
@@ -327,10 +331,15 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
     m.done = static_cast<std::uint64_t*>(nvst::calloc(n_pes_, sizeof(std::uint64_t)));
     m.combine_flags = static_cast<std::uint64_t*>(
         nvst::calloc(static_cast<std::size_t>(n_pes_) * detail::kCombineChunks, sizeof(std::uint64_t)));
+    m.counts.row_ints = count_row_ints;
+    const std::size_t count_rows = 2 * static_cast<std::size_t>(n_pes_);  // two sets
+    m.counts.table = static_cast<int*>(nvst::malloc(count_rows * count_row_ints * sizeof(int)));
+    m.counts.arrived = static_cast<std::uint64_t*>(nvst::calloc(count_rows, sizeof(std::uint64_t)));
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&m.counters), sizeof(detail::LaunchCounters)));
     NVST_CHECK_CUDA(cudaMemset(m.counters, 0, sizeof(detail::LaunchCounters)));
     m.handle_pool = std::make_shared<detail::HandlePool>(nvst::device());
     detail::preload_normal_kernels();
+    detail::preload_layout_kernels();
   }
   if (num_max_dispatch_tokens_per_rank > 0) {
     check_hidden(ll_hidden, true, "Buffer (low latency)");
@@ -393,6 +402,8 @@ Buffer::~Buffer() {
   try {
     cudaDeviceSynchronize();
     if (m.ll_block) nvst::free(m.ll_block);
+    if (m.counts.arrived) nvst::free(m.counts.arrived);
+    if (m.counts.table) nvst::free(m.counts.table);
     if (m.combine_flags) nvst::free(m.combine_flags);
     if (m.done) nvst::free(m.done);
     if (m.ready) nvst::free(m.ready);
@@ -473,13 +484,15 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     // Layout, then every PE learns every PE's counts (the receiver must know
     // how many rows arrive, and each sender where its rows start).
     const int R = n_pes_, E = in.num_experts;
-    const int counts = R + N + E;  // per PE, per node, per expert
-    if (m.h_counts_len < static_cast<std::size_t>(counts)) {
+    // A row of the exchange: header, then counts per PE, per node, per expert.
+    const int row = detail::kCountHeaderInts + R + N + E;
+    const std::size_t table = static_cast<std::size_t>(R) * row;
+    if (m.h_counts_len < table) {
       // Room for 1024 experts at once: cudaFreeHost waits for the device,
       // as cudaFree does, so growing again is rare.
       NVST_CHECK_CUDA(cudaFreeHost(m.h_counts));
       m.h_counts = nullptr;
-      m.h_counts_len = static_cast<std::size_t>(std::max(counts, R + N + 1024));
+      m.h_counts_len = std::max(table, static_cast<std::size_t>(R) * (detail::kCountHeaderInts + R + N + 1024));
       NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&m.h_counts), m.h_counts_len * sizeof(int)));
     }
     // The arrays come from the handle pool: no call here may wait for the
@@ -491,23 +504,21 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     if (m.cross_node) h.node_pos = std::shared_ptr<int>(h.memory, h.memory->node_pos);
     int* const send_pos = h.memory->send_pos;
     int* const node_pos = h.memory->node_pos;
-    // The layout's last block stores the counts straight into pinned host
-    // memory (mapped: unified addressing), so they need no copy.
+    // The layout writes this PE's counts into its row of this call's set of
+    // the exchange table, sends the row to every PE and stores every PE's
+    // into h_counts (layout.cu).
+    const detail::CountHeader hdr{in.hidden, in.num_topk, E, static_cast<int>(in.x_type), config.num_sms,
+                                  config.threads_per_block};
+    const detail::CountExchangeCall exchange{m.counts, hdr, row, ++m.count_calls, m.h_counts};
+    int* const counts = detail::count_row(m.counts, exchange.call, R, rank_) + detail::kCountHeaderInts;
     LayoutOutput lo;
-    lo.num_tokens_per_rank = m.h_counts;
-    lo.num_tokens_per_node = m.h_counts + R;
-    lo.num_tokens_per_expert = m.h_counts + R + N;
-    detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, G, lo, send_pos, node_pos, stream);
-    const ExchangeHeader hdr{in.hidden, in.num_topk, E, static_cast<int>(in.x_type), config.num_sms,
-                             config.threads_per_block};
-    // Row of the exchange: header, then the counts.
-    std::vector<int> mine(sizeof(hdr) / sizeof(int) + counts);
-    std::memcpy(mine.data(), &hdr, sizeof(hdr));
+    lo.num_tokens_per_rank = counts;
+    lo.num_tokens_per_node = counts + R;
+    lo.num_tokens_per_expert = counts + R + N;
+    detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, G, lo, send_pos, node_pos, stream,
+                          &exchange);
     NVST_CHECK_CUDA(cudaStreamSynchronize(stream));
-    std::memcpy(mine.data() + sizeof(hdr) / sizeof(int), m.h_counts, counts * sizeof(int));
-    const std::vector<std::byte> all = nvst::bootstrap_allgather(mine.data(), mine.size() * sizeof(int));
-    const std::size_t stride = mine.size();
-    auto row_of = [&](int p) { return reinterpret_cast<const int*>(all.data()) + static_cast<std::size_t>(p) * stride; };
+    auto row_of = [&](int p) -> const int* { return m.h_counts + static_cast<std::size_t>(p) * row; };
     for (int p = 0; p < R; ++p)
       NVST_REQUIRE(std::memcmp(row_of(p), &hdr, sizeof(hdr)) == 0, "nvst::ep::dispatch: PE ", p,
                    " called with another hidden/num_topk/num_experts/x_type/Config than PE ", rank_,

@@ -22,11 +22,42 @@ struct LaunchCounters {
   unsigned long long blocks_started; // blocks of the current launch that started (start_ticket)
 };
 
+// Most experts the layout counts (its shared-memory counters).
+constexpr int kMaxLayoutExperts = 4096;
+
+// The count exchange of a first dispatch (layout.cu). A row: the header,
+// then the counts per PE, per node and per expert.
+struct CountHeader {
+  int hidden, num_topk, num_experts, x_type, num_sms, threads;
+};
+constexpr int kCountHeaderInts = sizeof(CountHeader) / sizeof(int);
+struct CountExchange {
+  int* table;              // symmetric [2 sets][R][row_ints]
+  std::uint64_t* arrived;  // symmetric [2 sets][R]: the call whose row from PE p is in the set
+  int row_ints;            // room for the largest row: kCountHeaderInts + R + N + kMaxLayoutExperts
+};
+// One exchange: `call` counts from 1, the same on every PE; the layout's
+// counts must go to this PE's row of the call's set (count_row); every
+// PE's row, `used_ints` ints each, lands in host_out (pinned, [R][used_ints]).
+struct CountExchangeCall {
+  CountExchange x;
+  CountHeader header;
+  int used_ints;
+  std::uint64_t call;
+  int* host_out;
+};
+constexpr int* count_row(const CountExchange& x, std::uint64_t call, int n_pes, int pe) {
+  return x.table + (static_cast<std::size_t>(call & 1) * n_pes + pe) * x.row_ints;
+}
+
 // Also fills send_pos [T, R] (row of token t in its stream to PE r, or -1)
 // when it is not null, and node_pos [T, n_nodes] (row of token t among this
 // PE's tokens bound for node n, or -1) when it is not null.
+// With `exchange`, the counts are then exchanged with every PE (layout.cu).
 void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, int num_experts, int n_pes,
-                   int pes_per_node, const LayoutOutput& out, int* send_pos, int* node_pos, cudaStream_t stream);
+                   int pes_per_node, const LayoutOutput& out, int* send_pos, int* node_pos, cudaStream_t stream,
+                   const CountExchangeCall* exchange = nullptr);
+void preload_layout_kernels();
 
 // Where each array of a received row lives in a receive region: `capacity`
 // rows, one array after another, each 16-byte aligned. A relay region (rows
