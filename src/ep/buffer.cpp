@@ -90,8 +90,6 @@ PeRows pe_rows(const nvst::ep::DispatchHandle& h, int p, bool cross_node) {
   return r;
 }
 
-// What every PE contributes to the count exchange of a first dispatch: its
-// shape and Config (all PEs must agree) and its counts.
 }  // namespace
 
 std::size_t xtype_size(XType t) { return t == XType::kFP8 ? 1 : 2; }
@@ -194,7 +192,7 @@ struct Buffer::Impl {
   detail::CountExchange counts{};
   std::uint64_t count_calls = 0;
   // Pinned landing place of the exchanged counts, stored there by the
-  // exchange kernel: a copy into pageable memory would hold the driver
+  // layout's last block: a copy into pageable memory would hold the driver
   // until earlier work on the stream ends, and across nodes that work may
   // wait for the proxy, whose CUDA calls would then wait for the driver
   // (docs/09).

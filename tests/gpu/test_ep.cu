@@ -835,9 +835,10 @@ int run_pe() {
             "dispatch: experts not a multiple of PEs refused: " + m.substr(0, 90));
       // The count exchange carries each PE's shape: every PE is told, and
       // the exchange stays in step (the stress below dispatches afresh).
+      const int odd_hidden = ll.H + (nvst::my_pe() == 0 ? 128 : 0);
       m = error_of([&] {
         nvst::ep::DispatchHandle h;
-        nvst::ep::DispatchInput in{d_x, nullptr, d_topk, nullptr, 8, ll.H + (nvst::my_pe() == 0 ? 128 : 0), ll.K, ll.E};
+        nvst::ep::DispatchInput in{d_x, nullptr, d_topk, nullptr, 8, odd_hidden, ll.K, ll.E};
         buf.dispatch(in, h, cfg, s);
       });
       check(m.find("another hidden") != std::string::npos,
