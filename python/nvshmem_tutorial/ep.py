@@ -116,6 +116,17 @@ class DispatchHandle:
         return self.num_worst_tokens or self.cpp.num_recv_tokens
 
 
+class _LowLatencyOwner:
+    """What the low-latency output tensors keep alive: the C++ buffers. Not
+    the Buffer: it caches those tensors (_ll_view), and a Buffer -> tensor ->
+    Buffer cycle through DLPack is one that Python's collector cannot see,
+    so the symmetric memory would never be freed. destroy() empties it."""
+    __slots__ = ("ll",)
+
+    def __init__(self, ll):
+        self.ll = ll
+
+
 class LowLatencyHandle:
     """What low_latency_dispatch returns for low_latency_combine."""
 
@@ -151,6 +162,8 @@ class Buffer:
         self.explicitly_destroy = explicitly_destroy
         self._normal = _nvst.ep.Buffer(num_nvl_bytes) if num_nvl_bytes > 0 else None
         self._ll = None  # created by the first low_latency_dispatch
+        self._ll_views = {}  # (address, shape, dtype) -> a tensor over the low-latency buffers: _ll_view
+        self._ll_owner = None  # what those tensors keep alive: _LowLatencyOwner
         self._ll_shape = None
         self._zero_copy_x = {}  # buffer set -> get_next_low_latency_combine_buffer's tensor
         self._comm = torch.cuda.Stream()
@@ -211,6 +224,9 @@ class Buffer:
         """Collective: frees the buffers now (DeepEP's explicitly_destroy)."""
         self._normal = None
         self._ll = None
+        if self._ll_owner is not None:
+            self._ll_owner.ll = None  # freed now; views handed out dangle, as DeepEP's do
+        self._ll_views = {}
         self._zero_copy_x = {}
 
     # ---- streams and events ------------------------------------------------------
@@ -232,7 +248,14 @@ class Buffer:
         overlap, not correctness. Not under graph capture: a replay is the
         caller's to order."""
         if self._num_nodes > 1 and not torch.cuda.is_current_stream_capturing():
-            work.synchronize()
+            (torch.cuda.current_stream() if work is None else work).synchronize()
+
+    @staticmethod
+    def _raw(stream):
+        """The int the compiled module takes for `stream` (None: the caller's
+        current stream, read without building a torch.cuda.Stream, which
+        costs 5-7 us a call: r154)."""
+        return current_stream() if stream is None else stream.cuda_stream
 
     def _finish(self, compute, async_finish, tensors):
         event = torch.cuda.Event()
@@ -423,11 +446,31 @@ class Buffer:
                 _fail(fn, f"num_rdma_bytes {self.num_rdma_bytes} is below get_low_latency_rdma_size_hint("
                       f"{M}, {H}, {self.group_size}, {E}, {K}) = {need}")
             self._ll = _nvst.ep.Buffer(0, M, H, E, K)  # collective: every rank is in this call
+            self._ll_owner = _LowLatencyOwner(self._ll)
             self._ll_shape = shape
         elif shape != self._ll_shape:
             _fail(fn, f"shape (tokens per rank, hidden, experts, top-k) {shape} differs from the first call's "
                   f"{self._ll_shape}")
         return self._ll
+
+    @staticmethod
+    def _receiving(owner, fn):
+        """The C++ buffers for a receive hook. A hook holds the owner, not
+        the buffers, so that destroy() frees them although a hook is kept."""
+        if owner.ll is None:
+            _fail(fn, "the hook's Buffer was destroyed (destroy()) before the hook was called")
+        return owner.ll
+
+    def _ll_view(self, addr, shape, dtype):
+        """tensor_at for the low-latency outputs. Their buffers never move
+        while self._ll lives, so each (address, shape, dtype) goes through
+        DLPack once; later calls get a new view of that tensor (a fresh
+        object, as DeepEP's from_blob gives): 5 us less a tensor (r157)."""
+        key = (addr, shape, dtype)
+        base = self._ll_views.get(key)
+        if base is None:
+            base = self._ll_views[key] = tensor_at(addr, shape, dtype, self._ll_owner)
+        return base.view(shape)
 
     def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
                              cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
@@ -462,39 +505,45 @@ class Buffer:
         if use_ue8m0 and H % 512:
             _fail(fn, f"use_ue8m0 packs four scales of 128 channels: hidden {H} must be a multiple of 512")
         ll = self._low_latency_buffer(fn, M, H, num_experts, K)
-        stream = self._comm if async_finish else torch.cuda.current_stream()
+        stream = self._comm if async_finish else None  # None: the caller's current stream
         compute = self._begin(None) if async_finish else None
         phase = "send" if return_recv_hook else "both"
         args = (x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8)  # the receive half's too
-        out = ll.low_latency_dispatch(*args, stream.cuda_stream, phase, round_scale=round_scale, use_ue8m0=use_ue8m0,
+        out = ll.low_latency_dispatch(*args, self._raw(stream), phase, round_scale=round_scale, use_ue8m0=use_ue8m0,
                                       wait_recv_cost_stats=wait_stats)
         # At once, before anything else is launched: the statistics' add_ below,
         # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
         # while this kernel waited on the proxy (r50, docs/09).
         self._settle(stream)
         rows = out["max_rows_per_expert"]
-        recv_x = tensor_at(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, self)
+        recv_x = self._ll_view(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16)
         if use_fp8:  # stored [E_local][columns][rows]: DeepEP's column-major scales, as a transposed view
             columns, dtype = (H // 512, torch.int32) if use_ue8m0 else (H // 128, torch.float32)
-            recv_x = (recv_x, tensor_at(out["recv_x_scales"], (E_local, columns, rows), dtype, self).transpose(1, 2))
-        recv_count = tensor_at(out["recv_count"], (E_local,), torch.int32, self)
-        src_info = tensor_at(out["recv_src_info"], (E_local, rows, 3), torch.int32, self)
+            recv_x = (recv_x, self._ll_view(out["recv_x_scales"], (E_local, columns, rows), dtype).transpose(1, 2))
+        recv_count = self._ll_view(out["recv_count"], (E_local,), torch.int32)
+        src_info = self._ll_view(out["recv_src_info"], (E_local, rows, 3), torch.int32)
         handle = LowLatencyHandle(src_info, out["buffer_index"], M, H, num_experts)
 
         def count(on):  # the statistics add the counts once they are received, on that stream
-            if stats is not None:
-                with torch.cuda.stream(on):
-                    stats.add_(recv_count)
+            if stats is None:
+                return
+            if on is None:
+                stats.add_(recv_count)
+                return
+            with torch.cuda.stream(on):
+                stats.add_(recv_count)
         if not return_recv_hook:
             count(stream)
         event = (self._finish(compute, True, [x, topk_idx, stats, dispatch_wait_recv_cost_stats]) if async_finish
                  else EventOverlap(None))
         index = out["buffer_index"]
+        owner = self._ll_owner
 
         def receive():
-            ll.low_latency_dispatch(*args, current_stream(), "receive", index, wait_recv_cost_stats=wait_stats)
-            self._settle(torch.cuda.current_stream())
-            count(torch.cuda.current_stream())
+            self._receiving(owner, fn).low_latency_dispatch(*args, current_stream(), "receive", index,
+                                                            wait_recv_cost_stats=wait_stats)
+            self._settle(None)
+            count(None)
         return recv_x, recv_count, handle, event, receive if return_recv_hook else None
 
     def _check_stats(self, fn, name, t, dtype, n, what):
@@ -559,18 +608,18 @@ class Buffer:
             check_tensor(out, where, "out", [torch.bfloat16])
             if tuple(out.shape) != (T, H):
                 _fail(fn, f"out must be [{T}, {H}], got {tuple(out.shape)}")
-        stream = self._comm if async_finish else torch.cuda.current_stream()
+        stream = self._comm if async_finish else None  # None: the caller's current stream
         compute = self._begin(None) if async_finish else None
         phase = "send" if return_recv_hook else "both"
         args = (x.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
                 out.data_ptr())
-        self._ll.low_latency_combine(*args, stream.cuda_stream, phase, wait_stats, bool(use_logfmt))
+        self._ll.low_latency_combine(*args, self._raw(stream), phase, wait_stats, bool(use_logfmt))
         self._settle(stream)
         event = (self._finish(compute, True, [x, topk_idx, topk_weights, out, combine_wait_recv_cost_stats])
                  if async_finish else EventOverlap(None))
-        ll = self._ll
+        owner = self._ll_owner
 
         def receive():
-            ll.low_latency_combine(*args, current_stream(), "receive", wait_stats)
-            self._settle(torch.cuda.current_stream())
+            self._receiving(owner, fn).low_latency_combine(*args, current_stream(), "receive", wait_stats)
+            self._settle(None)
         return out, event, receive if return_recv_hook else None

@@ -30,14 +30,33 @@ _state = {"group": None}
 _allocations = set()  # base addresses of live nvshmem_alloc_tensor results
 
 
-def current_stream():
-    """torch's current CUDA stream as the int the compiled module takes."""
-    return torch.cuda.current_stream().cuda_stream
+# torch's C accessor of the current stream: an int, without building the
+# torch.cuda.Stream object that torch.cuda.current_stream() returns (about
+# 1-2 us a call, which small copies feel). Inductor uses it too; the fallback
+# keeps older or newer torch working.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
-def check_tensor(t, fn, name, dtypes=None):
+def current_stream(device=None):
+    """torch's current CUDA stream on `device` (default: torch's current
+    device) as the int the compiled module takes."""
+    if device is None:
+        device = torch.cuda.current_device()
+    if _raw_stream is not None:
+        return _raw_stream(device)
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+def check_tensor(t, fn, name, dtypes=None, device=None):
     """Raises TypeError/ValueError naming `fn` and `name` unless t is a
-    contiguous CUDA tensor on this PE's GPU (of one of `dtypes`)."""
+    contiguous CUDA tensor on this PE's GPU (`device`, default asked of the
+    runtime) of one of `dtypes`. The good case is one expression; only a bad
+    tensor goes through the checks that say what is wrong."""
+    if device is None:
+        device = _nvst.device()
+    if (isinstance(t, torch.Tensor) and t.get_device() == device and t.is_contiguous()
+            and (dtypes is None or t.dtype in dtypes)):
+        return
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"nvshmem_tutorial.{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_cuda:
@@ -52,11 +71,14 @@ def check_tensor(t, fn, name, dtypes=None):
 
 
 def require_initialized(fn):
+    """This PE's GPU; raises unless the job is up on a GPU heap."""
     if not _nvst.initialized():
         raise RuntimeError(f"nvshmem_tutorial.{fn}: call nvshmem_tutorial.init_from_torch() "
                            "(or init_with_unique_id) first")
-    if _nvst.device() < 0:
+    device = _nvst.device()
+    if device < 0:
         raise RuntimeError(f"nvshmem_tutorial.{fn}: this PE has a host heap (NVST_HEAP=host); tensors need a GPU")
+    return device
 
 
 def _gloo_group(group):
@@ -170,14 +192,15 @@ def peer_tensor(tensor, pe):
 def _copy(fn, copy_on_stream, dst, src, pe, blocking):
     """One-sided copy of a whole tensor, ordered on the current stream;
     blocking: then waits for that stream."""
-    require_initialized(fn)
-    check_tensor(dst, fn, "dst")
-    check_tensor(src, fn, "src")
-    if dst.nbytes != src.nbytes:
-        raise ValueError(f"nvshmem_tutorial.{fn}: dst has {dst.nbytes} bytes, src {src.nbytes}")
-    copy_on_stream(dst.data_ptr(), src.data_ptr(), src.nbytes, pe, current_stream())
+    device = require_initialized(fn)
+    check_tensor(dst, fn, "dst", device=device)
+    check_tensor(src, fn, "src", device=device)
+    nbytes = src.nbytes
+    if dst.nbytes != nbytes:
+        raise ValueError(f"nvshmem_tutorial.{fn}: dst has {dst.nbytes} bytes, src {nbytes}")
+    copy_on_stream(dst.data_ptr(), src.data_ptr(), nbytes, pe, current_stream(device))
     if blocking:
-        torch.cuda.current_stream().synchronize()
+        torch.cuda.current_stream(device).synchronize()
 
 
 def nvshmem_put_tensor_async(dst, src, pe):

@@ -150,6 +150,7 @@ PYBIND11_MODULE(_nvst, m) {
   m.def("initialized", &nvst::initialized);
   m.def("my_pe", &nvst::my_pe);
   m.def("n_pes", &nvst::n_pes);
+  m.def("heap_free_bytes", &nvst::heap_free_bytes, "Symmetric heap bytes not allocated (in one hole or several).");
   m.def("heap_kind", [] { return std::string(nvst::heap_kind_name(nvst::heap_kind())); });
   m.def("transport_to", &nvst::transport_to, py::arg("pe"));
   m.def("barrier_all", [] {

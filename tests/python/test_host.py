@@ -11,7 +11,9 @@ import nvshmem_tutorial as nt
 def _ring_put_signal(rank):
     n = nt.n_pes()
     assert nt.transport_to((rank + 1) % n).startswith("fabric:")
+    free0 = nt._nvst.heap_free_bytes()
     buf = nt.alloc(4 * 100_003)
+    assert nt._nvst.heap_free_bytes() <= free0 - 4 * 100_003
     sig = nt.alloc(8)
     rng = np.random.default_rng(rank)
     data = rng.standard_normal(100_003).astype(np.float32)
@@ -22,6 +24,7 @@ def _ring_put_signal(rank):
     nt.barrier_all()
     nt.free(sig)
     nt.free(buf)
+    assert nt._nvst.heap_free_bytes() == free0
     return bool(np.array_equal(got, want))
 
 

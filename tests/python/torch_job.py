@@ -189,6 +189,11 @@ def _():
     raises(ValueError, lambda: nd.all_reduce(torch.ones(4, device=DEV), op="xor"), "bad op")
     raises(ValueError, lambda: nt.nvshmem_put_tensor(torch.ones(4, device=DEV), torch.ones(5, device=DEV), 0),
            "put size")
+    raises(ValueError, lambda: nt.nvshmem_put_tensor_async(torch.ones(4, device=DEV), torch.ones(4), 0),
+           "put from a CPU tensor")
+    raises(ValueError, lambda: nt.nvshmem_put_tensor_async(torch.ones(16, device=DEV),
+                                                           torch.ones(4, 4, device=DEV).t(), 0), "put non-contiguous")
+    raises(TypeError, lambda: nt.nvshmem_get_tensor_async(torch.ones(4, device=DEV), [1.0, 2.0], 0), "get from a list")
     if WORLD > 1:  # needs two ranks to differ
         raises(ValueError, lambda: nd.all_reduce(torch.ones(100 + RANK, device=DEV)), "count differs across ranks")
     raises(ValueError, lambda: nt.peer_tensor(torch.ones(4, device=DEV), 0), "peer of a non-symmetric tensor")
@@ -477,7 +482,14 @@ def _():
          "the low-latency block at recv_x's offset")
     raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.uint8, region.numel() + 1, use_rdma_buffer=True),
            "a view past the low-latency block")
+    # destroy() frees the low-latency memory now, although outputs (views of
+    # it), the Buffer's cached output tensors and a receive hook are all still
+    # held; the hook then says so instead of touching freed memory.
+    free_before = nt._nvst.heap_free_bytes()
     buf.destroy()
+    assert nt._nvst.heap_free_bytes() >= free_before + size // 2, (free_before, nt._nvst.heap_free_bytes(), size)
+    raises(ValueError, chook, "a hook of a destroyed Buffer")
+    del recv_x, region, combined, chook
 
 
 dist.barrier()
