@@ -116,6 +116,25 @@ class DispatchHandle:
         return self.num_worst_tokens or self.cpp.num_recv_tokens
 
 
+class _CurrentStream:
+    """torch.cuda.stream(stream) for a block that allocates, when the caller
+    already holds the current stream (`restore`): torch's context manager
+    reads the current stream again on entry and exit, building a Stream
+    object each time (5-7 us, r154). When the two are one, nothing is done."""
+    __slots__ = ("stream", "restore")
+
+    def __init__(self, stream, restore):
+        self.stream, self.restore = stream, restore
+
+    def __enter__(self):
+        if self.stream is not self.restore:
+            torch.cuda.set_stream(self.stream)
+
+    def __exit__(self, *exc):
+        if self.stream is not self.restore:
+            torch.cuda.set_stream(self.restore)
+
+
 class _LowLatencyOwner:
     """What the low-latency output tensors keep alive: the C++ buffers. Not
     the Buffer: it caches those tensors (_ll_view), and a Buffer -> tensor ->
@@ -281,7 +300,7 @@ class Buffer:
             _fail(fn, f"num_experts {num_experts} must be a positive multiple of the {n} ranks")
         compute = self._begin(previous_event)
         dev = topk_idx.device
-        with torch.cuda.stream(self._comm if allocate_on_comm_stream else compute):
+        with _CurrentStream(self._comm if allocate_on_comm_stream else compute, compute):
             per_rank = torch.empty(n, dtype=torch.int32, device=dev)
             per_expert = torch.empty(num_experts, dtype=torch.int32, device=dev)
             in_rank = torch.empty((topk_idx.shape[0], n), dtype=torch.bool, device=dev)
@@ -374,13 +393,17 @@ class Buffer:
             wanted += [("recv_topk_idx", (K,), torch.int64, -1), ("recv_topk_weights", (K,), torch.float32, 0),
                        ("recv_src_idx", (), torch.int32, -1)]
         got = {}
-        with torch.cuda.stream(self._comm):
-            for name, row, dtype, pad in wanted:
+        with _CurrentStream(self._comm, compute):
+            for name, row, dtype, _ in wanted:
                 got[name] = torch.empty((W, *row), dtype=dtype, device=x.device)
-                got[name][:R].copy_(tensor_at(out[name], (R, *row), dtype, self))
+            self._normal.copy_out([got[name].data_ptr() for name, *_ in wanted], [out[name] for name, *_ in wanted],
+                                  [R * math.prod(row) * dtype.itemsize for _, row, dtype, _ in wanted],
+                                  self._comm.cuda_stream)
+            for name, _, _, pad in wanted:
                 if pad is not None and W > R:
                     got[name][R:].fill_(pad)
-                got[name].record_stream(compute)  # allocated on comm, used on the caller's stream
+        for t in got.values():
+            t.record_stream(compute)  # allocated on comm, used on the caller's stream
         recv_x, recv_scales = got["recv_x"], got.get("recv_x_scales")
         event = self._finish(compute, async_finish, [x, x_scales, topk_idx, topk_weights])
         recv = (recv_x, recv_scales) if fp8 else recv_x
@@ -426,7 +449,7 @@ class Buffer:
                     _fail(fn, f"bias[{i}] must be [{T}, {H}], got {tuple(b.shape)}")
         config = config or self.get_combine_config(self.group_size)
         compute = self._begin(previous_event)
-        with torch.cuda.stream(self._comm if allocate_on_comm_stream else compute):
+        with _CurrentStream(self._comm if allocate_on_comm_stream else compute, compute):
             combined = torch.empty((T, H), dtype=torch.bfloat16, device=x.device)
             combined_w = torch.empty((T, K), dtype=torch.float32, device=x.device) if topk_weights is not None else None
         self._normal.combine(x.data_ptr(), topk_weights.data_ptr() if topk_weights is not None else 0,

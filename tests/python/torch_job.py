@@ -265,6 +265,10 @@ def _():
     T, H, K, E = 513, 256, 4, 8 * WORLD
     El = E // WORLD
     buf = deep_ep.Buffer(None, num_nvl_bytes=256 << 20)
+    # The outputs' copy out of the receive region reads nothing else.
+    far = torch.empty(16, dtype=torch.uint8, device=DEV)
+    raises(RuntimeError, lambda: buf._normal.copy_out([far.data_ptr()], [far.data_ptr()], [16], 0),
+           "copy_out from outside the receive region")
     for masked in (False, True):
         x = rand((T, H), torch.bfloat16, 40 + RANK)
         idx, w = routing(T, K, E, 50 + RANK + 7 * masked, masked)
