@@ -204,10 +204,12 @@ void bind_device(py::module_& m) {
         nvst::coll::all_reduce(as<>(in), as<>(out), count, t, o, as_stream(stream), nvst::coll::Algo::kAuto,
                                team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"), py::arg("team") = 0);
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"),
+      py::arg("team") = 0);
   c.def(
       "all_gather",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream, int team) {
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream,
+         int team) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
         nvst::coll::all_gather(as<>(in), as<>(out), count, t, as_stream(stream), team_of(team));
@@ -222,7 +224,8 @@ void bind_device(py::module_& m) {
         py::gil_scoped_release nogil;
         nvst::coll::reduce_scatter(as<>(in), as<>(out), count, t, o, as_stream(stream), team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"), py::arg("team") = 0);
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("op"), py::arg("stream"),
+      py::arg("team") = 0);
   c.def(
       "broadcast",
       [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, int root,
@@ -231,7 +234,8 @@ void bind_device(py::module_& m) {
         py::gil_scoped_release nogil;
         nvst::coll::broadcast(as<>(in), as<>(out), count, t, root, as_stream(stream), team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("stream"), py::arg("team") = 0);
+      py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("root"), py::arg("stream"),
+      py::arg("team") = 0);
   c.def(
       "barrier",
       [](std::uintptr_t stream, int team) {
@@ -241,12 +245,14 @@ void bind_device(py::module_& m) {
       py::arg("stream"), py::arg("team") = 0);
   c.def(
       "all_to_all",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream, int team) {
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream,
+         int team) {
         const auto t = dtype_named(dtype);
         py::gil_scoped_release nogil;
         nvst::coll::all_to_all(as<>(in), as<>(out), count, t, as_stream(stream), team_of(team));
       },
-      py::arg("input"), py::arg("output"), py::arg("count_per_pe"), py::arg("dtype"), py::arg("stream"), py::arg("team") = 0);
+      py::arg("input"), py::arg("output"), py::arg("count_per_pe"), py::arg("dtype"), py::arg("stream"),
+      py::arg("team") = 0);
   c.def(
       "all_to_allv",
       [](std::uintptr_t in, std::vector<std::size_t> send_counts, std::vector<std::size_t> send_displs,

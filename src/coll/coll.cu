@@ -120,6 +120,13 @@ int max_blocks() {
   return static_cast<int>(forced > 0 ? std::min<long>(forced, kMaxBlocks) : 128);
 }
 
+// A grid for `bytes`: a block per `per_block` bytes, at least `least`, at
+// most max_blocks().
+int blocks_for(std::size_t bytes, std::size_t per_block, std::size_t least = 1) {
+  const std::size_t cap = static_cast<std::size_t>(max_blocks());
+  return static_cast<int>(std::clamp<std::size_t>((bytes + per_block - 1) / per_block, std::min(least, cap), cap));
+}
+
 // Whether [a, a + an) and [b, b + bn) share a byte. Across nodes a push is
 // read by the proxy after the kernel posted it, so when a launch writes
 // where its pushes read (in place), each push must complete before the
@@ -283,8 +290,9 @@ HierTeams g_hier;
 const HierTeams& hier_teams(const char* fn, cudaStream_t stream) {
   if (g_hier.generation == nvst::detail::init_generation()) return g_hier;
   if (!host_heaps()) {
-    NVST_REQUIRE(!nvst::detail::stream_capturing(stream), "nvst::coll::", fn, " hierarchical: its first call makes "
-                 "teams (a collective allocation) and cannot be captured in a CUDA graph; call it once before capturing");
+    NVST_REQUIRE(!nvst::detail::stream_capturing(stream), "nvst::coll::", fn,
+                 " hierarchical: its first call makes teams (a collective allocation) and cannot be captured in a "
+                 "CUDA graph; call it once before capturing");
   }
   const int k = nvst::team_n_pes(Team::kNode), n = nvst::n_pes();
   int sizes_agree = k;  // every node must be the same size
@@ -389,7 +397,7 @@ void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t c
     a.ring_c = std::min(per, seg - off);
     a.vec_ok = ((reinterpret_cast<std::uintptr_t>(in) | reinterpret_cast<std::uintptr_t>(out)) & 15u) == 0;
     const std::size_t bytes = a.ring_c * es;  // per segment per launch
-    const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + 16383) / 16384, 1, static_cast<std::size_t>(max_blocks())));
+    const int blocks = blocks_for(bytes, 16384);
     launch_reduce_dtype(dtype, op, Kernel::kRing, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
   }
@@ -584,10 +592,9 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
     a.push_blocking = t.cross_node && overlaps(a.in, bytes, a.out, bytes);
     // oneshot: a block per 8 KiB (latency-bound when small); twoshot: a
     // block per 64 KiB, at least 16 (enough remote loads in flight).
-    const std::size_t cap = static_cast<std::size_t>(max_blocks());
-    const int blocks = static_cast<int>(oneshot ? std::clamp<std::size_t>((bytes + 8191) / 8192, 1, cap)
-                                                : std::clamp<std::size_t>((bytes + 65535) / 65536, 16, cap));
-    launch_reduce_dtype(dtype, op, oneshot ? Kernel::kOneShot : Kernel::kTwoShot, blocks, threads_for(bytes), a, stream);
+    const int blocks = oneshot ? blocks_for(bytes, 8192) : blocks_for(bytes, 65536, 16);
+    const Kernel kernel = oneshot ? Kernel::kOneShot : Kernel::kTwoShot;
+    launch_reduce_dtype(dtype, op, kernel, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
   }
 }
@@ -618,9 +625,10 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
     a.out = static_cast<char*>(out) + off;
     a.n = n;
     a.out_stride = total;
-    a.push_blocking = t.cross_node && overlaps(a.in_base, a.in_stride ? a.in_stride * static_cast<std::size_t>(t.npes) : n,
-                                               a.out, total * static_cast<std::size_t>(t.npes - 1) + n);
-    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
+    const std::size_t in_span = a.in_stride ? a.in_stride * static_cast<std::size_t>(t.npes) : n;
+    const std::size_t out_span = total * static_cast<std::size_t>(t.npes - 1) + n;
+    a.push_blocking = t.cross_node && overlaps(a.in_base, in_span, a.out, out_span);
+    const int blocks = blocks_for(n, 32768);
     nvst::detail::launch_early(true, gather_kernel, blocks, threads_for(n), stream, a);
   }
 }
@@ -660,7 +668,8 @@ void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t 
       }))
     return;
   if (dest < 0 && use_lowlatency(fn, t, algo_from_env(Algo::kAuto), count * es))  // reduce_scatter
-    return lowlatency_launch(fn, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, stride, out, 0, count, es, stream);
+    return lowlatency_launch(fn, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, stride, out, 0, count, es,
+                             stream);
   const Args proto = base_args(fn, t);
   const std::size_t chunk = proto.slot_bytes / es;
   for (std::size_t off = 0; off < count; off += chunk) {
@@ -677,7 +686,7 @@ void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t 
     const bool writes = dest < 0 || dest == t.me;  // reduce: only the root writes out
     a.push_blocking = t.cross_node && writes &&
                       overlaps(a.in_base, stride ? stride * static_cast<std::size_t>(t.npes) : bytes, a.out, bytes);
-    const int blocks = static_cast<int>(std::clamp<std::size_t>((bytes + 8191) / 8192, 1, static_cast<std::size_t>(max_blocks())));
+    const int blocks = blocks_for(bytes, 8192);
     launch_reduce_dtype(dtype, op, Kernel::kOneShot, blocks, threads_for(bytes), a, stream);
     NVST_CHECK_LAUNCH();
   }
@@ -689,7 +698,8 @@ void reduce_scatter(const void* in, void* out, std::size_t count, DType dtype, R
   const char* fn = "reduce_scatter";
   const TeamView t = check_team(fn, team);
   const std::size_t es = check_reduction_args(fn, in, out, count, dtype);
-  if (const HierTeams* h = hier_wanted(fn, t, stream)) return hier_reduce_scatter(*h, in, out, count, dtype, op, stream);
+  if (const HierTeams* h = hier_wanted(fn, t, stream))
+    return hier_reduce_scatter(*h, in, out, count, dtype, op, stream);
   push_reduce(fn, t, in, count * es, out, count, dtype, op, -1, stream);
 }
 
@@ -782,7 +792,7 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
     a.n = n;
     a.root = root;
     a.push_blocking = t.cross_node && a.in != a.out && overlaps(a.in, n, a.out, n);  // in == out: no copy
-    const int blocks = static_cast<int>(std::clamp<std::size_t>((n + 32767) / 32768, 1, static_cast<std::size_t>(max_blocks())));
+    const int blocks = blocks_for(n, 32768);
     nvst::detail::launch_early(true, broadcast_kernel, blocks, threads_for(n), stream, a);
   }
 }

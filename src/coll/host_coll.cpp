@@ -142,8 +142,8 @@ void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::siz
       with_host_type(dtype, [&](auto zero) {
         using T = decltype(zero);
         host_ring_combine<T>(reinterpret_cast<T*>(dst), k >= n - 1 ? reinterpret_cast<T*>(out) + from : nullptr,
-                             reinterpret_cast<const T*>(recv), k <= n - 1 ? reinterpret_cast<const T*>(in) + from : nullptr,
-                             to - from, op);
+                             reinterpret_cast<const T*>(recv),
+                             k <= n - 1 ? reinterpret_cast<const T*>(in) + from : nullptr, to - from, op);
       });
       if (k < last)
         nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(k) * region, dst, (to - from) * es, &c.w.vring[me],
@@ -188,9 +188,9 @@ void host_all_to_all(const HostCall& c, const char* in, std::size_t in_stride, c
     const std::size_t n = std::min(slot, total - off);
     const char* buf = host_exchange(c, in + off, in_stride, n);
     for (int p = 0; p < c.t.npes; ++p)
-      std::memcpy(out + static_cast<std::size_t>(p) * total + off,
-                  p == me ? in + static_cast<std::size_t>(me) * in_stride + off : buf + static_cast<std::size_t>(p) * slot,
-                  n);
+      std::memcpy(
+          out + static_cast<std::size_t>(p) * total + off,
+          p == me ? in + static_cast<std::size_t>(me) * in_stride + off : buf + static_cast<std::size_t>(p) * slot, n);
   }
 }
 
@@ -232,7 +232,8 @@ void host_all_to_allv(const HostCall& c, const char* in, const std::size_t* send
                    w.vlen[q], " bytes to PE ", c.t.world_pe(me), ", which expects ", recv_len[q],
                    " (recv_counts must equal the senders' send_counts)");
       const std::size_t base = std::min(recv_len[q], k * slot);
-      std::memcpy(out + recv_off[q] + base, buf + static_cast<std::size_t>(q) * slot, std::min(recv_len[q] - base, slot));
+      std::memcpy(out + recv_off[q] + base, buf + static_cast<std::size_t>(q) * slot,
+                  std::min(recv_len[q] - base, slot));
       nvst::signal_op(&w.vack[me], value(k), nvst::SignalOp::kSet, c.t.world_pe(q));
     }
   }

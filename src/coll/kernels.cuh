@@ -369,7 +369,8 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
   const int me = a.me;
   std::size_t lo, hi, base;
   block_range<std::uint8_t>(v.send_len[me], lo, hi);
-  if (hi > lo) dev::group_copy<dev::Scope::kBlock>(a.out + v.recv_off[me] + lo, a.in_base + v.send_off[me] + lo, hi - lo);
+  if (hi > lo)
+    dev::group_copy<dev::Scope::kBlock>(a.out + v.recv_off[me] + lo, a.in_base + v.send_off[me] + lo, hi - lo);
   std::size_t rounds = 1;
   for (int p = 0; p < a.npes; ++p)
     if (p != me) rounds = std::max(rounds, std::max(v_rounds(v.send_len[p], slot), v_rounds(v.recv_len[p], slot)));
@@ -416,7 +417,8 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
         dev::detail::wait_until_impl<std::uint64_t>(flag_on(a, kPhaseVData, q, me), dev::Cmp::kGe, v_value(a.e, k),
                                                     dev::FailKind::kWaitTimeout, world_pe(a, q));
         const std::uint64_t len = *reinterpret_cast<volatile std::uint64_t*>(flag_on(a, kPhaseVLen, q, me));
-        if (k == 0 && len != v.recv_len[q]) dev::fail(dev::FailKind::kCountMismatch, world_pe(a, q), 0, len, v.recv_len[q], -1);
+        if (k == 0 && len != v.recv_len[q])
+          dev::fail(dev::FailKind::kCountMismatch, world_pe(a, q), 0, len, v.recv_len[q], -1);
       }
       __syncthreads();
       v_range(v.recv_len[q], slot, k, base, lo, hi);

@@ -280,7 +280,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
                int ll_num_topk)
     : impl_(std::make_unique<Impl>()) {
   NVST_REQUIRE(nvst::initialized(), "nvst::ep::Buffer: call nvst::init() first");
-  NVST_REQUIRE(nvst::device() >= 0, "nvst::ep::Buffer: this PE has no GPU (host-memory heaps); the EP buffer needs GPUs");
+  NVST_REQUIRE(nvst::device() >= 0,
+               "nvst::ep::Buffer: this PE has no GPU (host-memory heaps); the EP buffer needs GPUs");
   rank_ = nvst::my_pe();
   n_pes_ = nvst::n_pes();
   Impl& m = *impl_;
@@ -383,7 +384,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
         // on two streams at once.
         const std::size_t far_pes = static_cast<std::size_t>(n_pes_ - m.pes_per_node);
         void* cstage = nullptr;
-        NVST_CHECK_CUDA(cudaMalloc(&cstage, far_pes * m.ll_max_tokens * ll_num_topk * detail::ll_combine_slot_bytes(ll_hidden)));
+        NVST_CHECK_CUDA(
+            cudaMalloc(&cstage, far_pes * m.ll_max_tokens * ll_num_topk * detail::ll_combine_slot_bytes(ll_hidden)));
         m.ll_device.push_back(cstage);
         a.far_combine_stage = static_cast<char*>(cstage);
       }
@@ -442,7 +444,8 @@ std::size_t Buffer::low_latency_size_hint(int max_tokens, int hidden, int n_pes,
 DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config,
                                 cudaStream_t stream) {
   Impl& m = *impl_;
-  NVST_REQUIRE(m.nvl_bytes > 0, "nvst::ep::Buffer::dispatch: this Buffer has no normal-mode memory (num_nvl_bytes = 0)");
+  NVST_REQUIRE(m.nvl_bytes > 0,
+               "nvst::ep::Buffer::dispatch: this Buffer has no normal-mode memory (num_nvl_bytes = 0)");
   config.validate();
   const bool fp8 = in.x_type == XType::kFP8;
   check_hidden(in.hidden, fp8, "dispatch");
@@ -537,7 +540,8 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     h.num_recv_tokens_per_expert.assign(el, 0);
     for (int s = 0; s < R; ++s)
       for (int e = 0; e < el; ++e) h.num_recv_tokens_per_expert[e] += row_of(s)[at + R + N + rank_ * el + e];
-    for (int& c : h.num_recv_tokens_per_expert) c = (c + in.expert_alignment - 1) / in.expert_alignment * in.expert_alignment;
+    for (int& c : h.num_recv_tokens_per_expert)
+      c = (c + in.expert_alignment - 1) / in.expert_alignment * in.expert_alignment;
     h.num_recv_tokens = h.recv_offset(R, rank_);
     check_fit(h);
     if (m.cross_node) {  // filled by the dispatch's relay, read by the combine's

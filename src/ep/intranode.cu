@@ -94,7 +94,8 @@ __device__ __forceinline__ void write_row_meta(char* region, const DispatchRegio
     reinterpret_cast<std::int64_t*>(region + L.topk_idx)[row * num_topk + lane] =
         dst_pe < 0 ? e : (keep ? e - first : -1);
     if (m.weights)
-      reinterpret_cast<float*>(region + L.topk_weights)[row * num_topk + lane] = keep ? load_cg(m.weights + lane) : 0.0f;
+      reinterpret_cast<float*>(region + L.topk_weights)[row * num_topk + lane] =
+          keep ? load_cg(m.weights + lane) : 0.0f;
   }
   if (lane == 0) reinterpret_cast<int*>(region + L.src_idx)[row] = m.src_idx;
 }
@@ -157,7 +158,8 @@ __device__ __forceinline__ void forward_relay_rows(const NormalArgs& a, bool wei
         if (p < 0) continue;
         dst_pe[n] = node * G + j;
         dst_row[n] = a.relay_dst_offset[src_node * G + j] + p;
-        dst_x[n] = pe_ptr(a.dispatch_region, dst_pe[n]) + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
+        dst_x[n] =
+            pe_ptr(a.dispatch_region, dst_pe[n]) + a.dr.x + static_cast<std::size_t>(dst_row[n]) * a.dr.row_bytes;
         ++n;
       }
       if (n == 0) continue;
@@ -225,8 +227,8 @@ __global__ void __launch_bounds__(1024) dispatch_kernel(NormalArgs a, DispatchIn
                       in.topk_weights ? in.topk_weights + static_cast<std::size_t>(t) * a.num_topk : nullptr, t};
       for (int d = 0; d < n; ++d) {
         if (dst_pe[d] >= 0) {
-          write_row_meta(pe_ptr(a.dispatch_region, dst_pe[d]), a.dr, dst_row[d], m, scales_per_row, a.num_topk, dst_pe[d], experts_per_pe,
-                         lane);
+          write_row_meta(pe_ptr(a.dispatch_region, dst_pe[d]), a.dr, dst_row[d], m, scales_per_row, a.num_topk,
+                         dst_pe[d], experts_per_pe, lane);
         } else {
           write_row_meta(a.send_region, a.rr, dst_row[d], m, scales_per_row, a.num_topk, -1, experts_per_pe, lane);
           const int nd = -1 - dst_pe[d];
@@ -391,8 +393,8 @@ __device__ __forceinline__ void reduce_token(const NormalArgs& a, const CombineI
       for (int u = first; u < last; ++u) {
         const int row = term_row(u);
         if (row == -1) continue;
-        const int4* r = reinterpret_cast<const int4*>(
-            row >= 0 ? pushed + static_cast<std::size_t>(row) * a.hidden : own + static_cast<std::size_t>(-2 - row) * a.hidden);
+        const int4* r = reinterpret_cast<const int4*>(row >= 0 ? pushed + static_cast<std::size_t>(row) * a.hidden
+                                                               : own + static_cast<std::size_t>(-2 - row) * a.hidden);
         const int4 q0 = load_cg(r + v0);
         const int4 q1 = two ? load_cg(r + v1) : q0;
         add_bf16x8(acc[0], q0);

@@ -183,8 +183,12 @@ constexpr std::size_t ll_far_combine_slot(int src, int node_first_pe, int node_n
 // A record of LowLatencyArgs::far_x for rows of `hidden`: where its scales
 // and x start (16-byte aligned), and the bytes of a slot (x as bf16).
 constexpr std::size_t ll_far_scales_at() { return 16; }
-constexpr std::size_t ll_far_x_at(int hidden) { return 16 + (static_cast<std::size_t>(hidden) / 128 * 4 + 15) / 16 * 16; }
-constexpr std::size_t ll_far_record_bytes(int hidden) { return ll_far_x_at(hidden) + static_cast<std::size_t>(hidden) * 2; }
+constexpr std::size_t ll_far_x_at(int hidden) {
+  return 16 + (static_cast<std::size_t>(hidden) / 128 * 4 + 15) / 16 * 16;
+}
+constexpr std::size_t ll_far_record_bytes(int hidden) {
+  return ll_far_x_at(hidden) + static_cast<std::size_t>(hidden) * 2;
+}
 // Byte offset in LowLatencyArgs::scales of scale j (of H / 128) of row
 // `slot` of local expert e, rows_per_expert = R * M. DeepEP's layout: the
 // last two dimensions are column-major (a scale column of all the expert's

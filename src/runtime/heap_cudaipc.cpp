@@ -28,7 +28,8 @@ class CudaIpcHeap final : public HeapBacking {
     for (int i = 0; i < n; ++i) {
       if (i == node.node_index) continue;
       cudaIpcMemHandle_t h;
-      std::memcpy(&h, all.data() + sizeof(h) * static_cast<std::size_t>(node.node_pes[static_cast<std::size_t>(i)]), sizeof(h));
+      std::memcpy(&h, all.data() + sizeof(h) * static_cast<std::size_t>(node.node_pes[static_cast<std::size_t>(i)]),
+                  sizeof(h));
       void* p = nullptr;
       NVST_CHECK_CUDA(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
       bases_[static_cast<std::size_t>(i)] = static_cast<char*>(p);

@@ -102,8 +102,9 @@ class NvshmemHeap final : public HeapBacking {
   char* local_base() const override { return base_; }
   std::size_t size() const override { return size_; }
   char* peer_base(int node_index) const override {
-    return node_index >= 0 && node_index < static_cast<int>(peers_.size()) ? peers_[static_cast<std::size_t>(node_index)]
-                                                                          : nullptr;
+    return node_index >= 0 && node_index < static_cast<int>(peers_.size())
+               ? peers_[static_cast<std::size_t>(node_index)]
+               : nullptr;
   }
   bool on_device() const override { return true; }
 

@@ -86,7 +86,8 @@ std::size_t coll_workspace_bytes() {
   const std::size_t b = get_size("NVST_COLL_WORKSPACE").value_or(std::size_t{32} << 20);
   // At least 64 KiB: each PE's slot must hold a 16-byte vector per PE of a
   // 64-PE team with room to spare.
-  NVST_REQUIRE(b >= (std::size_t{64} << 10) && b % 4096 == 0, "NVST_COLL_WORKSPACE must be a multiple of 4096 and at least 64K, got ", b);
+  NVST_REQUIRE(b >= (std::size_t{64} << 10) && b % 4096 == 0,
+               "NVST_COLL_WORKSPACE must be a multiple of 4096 and at least 64K, got ", b);
   return b;
 }
 

@@ -38,7 +38,8 @@ constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
 constexpr int kInboxSlots = 16;                         // per (source, target) pair
 static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer, "the transport's completion queue has room for "
               "kMaxRemoteDataPerPeer doorbells from each peer");
-static_assert(kInboxSlots <= 1 << 16, "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
+static_assert(kInboxSlots <= 1 << 16,
+              "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
 constexpr std::size_t kInboxHeader = 64;
 constexpr std::size_t kSlotBytes = kInboxHeader + kPieceBytes;  // a staging or inbox slot
 constexpr std::uint32_t kFifoCapacity = 4096;
@@ -631,17 +632,16 @@ bool Proxy::step() {
       peers += detail::concat(" ", t, ":", s.sent[i], "/", s.sent[i] == 0 || s.acked(t, s.sent[i] - 1) ? "yes" : "no",
                               "/", s.recv[i], "/", s.applied[i], "/", bell);
     }
-    std::fprintf(stderr,
-                 "%sproxy: in_flight %d staged %zu active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
-                 "signals %zu applying %zu free_slots %zu refused posts %llu host head %llu dev head %llu; per PE sent/last acked/"
-                 "received/applied/next doorbell's value:%s\n",
-                 detail::rank_prefix().c_str(), s.in_flight, s.staged.size(), s.active,
-                 static_cast<int>(proxy::tag_op(s.cur.tag)),
-                 s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes), s.blocked,
-                 s.control_words.size(), s.ready_signals.size(), s.applying.size(), s.free_slots.size(),
-                 static_cast<unsigned long long>(transport_->refused()),
-                 static_cast<unsigned long long>(s.host_consumer.head()),
-                 static_cast<unsigned long long>(s.dev_consumer ? s.dev_consumer->head() : 0), peers.c_str());
+    std::fprintf(
+        stderr,
+        "%sproxy: in_flight %d staged %zu active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
+        "signals %zu applying %zu free_slots %zu refused posts %llu host head %llu dev head %llu; per PE "
+        "sent/last acked/received/applied/next doorbell's value:%s\n",
+        detail::rank_prefix().c_str(), s.in_flight, s.staged.size(), s.active,
+        static_cast<int>(proxy::tag_op(s.cur.tag)), s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes),
+        s.blocked, s.control_words.size(), s.ready_signals.size(), s.applying.size(), s.free_slots.size(),
+        static_cast<unsigned long long>(transport_->refused()), static_cast<unsigned long long>(s.host_consumer.head()),
+        static_cast<unsigned long long>(s.dev_consumer ? s.dev_consumer->head() : 0), peers.c_str());
   }
 
   // 2. Dead or wedged peers: operations that never complete, or a command
@@ -715,7 +715,8 @@ bool Proxy::step() {
       op->stage_slot = f.slot;
       op->value = f.seq;
       if (!transport_->write_with_data(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kSlotBytes, f.bytes,
-                                       fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq), op))
+                                       fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq),
+                                       op))
         return;
       s.commit(op);
       s.trace.add(ProxyTrace::kPosted, f.pe, f.seq);

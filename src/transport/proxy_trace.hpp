@@ -21,7 +21,10 @@ class ProxyTrace {
   // seen done, the piece posted, its write completed, the quiet released.
   // Target: a piece's doorbell, its landing copy queued, seen done, its ack
   // posted.
-  enum What : std::uint8_t { kTaken, kTakenFromKernel, kStaged, kCopied, kPosted, kWritten, kQuietDone, kBell, kLanding, kLanded, kAcked };
+  enum What : std::uint8_t {
+    kTaken, kTakenFromKernel, kStaged, kCopied, kPosted, kWritten, kQuietDone,  // sender
+    kBell, kLanding, kLanded, kAcked                                            // target
+  };
 
   explicit ProxyTrace(std::string path) : path_(std::move(path)) {
     if (on()) events_.reserve(kMaxEvents);

@@ -38,8 +38,16 @@ inline std::vector<std::uint8_t> make_input(DType t, std::size_t n, int pe, std:
       case DType::kF32: std::memcpy(&out[i * 4], &f, 4); break;
       case DType::kBF16: { __nv_bfloat16 h = __float2bfloat16(f); std::memcpy(&out[i * 2], &h, 2); break; }
       case DType::kF16: { __half h = __float2half(f); std::memcpy(&out[i * 2], &h, 2); break; }
-      case DType::kI32: { std::int32_t v = static_cast<std::int32_t>(rng() % 20001) - 10000; std::memcpy(&out[i * 4], &v, 4); break; }
-      case DType::kI64: { std::int64_t v = static_cast<std::int64_t>(rng() % 2000001) - 1000000; std::memcpy(&out[i * 8], &v, 8); break; }
+      case DType::kI32: {
+        std::int32_t v = static_cast<std::int32_t>(rng() % 20001) - 10000;
+        std::memcpy(&out[i * 4], &v, 4);
+        break;
+      }
+      case DType::kI64: {
+        std::int64_t v = static_cast<std::int64_t>(rng() % 2000001) - 1000000;
+        std::memcpy(&out[i * 8], &v, 8);
+        break;
+      }
     }
   }
   return out;
@@ -82,8 +90,20 @@ inline void combine(DType t, RedOp op, std::uint8_t* a, const std::uint8_t* b) {
                                        : (x < y ? x : y);
   switch (t) {
     case DType::kF32: std::memcpy(a, &r, 4); break;
-    case DType::kBF16: { __nv_bfloat16 h = arith ? __float2bfloat16(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __nv_bfloat16*>(a) : *reinterpret_cast<const __nv_bfloat16*>(b); std::memcpy(a, &h, 2); break; }
-    case DType::kF16: { __half h = arith ? __float2half(r) : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __half*>(a) : *reinterpret_cast<const __half*>(b); std::memcpy(a, &h, 2); break; }
+    case DType::kBF16: {
+      __nv_bfloat16 h = arith                            ? __float2bfloat16(r)
+                        : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __nv_bfloat16*>(a)
+                                                         : *reinterpret_cast<const __nv_bfloat16*>(b);
+      std::memcpy(a, &h, 2);
+      break;
+    }
+    case DType::kF16: {
+      __half h = arith                            ? __float2half(r)
+                 : (x > y) == (op == RedOp::kMax) ? *reinterpret_cast<const __half*>(a)
+                                                  : *reinterpret_cast<const __half*>(b);
+      std::memcpy(a, &h, 2);
+      break;
+    }
     default: break;
   }
 }

@@ -81,7 +81,8 @@ inline PeInput make_pe_input(RouteKind kind, int pe, int num_tokens, int hidden,
 inline std::vector<PeInput> make_all_inputs(RouteKind kind, int n_pes, int num_tokens, int hidden, int num_topk,
                                             int num_experts, std::uint64_t seed) {
   std::vector<PeInput> all;
-  for (int p = 0; p < n_pes; ++p) all.push_back(make_pe_input(kind, p, num_tokens, hidden, num_topk, num_experts, seed));
+  for (int p = 0; p < n_pes; ++p)
+    all.push_back(make_pe_input(kind, p, num_tokens, hidden, num_topk, num_experts, seed));
   return all;
 }
 

@@ -127,7 +127,8 @@ int run_pe() {
       for (int p = 0; p < n; ++p)
         for (std::size_t i = 0; i < count * 2; ++i) bad += got[p * count * 2 + i] != inputs[p][i];
       for (std::size_t i = count * 2 * n; i < got.size(); ++i) bad += got[i] != 0xA5;
-      check(bad == 0, "all_gather bfloat16 count " + std::to_string(count) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+      check(bad == 0, "all_gather bfloat16 count " + std::to_string(count) +
+                          (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
     }
     // reduce_scatter (every dtype x op) and broadcast (first and last root).
     for (DType t : kAllDTypes)
@@ -140,7 +141,8 @@ int run_pe() {
           ++salt;
           std::vector<std::vector<std::uint8_t>> inputs;
           for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count * n, p, salt, g_seed));
-          std::vector<std::uint8_t> want(inputs[0].begin() + me * count * es, inputs[0].begin() + (me + 1) * count * es);
+          std::vector<std::uint8_t> want(inputs[0].begin() + me * count * es,
+                                         inputs[0].begin() + (me + 1) * count * es);
           for (int p = 1; p < n; ++p)
             for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][(me * count + i) * es]);
           if (count) NVST_CHECK_CUDA(cudaMemcpy(in, inputs[me].data(), count * n * es, cudaMemcpyHostToDevice));
@@ -171,7 +173,8 @@ int run_pe() {
         for (std::size_t i = 0; i < count * 4; ++i) bad += got[i] != src[i];
         for (std::size_t i = count * 4; i < got.size(); ++i) bad += got[i] != 0xA5;
       }
-      check(bad == 0, "broadcast int32 from root " + std::to_string(root) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+      check(bad == 0, "broadcast int32 from root " + std::to_string(root) +
+                          (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
     }
   }
   // all_to_all, all_to_allv and reduce on their own buffers (all_to_all's
@@ -274,7 +277,8 @@ int run_pe() {
             });
           }
           check(bad == 0, std::string("reduce ") + nvst::coll::dtype_name(t) + " " + nvst::coll::redop_name(op) +
-                              " root " + std::to_string(root) + (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
+                              " root " + std::to_string(root) +
+                              (bad ? ": " + std::to_string(bad) + " bytes wrong" : ""));
         }
     // all_to_all, all_to_allv and reduce captured in one graph, replayed with
     // new inputs (b_in: all_to_all's input, then the others').
@@ -307,7 +311,8 @@ int run_pe() {
         if (me != n - 1) r_want.assign(count * 4, 0xA5);
         auto v_want = v_expected(l, me, v, 4);
         NVST_CHECK_CUDA(cudaMemcpy(b_in, a2a[me].data(), a2a_bytes, cudaMemcpyHostToDevice));
-        if (!v[me].empty()) NVST_CHECK_CUDA(cudaMemcpy(b_in + v_in, v[me].data(), v[me].size(), cudaMemcpyHostToDevice));
+        if (!v[me].empty())
+          NVST_CHECK_CUDA(cudaMemcpy(b_in + v_in, v[me].data(), v[me].size(), cudaMemcpyHostToDevice));
         NVST_CHECK_CUDA(cudaMemcpy(b_in + r_in, r[me].data(), count * 4, cudaMemcpyHostToDevice));
         NVST_CHECK_CUDA(cudaMemset(b_out, 0xA5, r_out + count * 4));
         NVST_CHECK_CUDA(cudaDeviceSynchronize());
@@ -345,13 +350,15 @@ int run_pe() {
             node_sums.push_back(reduce_expected(
                 t, RedOp::kSum, std::vector<std::vector<std::uint8_t>>(inputs.begin() + node * k,
                                                                       inputs.begin() + (node + 1) * k)));
-          const long long b = run_case(inputs[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums),
-                                       [&](char* i, char* o) {
-                                         if (in_place) NVST_CHECK_CUDA(cudaMemcpyAsync(o, i, count * nvst::coll::dtype_size(t), cudaMemcpyDeviceToDevice, s));
-                                         nvst::coll::all_reduce(in_place ? o : i, o, count, t, RedOp::kSum, s,
-                                                                Algo::kHierarchical);
-                                       });
-          if (b && first.empty()) first = " (first: " + std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count) + ")";
+          const long long b =
+              run_case(inputs[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums), [&](char* i, char* o) {
+                if (in_place)
+                  NVST_CHECK_CUDA(
+                      cudaMemcpyAsync(o, i, count * nvst::coll::dtype_size(t), cudaMemcpyDeviceToDevice, s));
+                nvst::coll::all_reduce(in_place ? o : i, o, count, t, RedOp::kSum, s, Algo::kHierarchical);
+              });
+          if (b && first.empty())
+            first = " (first: " + std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count) + ")";
           bad += b;
         }
     check(bad == 0, "all_reduce hierarchical (" + std::to_string(n / k) + " nodes of " + std::to_string(k) + ")" +
@@ -389,13 +396,15 @@ int run_pe() {
         b += run_case(parts[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums), [&](char* i, char* o) {
           nvst::coll::reduce_scatter(i, o, count, t, RedOp::kSum, s);
         });
-        if (b && first.empty()) first = " (first: " + std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count) + ")";
+        if (b && first.empty())
+          first = " (first: " + std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count) + ")";
         bad += b;
       }
     if (was) setenv("NVST_COLL_ALGO", before.c_str(), 1);
     else unsetenv("NVST_COLL_ALGO");
     check(bad == 0, "all_gather and reduce_scatter hierarchical (" + std::to_string(n / k) + " nodes of " +
-                        std::to_string(k) + ")" + (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : std::string()));
+                        std::to_string(k) + ")" +
+                        (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : std::string()));
   }
   // Teams: split_2d(world, 2) gives pairs of consecutive PEs (x) and the
   // PEs of the same parity (y); on 2 PEs, x is both and y is each PE alone.
@@ -443,10 +452,11 @@ int run_pe() {
             for (int p : w) parts.push_back(make_input(t, count * tn_pes, p, salt + 7, g_seed));
             for (Algo algo : {Algo::kLowLatency, Algo::kOneShot, Algo::kTwoShot, Algo::kRing})
               if (!team_cross || (algo != Algo::kTwoShot && algo != Algo::kLowLatency))
-                note(run_case(tin[ti], 0, 0,
-                              algo == Algo::kRing ? ring_reduce_expected(t, RedOp::kSum, tin)
-                                                  : reduce_expected(t, RedOp::kSum, tin),
-                              [&](char* i, char* o) { nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, algo, team); }),
+                note(run_case(
+                         tin[ti], 0, 0,
+                         algo == Algo::kRing ? ring_reduce_expected(t, RedOp::kSum, tin)
+                                             : reduce_expected(t, RedOp::kSum, tin),
+                         [&](char* i, char* o) { nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, algo, team); }),
                      std::string("all_reduce ") + nvst::coll::algo_name(algo) + " " + what);
             std::vector<std::uint8_t> gathered;
             for (auto& v : tin) gathered.insert(gathered.end(), v.begin(), v.end());
@@ -454,7 +464,8 @@ int run_pe() {
                           [&](char* i, char* o) { nvst::coll::all_gather(i, o, count, t, s, team); }),
                  "all_gather " + what);
             std::vector<std::vector<std::uint8_t>> mine_parts;
-            for (auto& v : parts) mine_parts.emplace_back(v.begin() + ti * count * es, v.begin() + (ti + 1) * count * es);
+            for (auto& v : parts)
+              mine_parts.emplace_back(v.begin() + ti * count * es, v.begin() + (ti + 1) * count * es);
             note(run_case(parts[ti], 0, 0, reduce_expected(t, RedOp::kMax, mine_parts),
                           [&](char* i, char* o) { nvst::coll::reduce_scatter(i, o, count, t, RedOp::kMax, s, team); }),
                  "reduce_scatter " + what);
@@ -468,7 +479,9 @@ int run_pe() {
             std::vector<std::uint8_t> r_want = ti == 0 ? reduce_expected(t, RedOp::kMin, tin)
                                                        : std::vector<std::uint8_t>(count * es, 0xA5);
             note(run_case(tin[ti], 0, 0, r_want,
-                          [&](char* i, char* o) { nvst::coll::reduce(i, ti == 0 ? o : nullptr, count, t, RedOp::kMin, 0, s, team); }),
+                          [&](char* i, char* o) {
+                            nvst::coll::reduce(i, ti == 0 ? o : nullptr, count, t, RedOp::kMin, 0, s, team);
+                          }),
                  "reduce " + what);
           }
         ++salt;
@@ -494,7 +507,8 @@ int run_pe() {
           for (int p = 0; p < n; ++p) all_in.push_back(make_input(t, count, p, salt, g_seed));
           // x reduces pairs (2k, 2k+1) in order; y then reduces the pairs in order.
           std::vector<std::vector<std::uint8_t>> pair_sums;
-          for (int p = 0; p + 1 < n; p += 2) pair_sums.push_back(reduce_expected(t, RedOp::kSum, {all_in[p], all_in[p + 1]}));
+          for (int p = 0; p + 1 < n; p += 2)
+            pair_sums.push_back(reduce_expected(t, RedOp::kSum, {all_in[p], all_in[p + 1]}));
           const auto want = reduce_expected(t, RedOp::kSum, pair_sums);
           bad += run_case(all_in[me], 0, 0, want, [&](char* i, char* o) {
             nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, Algo::kAuto, x);
@@ -584,7 +598,8 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--np" && i + 1 < argc) np = std::atoi(argv[++i]);
     else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "hierarchical") g_only_hierarchical = true, ++i;
+    else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "hierarchical")
+      g_only_hierarchical = true, ++i;
     else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--only hierarchical]\n", argv[0]); return 2; }
   }
   return run_gpu_test(argc, argv, "nvst_coll_tests", np, run_pe);

@@ -162,12 +162,14 @@ void rma_case(Suite& suite, Op op, const char* scope_name, char* sym_src, char* 
   long long errors = 0;
   std::string detail;
   for (int round = 0; round < g_rounds; ++round) {
-    std::mt19937_64 rng(g_seed * 1000003 + static_cast<std::uint64_t>(round) * 7919 + static_cast<int>(op) * 31 + static_cast<int>(S));
+    std::mt19937_64 rng(g_seed * 1000003 + static_cast<std::uint64_t>(round) * 7919 + static_cast<int>(op) * 31 +
+                        static_cast<int>(S));
     const std::size_t sizes[] = {0, 1, 2, 3, 15, 16, 17, 255, 4097, 65536 + 3, rng() % (3u << 20) + 1};
     const std::size_t size = sizes[rng() % (sizeof(sizes) / sizeof(sizes[0]))];
     const std::size_t so = rng() % 64, doff = rng() % 64;
     const int target = (me + target_shift) % n;
-    const std::uint64_t data_seed = g_seed ^ (static_cast<std::uint64_t>(round) << 20) ^ (static_cast<std::uint64_t>(op) << 40);
+    const std::uint64_t data_seed =
+        g_seed ^ (static_cast<std::uint64_t>(round) << 20) ^ (static_cast<std::uint64_t>(op) << 40);
     auto src_host = random_bytes(data_seed + static_cast<std::uint64_t>(me), kBuf);
     NVST_CHECK_CUDA(cudaMemcpy(sym_src, src_host.data(), kBuf, cudaMemcpyHostToDevice));
     NVST_CHECK_CUDA(cudaMemset(sym_dst, 0xA5, kBuf));
@@ -192,7 +194,8 @@ void rma_case(Suite& suite, Op op, const char* scope_name, char* sym_src, char* 
                std::to_string(threads) + ")";
     errors += e;
   }
-  suite.check(std::string(op_name(op)) + " " + scope_name + (target_shift ? " -> next PE" : " -> self"), errors, detail);
+  suite.check(std::string(op_name(op)) + " " + scope_name + (target_shift ? " -> next PE" : " -> self"), errors,
+              detail);
 }
 
 // A put whose source is stream-ordered memory (cudaMallocAsync) and whose
@@ -329,7 +332,8 @@ template <Scope S>
 void signal_case(Suite& suite, const char* scope_name, SignalOp op, bool nbi, char* sym_src, char* sym_dst,
                  std::uint64_t* sig, unsigned long long* bad) {
   const int me = nvst::my_pe(), n = nvst::n_pes();
-  const std::uint64_t seed = g_seed + static_cast<std::uint64_t>(S) * 13 + (op == SignalOp::kAdd ? 100 : 0) + (nbi ? 1000 : 0);
+  const std::uint64_t seed =
+      g_seed + static_cast<std::uint64_t>(S) * 13 + (op == SignalOp::kAdd ? 100 : 0) + (nbi ? 1000 : 0);
   fill_pat<<<132, 256>>>(reinterpret_cast<std::uint8_t*>(sym_src), kBuf, seed, me);
   NVST_CHECK_LAUNCH();
   NVST_CHECK_CUDA(cudaMemset(sym_dst, 0xA5, kBuf));
@@ -415,7 +419,8 @@ __global__ void fence_kernel(char* data, const char* src, std::uint64_t* flag, s
   for (int r = 1; r <= rounds; ++r) {
     const std::size_t off = static_cast<std::size_t>(r) * kLen;
     dev::wait_until(flag, Cmp::kGe, static_cast<std::uint64_t>(r));
-    for (std::size_t i = 0; i < kLen; i += 61) b += static_cast<std::uint8_t>(data[off + i]) != pat(seed, prev, off + i);
+    for (std::size_t i = 0; i < kLen; i += 61)
+      b += static_cast<std::uint8_t>(data[off + i]) != pat(seed, prev, off + i);
     dev::signal_wait_until(sig, Cmp::kGe, static_cast<std::uint64_t>(r));
     for (std::size_t i = 0; i < kLen; i += 61)
       b += static_cast<std::uint8_t>(data[off + (2u << 20) + i]) != pat(seed, prev, off + i);
@@ -683,7 +688,8 @@ int error_scenario(const std::string& scenario) {
     msg = e.what();
   }
   const bool ok = msg.find(want) != std::string::npos && msg.find("device-side cause") != std::string::npos;
-  std::printf("%s scenario %s: expected '%s' in: %s\n", ok ? "PASS" : "FAIL", scenario.c_str(), want.c_str(), msg.c_str());
+  std::printf("%s scenario %s: expected '%s' in: %s\n", ok ? "PASS" : "FAIL", scenario.c_str(), want.c_str(),
+              msg.c_str());
   std::fflush(stdout);
   _exit(ok ? 0 : 1);
 }
@@ -717,7 +723,8 @@ int main(int argc, char** argv) {
     if (mode == "api") return nvst::spawn_and_wait({np, args, {}, 15});
     int failed = 0, passed = 0;
     for (const char* sc : {"timeout", "badpe", "notsym"}) {
-      int rc = nvst::spawn_and_wait({2, args, {{"NVST_TEST_SCENARIO", sc}, {"NVST_DEVICE_TIMEOUT_S", "2"}, {"NVST_TIMEOUT_S", "30"}}, 15});
+      int rc = nvst::spawn_and_wait(
+          {2, args, {{"NVST_TEST_SCENARIO", sc}, {"NVST_DEVICE_TIMEOUT_S", "2"}, {"NVST_TIMEOUT_S", "30"}}, 15});
       std::printf("%s errors/%s\n", rc == 0 ? "PASS" : "FAIL", sc);
       (rc == 0 ? passed : failed)++;
     }

@@ -139,12 +139,14 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
       }
       for (int n = 0; n < nodes; ++n) want_node[n] += any[n];
       for (int k = 0; k < sh.K; ++k)
-        if (mine.topk[static_cast<std::size_t>(t) * sh.K + k] >= 0) ++want_expert[mine.topk[static_cast<std::size_t>(t) * sh.K + k]];
+        if (mine.topk[static_cast<std::size_t>(t) * sh.K + k] >= 0)
+          ++want_expert[mine.topk[static_cast<std::size_t>(t) * sh.K + k]];
     }
     err.add(rank != want_rank, "num_tokens_per_rank");
     err.add(expert != want_expert, "num_tokens_per_expert");
     err.add(node != want_node, "num_tokens_per_node");
-    for (void* p : {static_cast<void*>(d_rank), static_cast<void*>(d_expert), static_cast<void*>(d_node), static_cast<void*>(d_in)})
+    for (void* p : {static_cast<void*>(d_rank), static_cast<void*>(d_expert), static_cast<void*>(d_node),
+                    static_cast<void*>(d_in)})
       NVST_CHECK_CUDA(cudaFree(p));
   }
 
@@ -290,11 +292,13 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
     }
     for (int k = 0; k < sh.K; ++k) {
       const std::size_t tk = static_cast<std::size_t>(t) * sh.K + k;
-      err.add(got_w[tk] != (mine.topk[tk] >= 0 ? mine.weights[tk] : 0.f), "combined_topk_weights token " + std::to_string(t));
+      err.add(got_w[tk] != (mine.topk[tk] >= 0 ? mine.weights[tk] : 0.f),
+              "combined_topk_weights token " + std::to_string(t));
     }
   }
-  for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_scales), static_cast<void*>(d_topk), static_cast<void*>(d_w),
-                  static_cast<void*>(d_y), static_cast<void*>(d_bias), static_cast<void*>(d_bias2), static_cast<void*>(d_out), static_cast<void*>(d_cw)})
+  for (void* p : {static_cast<void*>(d_x), static_cast<void*>(d_scales), static_cast<void*>(d_topk),
+                  static_cast<void*>(d_w), static_cast<void*>(d_y), static_cast<void*>(d_bias),
+                  static_cast<void*>(d_bias2), static_cast<void*>(d_out), static_cast<void*>(d_cw)})
     NVST_CHECK_CUDA(cudaFree(p));
   return err;
 }
@@ -313,7 +317,8 @@ Errors first_dispatch_layers_case(nvst::ep::Buffer& buf, Shape sh, int layers, s
   std::vector<std::uint16_t*> d_x, d_y, d_out;
   std::vector<std::int64_t*> d_topk;
   for (int l = 0; l < layers; ++l) {  // everything allocated before the first launch
-    mine.push_back(make_pe_input(l % 2 ? RouteKind::kMasked : RouteKind::kRandom, me, sh.T, sh.H, sh.K, sh.E, seed + l));
+    mine.push_back(
+        make_pe_input(l % 2 ? RouteKind::kMasked : RouteKind::kRandom, me, sh.T, sh.H, sh.K, sh.E, seed + l));
     const std::size_t TH = static_cast<std::size_t>(mine[l].num_tokens) * sh.H;
     d_x.push_back(upload(mine[l].x));
     d_topk.push_back(upload(mine[l].topk));
@@ -519,8 +524,9 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
       for (int t = 0; t < all[p].num_tokens; ++t)
         for (int k = 0; k < sh.K; ++k)
           if (all[p].topk[static_cast<std::size_t>(t) * sh.K + k] == g) want.insert({p, t, k});
-    err.add(count[e] != static_cast<int>(want.size()),
-            "ll recv_count expert " + std::to_string(e) + ": " + std::to_string(count[e]) + " != " + std::to_string(want.size()));
+    err.add(count[e] != static_cast<int>(want.size()), "ll recv_count expert " + std::to_string(e) + ": " +
+                                                           std::to_string(count[e]) +
+                                                           " != " + std::to_string(want.size()));
     for (int i = 0; i < std::min<int>(count[e], static_cast<int>(rows_pe)); ++i) {
       const std::size_t row = static_cast<std::size_t>(e) * rows_pe + i;
       const std::tuple<int, int, int> key{info[row * 3], info[row * 3 + 1], info[row * 3 + 2]};
@@ -580,7 +586,8 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
             if (e < 0) continue;
             why += " e" + std::to_string(e) + "@PE" + std::to_string(e / el) + "=" +
                    std::to_string(mine.weights[static_cast<std::size_t>(t) * sh.K + k] *
-                                  bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v], static_cast<int>(e % 7))));
+                                  bf16_value(expert_transform(mine.x[static_cast<std::size_t>(t) * sh.H + v],
+                                                              static_cast<int>(e % 7))));
           }
           err.add(true, why);
         } else {
@@ -670,7 +677,8 @@ Errors ll_graph_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
   cudaGraphExec_t exec;
   NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   auto out = buf.low_latency_dispatch({d_x, d_topk, T, sh.H, sh.K, sh.E, false}, s);
-  double_kernel<<<64, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(out.recv_x), reinterpret_cast<__nv_bfloat16*>(d_y), packed);
+  double_kernel<<<64, 256, 0, s>>>(static_cast<const __nv_bfloat16*>(out.recv_x), reinterpret_cast<__nv_bfloat16*>(d_y),
+                                   packed);
   buf.low_latency_combine({d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index}, d_out, s);
   NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
   NVST_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
@@ -726,7 +734,8 @@ int run_pe() {
   cfg.num_sms = 8;
   cfg.threads_per_block = 256;
   std::uint64_t salt = 0;
-  for (RouteKind kind : {RouteKind::kRandom, RouteKind::kMasked, RouteKind::kNowhere, RouteKind::kOneExpert, RouteKind::kEmptyPe})
+  for (RouteKind kind :
+       {RouteKind::kRandom, RouteKind::kMasked, RouteKind::kNowhere, RouteKind::kOneExpert, RouteKind::kEmptyPe})
     for (bool fp8 : {false, true}) {
       const bool bias = kind == RouteKind::kMasked;
       report(normal_case(buf, kind, normal, fp8, bias, g_seed * 100 + ++salt, cfg, s, !fp8),
@@ -737,8 +746,9 @@ int run_pe() {
     nvst::ep::Config wide;  // other block shapes give the same answer
     wide.num_sms = 24;
     wide.threads_per_block = 1024;
-    report(normal_case(buf, RouteKind::kRandom, {200, 2048, 8, 8 * R}, false, true, g_seed * 100 + ++salt, wide, s, false),
-           "normal bf16, 24 x 1024 threads, hidden 2048, top-8, 200 tokens");
+    report(
+        normal_case(buf, RouteKind::kRandom, {200, 2048, 8, 8 * R}, false, true, g_seed * 100 + ++salt, wide, s, false),
+        "normal bf16, 24 x 1024 threads, hidden 2048, top-8, 200 tokens");
     // More rows from one PE to another than kCombineChunks chunks of 4:
     // the one-node combine's chunks grow to 5 rows (combine_chunk_rows).
     report(normal_case(buf, RouteKind::kOneExpert, {4500, 64, 2, 8 * R}, false, true, g_seed * 100 + ++salt,
@@ -751,10 +761,12 @@ int run_pe() {
   // proxy's watchdog name the cause before the device timeout ends the run.
   const char* known_hang = std::getenv("NVST_TEST_KNOWN_HANG");
   if (nvst::team_n_pes(nvst::Team::kNode) == R || (known_hang && std::string(known_hang) == "queued-copy"))
-    report(normal_case(buf, RouteKind::kRandom, normal, false, false, g_seed * 100 + ++salt, cfg, s, false, false, true),
-           "normal bf16, a copy to pageable memory queued behind the dispatch");
+    report(
+        normal_case(buf, RouteKind::kRandom, normal, false, false, g_seed * 100 + ++salt, cfg, s, false, false, true),
+        "normal bf16, a copy to pageable memory queued behind the dispatch");
   else if (me == 0)  // it hangs until the device timeout there: bench/results/2026-11-23-h100x1-queued-copy-r34
-    std::printf("# not run across nodes (known limitation, docs/09): a copy to pageable memory queued behind the dispatch\n");
+    std::printf(
+        "# not run across nodes (known limitation, docs/09): a copy to pageable memory queued behind the dispatch\n");
   {  // The checker itself: one flipped byte on every PE must be caught.
     Errors e = normal_case(buf, RouteKind::kRandom, normal, false, false, g_seed * 100 + ++salt, cfg, s, false, true);
     check(e.bad > 0, "the checker catches one corrupted received byte (" + std::to_string(e.bad) + " reported)");
@@ -768,8 +780,9 @@ int run_pe() {
   report(ll_case(buf, RouteKind::kRandom, ll, true, true, g_seed * 100 + ++salt, s, {.round_scale = true}),
          "low latency fp8, round_scale (power-of-two scales), send/receive split");
   for (bool split : {false, true})
-    report(ll_case(buf, RouteKind::kRandom, ll, true, split, g_seed * 100 + ++salt, s, {.ue8m0 = true}),
-           std::string("low latency fp8, UE8M0 scales (packed exponent bytes)") + (split ? ", send/receive split" : ""));
+    report(
+        ll_case(buf, RouteKind::kRandom, ll, true, split, g_seed * 100 + ++salt, s, {.ue8m0 = true}),
+        std::string("low latency fp8, UE8M0 scales (packed exponent bytes)") + (split ? ", send/receive split" : ""));
   report(ll_case(buf, RouteKind::kMasked, ll, false, true, g_seed * 100 + ++salt, s, {.wait_stats = true}),
          "low latency bf16, wait_recv_cost_stats of dispatch and combine, send/receive split");
   for (RouteKind kind : {RouteKind::kRandom, RouteKind::kMasked})
@@ -786,8 +799,9 @@ int run_pe() {
     const Shape odd{ll.T, 65 * 128, ll.K, ll.E};
     nvst::ep::Buffer odd_buf(0, odd.T, odd.H, odd.E, odd.K);
     for (bool split : {false, true})
-      report(ll_case(odd_buf, RouteKind::kMasked, odd, false, split, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
-             std::string("low latency combine LogFMT, hidden 8320 (65 groups)") + (split ? ", send/receive split" : ""));
+      report(
+          ll_case(odd_buf, RouteKind::kMasked, odd, false, split, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
+          std::string("low latency combine LogFMT, hidden 8320 (65 groups)") + (split ? ", send/receive split" : ""));
     report(ll_case(odd_buf, RouteKind::kRandom, odd, true, false, g_seed * 100 + ++salt, s),
            "low latency fp8, hidden 8320 (65 groups)");
   }
@@ -796,8 +810,9 @@ int run_pe() {
      // Top-24: the dispatch's far puts (across nodes) take a second round of the block's 16 warps.
     const Shape many{ll.T, 256, 24, 300 * R};
     nvst::ep::Buffer many_buf(0, many.T, many.H, many.E, many.K);
-    report(ll_case(many_buf, RouteKind::kRandom, many, false, false, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
-           "low latency combine LogFMT, 300 experts a PE, top-24 (two chunks of the send's expert scan)");
+    report(
+        ll_case(many_buf, RouteKind::kRandom, many, false, false, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
+        "low latency combine LogFMT, 300 experts a PE, top-24 (two chunks of the send's expert scan)");
     report(ll_case(many_buf, RouteKind::kMasked, many, true, true, g_seed * 100 + ++salt, s),
            "low latency fp8, 300 experts a PE, top-24, masked slots, send/receive split");
   }
@@ -860,7 +875,8 @@ int run_pe() {
         nvst::ep::DispatchInput in{d_x, nullptr, d_t0, nullptr, ll.T, ll.H, ll.K, ll.E};
         small.dispatch(in, h, cfg, s);
       });
-      check(m.find("nvl_size_hint") != std::string::npos, "dispatch: rows beyond the buffer refused: " + m.substr(0, 110));
+      check(m.find("nvl_size_hint") != std::string::npos,
+            "dispatch: rows beyond the buffer refused: " + m.substr(0, 110));
       NVST_CHECK_CUDA(cudaFree(d_t0));
     }
     NVST_CHECK_CUDA(cudaFree(d_x));

@@ -80,7 +80,8 @@ TEST(CollHost, ReduceScatterAndBroadcastMatchTheReference) {
           // PE p's input: n parts of `count` elements.
           std::vector<std::vector<std::uint8_t>> inputs;
           for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count * n, p, salt, 11));
-          std::vector<std::uint8_t> want(inputs[0].begin() + me * count * es, inputs[0].begin() + (me + 1) * count * es);
+          std::vector<std::uint8_t> want(inputs[0].begin() + me * count * es,
+                                         inputs[0].begin() + (me + 1) * count * es);
           for (int p = 1; p < n; ++p)
             for (std::size_t i = 0; i < count; ++i) combine(t, op, &want[i * es], &inputs[p][(me * count + i) * es]);
           std::vector<std::uint8_t> out(count * es + 16, 0xA5);
@@ -117,7 +118,8 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
     std::uint64_t salt = 2000;
         // all_to_all: every dtype; the last size spans 2 chunks (f32).
     for (DType t : kAllDTypes)
-      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{3'000'001}}) {
+      for (std::size_t count :
+           {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{3'000'001}}) {
         if (t != DType::kF32 && count > 100000) continue;
         const std::size_t es = nvst::coll::dtype_size(t);
         ++salt;
@@ -174,7 +176,8 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
     // sender's (PE 1 expects one element more from PE 0: it stops with a
     // message, the others finish).
     std::vector<std::size_t> two(2, 0), zeros(n, 0);
-    std::string msg = error_of([&] { nvst::coll::all_to_allv(nullptr, two, two, nullptr, two, two, DType::kI32, nullptr); });
+    std::string msg =
+        error_of([&] { nvst::coll::all_to_allv(nullptr, two, two, nullptr, two, two, DType::kI32, nullptr); });
     PE_EXPECT(contains(msg, "entries each"), msg);
     msg = error_of([&] { nvst::coll::reduce(nullptr, nullptr, 0, DType::kI32, RedOp::kSum, n, nullptr); });
     PE_EXPECT(contains(msg, "out of range"), msg);
@@ -182,7 +185,8 @@ TEST(CollHost, AllToAllAllToAllvAndReduceMatchTheReference) {
     if (me == 0) sc[1] = 3;
     if (me == 1) rc[0] = 4;
     std::vector<std::int32_t> src(3, 7), dst(4, 0);
-    msg = error_of([&] { nvst::coll::all_to_allv(src.data(), sc, displs, dst.data(), rc, displs, DType::kI32, nullptr); });
+    msg = error_of(
+        [&] { nvst::coll::all_to_allv(src.data(), sc, displs, dst.data(), rc, displs, DType::kI32, nullptr); });
     if (me == 1) PE_EXPECT(contains(msg, "sends 12 bytes to PE 1, which expects 16"), msg);
     else PE_EXPECT(msg.empty(), msg);
     nvst::finalize();
@@ -203,7 +207,8 @@ TEST(CollHost, TeamCollectivesAndTheirComposition) {
     auto [x, y] = nvst::team_split_2d(Team::kWorld, 2);
     // Before prepare: refused with what to do.
     std::int32_t one = 1;
-    std::string msg = error_of([&] { nvst::coll::all_reduce(&one, &one, 1, DType::kI32, RedOp::kSum, nullptr, Algo::kAuto, x); });
+    std::string msg =
+        error_of([&] { nvst::coll::all_reduce(&one, &one, 1, DType::kI32, RedOp::kSum, nullptr, Algo::kAuto, x); });
     PE_EXPECT(contains(msg, "prepare(team)"), msg);
     // A team this PE is not in: refused (prepare is still every PE's call).
     const Team pe0 = nvst::team_split_strided(Team::kWorld, 0, 1, 1);
@@ -217,8 +222,8 @@ TEST(CollHost, TeamCollectivesAndTheirComposition) {
       for (int i = 0; i < nvst::team_n_pes(t); ++i) w.push_back(nvst::team_translate_pe(t, i));
       return w;
     };
-    auto check = [&](const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want, std::size_t poison_from,
-                     const std::string& what) {
+    auto check = [&](const std::vector<std::uint8_t>& got, const std::vector<std::uint8_t>& want,
+                     std::size_t poison_from, const std::string& what) {
       long long bad = 0;
       for (std::size_t i = 0; i < want.size(); ++i) bad += got[i] != want[i];
       for (std::size_t i = poison_from; i < got.size(); ++i) bad += got[i] != 0xA5;
@@ -273,7 +278,10 @@ TEST(CollHost, TeamCollectivesAndTheirComposition) {
                               l.recv_displs[ti], DType::kF32, nullptr, team);
       check(out, want, want.size(), "all_to_allv " + tn);
       std::vector<std::size_t> world_sized(4, 0);
-      msg = error_of([&] { nvst::coll::all_to_allv(nullptr, world_sized, world_sized, nullptr, world_sized, world_sized, DType::kI32, nullptr, team); });
+      msg = error_of([&] {
+        nvst::coll::all_to_allv(nullptr, world_sized, world_sized, nullptr, world_sized, world_sized, DType::kI32,
+                                nullptr, team);
+      });
       PE_EXPECT(contains(msg, "need 2 entries"), msg);
       msg = error_of([&] { nvst::coll::broadcast(&one, &one, 1, DType::kI32, 2, nullptr, team); });
       PE_EXPECT(contains(msg, "root 2 out of range [0, 2)"), msg);

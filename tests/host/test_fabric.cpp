@@ -86,7 +86,8 @@ TEST_P(Fabric, RandomPutsAreByteExact) {
     }
     std::shuffle(pieces.begin(), pieces.end(), rng);
     for (const Piece& p : pieces) {
-      const std::uint8_t* src = (rng() & 1) ? heap_src + p.to * region + p.off : private_src.data() + p.to * region + p.off;
+      const std::uint8_t* src =
+          (rng() & 1) ? heap_src + p.to * region + p.off : private_src.data() + p.to * region + p.off;
       nvst::putmem_nbi(heap_dst + me * region + p.off, src, p.len, p.to);
     }
     nvst::quiet();
@@ -171,10 +172,12 @@ TEST_P(Fabric, HundredThousandOperationsNothingLost) {
     for (auto& t : producers) t.join();
     PE_EXPECT(errors == 0, "producer errors");
     nvst::barrier_all();
-    PE_EXPECT(*counter == static_cast<std::uint64_t>(kThreads) * kPerThread, "counter ", *counter, " != ", kThreads * kPerThread);
+    PE_EXPECT(*counter == static_cast<std::uint64_t>(kThreads) * kPerThread, "counter ", *counter,
+              " != ", kThreads * kPerThread);
     int wrong = 0;
     for (int slot = 0; slot < kThreads * kPerThread; ++slot)
-      wrong += slots[slot] != ((static_cast<std::uint64_t>(peer) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1));
+      wrong += slots[slot] !=
+               ((static_cast<std::uint64_t>(peer) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1));
     PE_EXPECT(wrong == 0, wrong, " slots wrong");
     nvst::finalize();
     return 0;

@@ -44,7 +44,8 @@ TEST(Runtime, SymmetricAllocationAcrossFourPes) {
     PE_EXPECT(nvst::ptr(first, rank) == first, "ptr to self");
     PE_EXPECT(nvst::ptr(first, (rank + 1) % 4) == nullptr, "host heaps are not reachable");
     PE_EXPECT(nvst::gpu_of(rank).empty() && nvst::gpu_of((rank + 1) % 4).empty(), "host PEs have no GPU");
-    PE_EXPECT(nvst::team_n_pes(nvst::Team::kNode) == 4 && nvst::team_translate_pe(nvst::Team::kNode, 3) == 3, "node team");
+    PE_EXPECT(nvst::team_n_pes(nvst::Team::kNode) == 4 && nvst::team_translate_pe(nvst::Team::kNode, 3) == 3,
+              "node team");
     nvst::free(z);
     nvst::free(second);
     char* again = static_cast<char*>(nvst::align(4096, 5000));
@@ -137,7 +138,9 @@ TEST(Runtime, ArgumentValidation) {
     PE_EXPECT(contains(msg, "not reachable"), msg);
     msg = error_of([&] { nvst::signal_wait_until(static_cast<std::uint64_t*>(p) + 1, nvst::Cmp::kEq, 1); });
     PE_EXPECT(contains(msg, "timed out") && contains(msg, "== 1"), msg);
-    msg = error_of([&] { nvst::signal_op(reinterpret_cast<std::uint64_t*>(static_cast<char*>(p) + 4), 1, nvst::SignalOp::kAdd, 0); });
+    msg = error_of([&] {
+      nvst::signal_op(reinterpret_cast<std::uint64_t*>(static_cast<char*>(p) + 4), 1, nvst::SignalOp::kAdd, 0);
+    });
     PE_EXPECT(contains(msg, "8-byte aligned"), msg);
     msg = error_of([&] { nvst::putmem(&local, &local, 4, 0); });
     PE_EXPECT(contains(msg, "not inside the symmetric heap"), msg);

@@ -56,7 +56,8 @@ TEST(TeamTable, Split2dCoversEveryPeOnceInEachDirection) {
         EXPECT_EQ(x.world_pe(x.my_index), me);
         EXPECT_EQ(y.world_pe(y.my_index), me);
         EXPECT_EQ(x.world_pe(0) / std::min(xrange, world), me / std::min(xrange, world)) << "x is my row";
-        for (int i = 0; i < y.size; ++i) EXPECT_EQ(y.world_pe(i) % std::min(xrange, world), me % std::min(xrange, world));
+        for (int i = 0; i < y.size; ++i)
+          EXPECT_EQ(y.world_pe(i) % std::min(xrange, world), me % std::min(xrange, world));
         if (x.my_index == 0) for (int p : members(x)) in_x.insert(p);
         if (y.my_index == 0) for (int p : members(y)) in_y.insert(p);
       }

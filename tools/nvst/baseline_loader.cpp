@@ -13,7 +13,9 @@ namespace nvst::tools {
 
 namespace {
 std::string python_nvshmem_lib() {
-  FILE* p = ::popen("python3 -c 'import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],\"nvshmem\",\"lib\"))' 2>/dev/null", "r");
+  FILE* p = ::popen(
+      "python3 -c 'import nvidia,os;print(os.path.join(list(nvidia.__path__)[0],\"nvshmem\",\"lib\"))' 2>/dev/null",
+      "r");
   if (!p) return "";
   char buf[1024] = {};
   std::string out = std::fgets(buf, sizeof buf, p) ? buf : "";
@@ -43,7 +45,8 @@ NvshmemBaseline load_nvshmem_baseline() {
                                                  : python_nvshmem_lib();
   std::string host = libdir + "/libnvshmem_host.so.3";
   if (libdir.empty() || !::dlopen(host.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
-    b.why_not = "cannot load NVSHMEM's host library " + host + " (set NVSHMEM_DIR or pip install nvidia-nvshmem-cu13==3.4.5): " + (dlerror() ? dlerror() : "");
+    b.why_not = "cannot load NVSHMEM's host library " + host +
+                " (set NVSHMEM_DIR or pip install nvidia-nvshmem-cu13==3.4.5): " + (dlerror() ? dlerror() : "");
     return b;
   }
   void* h = ::dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);

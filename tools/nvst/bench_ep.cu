@@ -253,7 +253,8 @@ class EpBench {
   }
   long long diff(const void* a, const void* b, std::size_t bytes) {
     return wrong_on_all_pes([&](unsigned long long* wrong) {
-      if (bytes) count_diff<<<264, 256, 0, s_>>>(static_cast<const int4*>(a), static_cast<const int4*>(b), bytes / 16, wrong);
+      if (bytes)
+        count_diff<<<264, 256, 0, s_>>>(static_cast<const int4*>(a), static_cast<const int4*>(b), bytes / 16, wrong);
     });
   }
   void add(const std::string& op, const std::string& impl, double bytes, double t, long long wrong) {
@@ -283,7 +284,9 @@ class EpBench {
   }
 
   // Ours' row name for `sms` SMs: impl_ at DeepEP's 24, else nvst_smN.
-  std::string impl_at(int sms) const { return sms == nvst::ep::Config{}.num_sms ? impl_ : "nvst_sm" + std::to_string(sms); }
+  std::string impl_at(int sms) const {
+    return sms == nvst::ep::Config{}.num_sms ? impl_ : "nvst_sm" + std::to_string(sms);
+  }
   // SM counts to time: the sweep in the first pass, DeepEP's 24 after it.
   std::vector<int> sm_counts() const {
     return first_pass_ ? std::vector<int>{24, 32, 48, 64} : std::vector<int>{nvst::ep::Config{}.num_sms};
@@ -367,7 +370,9 @@ void EpBench::normal(const Case& c) {
   const Offsets soff = send_offsets(h);
   auto nccl_dispatch = [&](const void* xs, std::size_t row_bytes, bool fp8) {
     pack_rows<<<132, 512, 0, s_>>>(static_cast<const char*>(xs), row_bytes, h.send_pos.get(), c.T, n_, soff, send_buf);
-    if (fp8) pack_rows<<<132, 512, 0, s_>>>(reinterpret_cast<const char*>(sc), spr * 4, h.send_pos.get(), c.T, n_, soff, send_sc);
+    if (fp8)
+      pack_rows<<<132, 512, 0, s_>>>(reinterpret_cast<const char*>(sc), spr * 4, h.send_pos.get(), c.T, n_, soff,
+                                     send_sc);
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     a2av(h, send_buf, recv_buf, row_bytes, false);
     if (fp8) a2av(h, send_sc, recv_sc, spr * 4, false);

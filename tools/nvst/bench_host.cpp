@@ -61,7 +61,8 @@ int bench_host(const BenchOptions& o) {
   std::vector<char> src(put_cap);
   RawFabric raw(put_cap);
   for (std::size_t i = 0; i < put_cap; ++i) src[i] = static_cast<char>((i * 131) | 1);
-  for (std::size_t b = std::max<std::size_t>(o.min_bytes, 8); b <= put_cap; b = static_cast<std::size_t>(b * o.factor)) {
+  for (std::size_t b = std::max<std::size_t>(o.min_bytes, 8); b <= put_cap;
+       b = static_cast<std::size_t>(b * o.factor)) {
     if (nvst::my_pe() == 1) std::memset(dst, 0, b);
     nvst::barrier_all();
     double us = time_us([&] {

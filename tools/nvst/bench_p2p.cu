@@ -204,8 +204,8 @@ int bench_p2p(const BenchOptions& o) {
   // Clocks ramp up over the first milliseconds of work: without this the
   // first rows (ours, 4 KB) would pay for it. ~0.2 s of large puts each way.
   for (int i = 0; i < 40; ++i)
-    put_interleaved_kernel<<<2 * c.sms, threads, 0, c.stream>>>(dst, src, o.max_bytes < (64u << 20) ? o.max_bytes : (64u << 20), c.peer,
-                                                                std::size_t{64} << 10);
+    put_interleaved_kernel<<<2 * c.sms, threads, 0, c.stream>>>(
+        dst, src, o.max_bytes < (64u << 20) ? o.max_bytes : (64u << 20), c.peer, std::size_t{64} << 10);
   NVST_CHECK_LAUNCH();
   NVST_CHECK_CUDA(cudaStreamSynchronize(c.stream));
   nvst::barrier_all();

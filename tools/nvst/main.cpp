@@ -38,8 +38,8 @@ int selftest_main(const BenchOptions&) { return nvst::tools::selftest_pe(); }
 std::vector<std::string> bench_argv(std::vector<std::string> args, const std::string& which) {
   for (std::size_t i = 1; i < args.size(); ++i) {
     if (args[i] != "bench") continue;
-    if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "fifo" || args[i + 1] == "coll" ||
-                                args[i + 1] == "ep" || args[i + 1] == "all"))
+    if (i + 1 < args.size() && (args[i + 1] == "p2p" || args[i + 1] == "host" || args[i + 1] == "fifo" ||
+                                args[i + 1] == "coll" || args[i + 1] == "ep" || args[i + 1] == "all"))
       args[i + 1] = which;
     else
       args.insert(args.begin() + static_cast<long>(i) + 1, which);
@@ -148,7 +148,9 @@ int main(int argc, char** argv) {
     }
     if (which == "coll" || (which == "all" && gpus >= 2)) {
       NVST_REQUIRE(gpus >= 2, "nvst bench coll needs 2 GPUs; ", gpus, " visible");
-      std::printf("# nvst bench coll: all_reduce, all_gather, reduce_scatter and all_to_all on %d GPUs, ours and NCCL\n", np ? np : gpus);
+      std::printf(
+          "# nvst bench coll: all_reduce, all_gather, reduce_scatter and all_to_all on %d GPUs, ours and NCCL\n",
+          np ? np : gpus);
       std::fflush(stdout);
       g_argv = bench_argv(g_argv, "coll");
       BenchOptions co = opts;
