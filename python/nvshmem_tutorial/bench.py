@@ -1,15 +1,23 @@
 """The seed tutorial's two tables, measured from PyTorch:
 
     torchrun --nproc_per_node=2 -m nvshmem_tutorial.bench [--json FILE] [-n ITERS] [-w WARMUP]
+                                                          [--nvshmem auto|on|off]
 
 P2P (rank 0 -> rank 1, one direction): NCCL send/recv (torch.distributed),
 CUDA IPC (torch's own IPC handle of rank 1's tensor, opened on rank 0,
-copied into with copy_), NVSHMEM (only where nvshmem4py is installed), and
-ours (nvshmem_put_tensor_async into a symmetric tensor). All-gather: NCCL's
-all_gather_into_tensor against ours (nvshmem_tutorial.distributed). Every
-row is checked: the receiver compares the bytes with what was sent (#wrong).
-Times are CUDA events around ITERS back-to-back operations after WARMUP, the
-median of 5 such runs; GB/s = bytes / time (all-gather: busbw as nccl-tests).
+copied into with copy_), NVSHMEM (nvshmem4py's put between its own
+symmetric tensors, where nvshmem4py is installed: NVSHMEM runs beside our
+runtime, each with its own heap), and ours (nvshmem_put_tensor_async into a
+symmetric tensor). All-gather: NCCL's all_gather_into_tensor against ours
+(nvshmem_tutorial.distributed). Every row is checked: the receiver compares
+the bytes with what was sent (#wrong). Times are CUDA events around ITERS
+back-to-back operations after WARMUP, the median of 5 such runs; GB/s =
+bytes / time (all-gather: busbw as nccl-tests).
+
+With NVST_TEST_SHARE_GPUS=1 the ranks share one GPU: NCCL refuses that, so
+its columns read n/a and the all-gather is checked against a gather over
+gloo. Timings there are the GPU's time slices, not a link's: that mode is
+for checking that every column runs and is right.
 """
 import argparse
 import json
@@ -45,7 +53,7 @@ def timed(fn, iters, warmup):
         fn()
     runs = []
     for _ in range(5):
-        dist.barrier()
+        dist.barrier(group=GLOO)
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -54,14 +62,14 @@ def timed(fn, iters, warmup):
         end.record()
         end.synchronize()
         runs.append(start.elapsed_time(end) * 1000.0 / iters)
-    dist.barrier()
+    dist.barrier(group=GLOO)
     return statistics.median(runs)
 
 
 def count_wrong(got, want):
     """Bytes that differ, agreed by every rank (max)."""
-    n = torch.tensor([int((got.view(torch.uint8) != want.view(torch.uint8)).sum().item())], device=got.device)
-    dist.all_reduce(n, op=dist.ReduceOp.MAX)
+    n = torch.tensor([int((got.view(torch.uint8) != want.view(torch.uint8)).sum().item())])
+    dist.all_reduce(n, op=dist.ReduceOp.MAX, group=GLOO)
     return int(n.item())
 
 
@@ -77,11 +85,16 @@ def ipc_view_of(tensor, owner_rank):
     return rebuild(*args)
 
 
-def p2p_table(iters, warmup, rows):
+def ratio(t, a, b):
+    """GB/s of a over b as '1.23x', or n/a where either column did not run."""
+    return f"{t[a] / t[b]:8.2f}x" if a in t and b in t else f"{'n/a':>9}"
+
+
+def p2p_table(iters, warmup, rows, nvshmem):
     rank, dev = dist.get_rank(), torch.cuda.current_device()
     say("# P2P, rank 0 -> rank 1 (one direction), GB/s; #wrong counts bytes")
     say(f"{'size':>8} {'NCCL':>9} {'CUDA IPC':>9} {'NVSHMEM':>9} {'ours':>9} {'ours/NCCL':>9} {'ours/IPC':>9} "
-          f"{'#wrong':>7}")
+        f"{'ours/NVSH':>9} {'#wrong':>7}")
     for nbytes in P2P_SIZES:
         n = nbytes // 2
         g = torch.Generator(device="cpu").manual_seed(nbytes)
@@ -89,11 +102,11 @@ def p2p_table(iters, warmup, rows):
         src = torch.randint(-30000, 30000, (n,), generator=g, dtype=torch.int16).view(torch.bfloat16).to(dev)
         dst = torch.full((n,), -1, dtype=torch.bfloat16, device=dev)
         sym = nt.nvshmem_alloc_tensor((n,), torch.bfloat16)
-        t = {}
-        # NCCL: rank 0 sends, rank 1 receives.
-        t["nccl"] = timed(lambda: dist.send(src, 1) if rank == 0 else dist.recv(dst, 0) if rank == 1 else None,
-                          iters, warmup)
-        wrong = count_wrong(dst, src) if rank == 1 else count_wrong(src, src)
+        t, wrong = {}, 0
+        if not SHARED:  # NCCL: rank 0 sends, rank 1 receives.
+            t["nccl"] = timed(lambda: dist.send(src, 1) if rank == 0 else dist.recv(dst, 0) if rank == 1 else None,
+                              iters, warmup)
+            wrong = count_wrong(dst, src) if rank == 1 else count_wrong(src, src)
         # CUDA IPC: rank 0 copies into rank 1's tensor, opened through torch's IPC handle.
         dst.fill_(-1)
         torch.cuda.synchronize()
@@ -101,43 +114,97 @@ def p2p_table(iters, warmup, rows):
         t["ipc"] = timed(lambda: peer.copy_(src) if rank == 0 else None, iters, warmup)
         wrong = max(wrong, count_wrong(dst, src) if rank == 1 else count_wrong(src, src))
         peer = None  # closes the IPC mapping
+        if nvshmem is not None:  # NVSHMEM: nvshmem4py's put, between its own symmetric tensors
+            nv_src = nvshmem.tensor((n,), dtype=torch.bfloat16)
+            nv_dst = nvshmem.tensor((n,), dtype=torch.bfloat16)
+            nv_src.copy_(src)
+            nv_dst.fill_(-1)
+            stream = torch.cuda.current_stream()
+            torch.cuda.synchronize()
+            t["nvshmem"] = timed(lambda: nvshmem.put(nv_dst, nv_src, remote_pe=1, stream=stream) if rank == 0
+                                 else None, iters, warmup)
+            wrong = max(wrong, count_wrong(nv_dst, src) if rank == 1 else count_wrong(src, src))
+            nvshmem.free_tensor(nv_src)
+            nvshmem.free_tensor(nv_dst)
         # Ours: a put into rank 1's symmetric tensor.
         t["ours"] = timed(lambda: nt.nvshmem_put_tensor_async(sym, src, 1) if rank == 0 else None, iters, warmup)
         wrong = max(wrong, count_wrong(sym, src) if rank == 1 else count_wrong(src, src))
         nt.nvshmem_free_tensor(sym)
         gbps = {k: nbytes / v / 1e3 for k, v in t.items()}
-        say(f"{size_name(nbytes):>8} {gbps['nccl']:9.2f} {gbps['ipc']:9.2f} {'n/a':>9} {gbps['ours']:9.2f} "
-              f"{gbps['ours'] / gbps['nccl']:8.2f}x {gbps['ours'] / gbps['ipc']:8.2f}x {wrong:7d}")
+        cols = " ".join(f"{gbps[k]:9.2f}" if k in gbps else f"{'n/a':>9}" for k in ("nccl", "ipc", "nvshmem", "ours"))
+        say(f"{size_name(nbytes):>8} {cols} {ratio(gbps, 'ours', 'nccl')} {ratio(gbps, 'ours', 'ipc')} "
+            f"{ratio(gbps, 'ours', 'nvshmem')} {wrong:7d}")
         rows.append({"table": "p2p", "bytes": nbytes, "us": t, "gbps": gbps, "wrong": wrong})
-    say("# NVSHMEM: n/a (nvshmem4py is not installed here; `nvst bench p2p` has NVSHMEM's column)")
+    if SHARED:
+        say("# NCCL: n/a (the ranks share a GPU, which NCCL refuses)")
+    if nvshmem is None:
+        say("# NVSHMEM: n/a (nvshmem4py is not installed here, or --nvshmem off; "
+            "`nvst bench p2p` has NVSHMEM's column)")
 
 
 def allgather_table(iters, warmup, rows):
     world, dev = dist.get_world_size(), torch.cuda.current_device()
     say(f"# all-gather over {world} ranks; size = bytes per rank; busbw GB/s as nccl-tests")
     say(f"{'size':>8} {'NCCL us':>9} {'NCCL bw':>9} {'ours us':>9} {'ours bw':>9} {'speed-up':>9} {'#wrong':>7}")
+    bus = lambda nbytes, us: world * nbytes / us / 1e3 * (world - 1) / world  # noqa: E731
     for nbytes in AG_SIZES:
         n = nbytes // 4
         g = torch.Generator(device="cpu").manual_seed(nbytes + dist.get_rank())
         x = torch.rand((n,), generator=g).to(dev)
-        ref = torch.empty((world * n,), device=dev)
         out = torch.full((world * n,), -1.0, device=dev)
-        t_nccl = timed(lambda: dist.all_gather_into_tensor(ref, x), iters, warmup)
-        t_ours = timed(lambda: nd.all_gather_into_tensor(out, x), iters, warmup)
+        t = {}
+        if SHARED:  # the reference gathered over gloo
+            parts = [torch.empty(n) for _ in range(world)]
+            dist.all_gather(parts, x.cpu(), group=GLOO)
+            ref = torch.cat(parts).to(dev)
+        else:
+            ref = torch.empty((world * n,), device=dev)
+            t["nccl"] = timed(lambda: dist.all_gather_into_tensor(ref, x), iters, warmup)
+        t["ours"] = timed(lambda: nd.all_gather_into_tensor(out, x), iters, warmup)
         wrong = count_wrong(out, ref)
-        bus = lambda us: world * nbytes / us / 1e3 * (world - 1) / world  # noqa: E731
-        say(f"{size_name(nbytes):>8} {t_nccl:9.1f} {bus(t_nccl):9.2f} {t_ours:9.1f} {bus(t_ours):9.2f} "
-              f"{t_nccl / t_ours:8.2f}x {wrong:7d}")
-        rows.append({"table": "allgather", "bytes": nbytes, "us": {"nccl": t_nccl, "ours": t_ours},
-                     "busbw": {"nccl": bus(t_nccl), "ours": bus(t_ours)}, "wrong": wrong})
+        nccl = (f"{t['nccl']:9.1f} {bus(nbytes, t['nccl']):9.2f}" if "nccl" in t else f"{'n/a':>9} {'n/a':>9}")
+        speed = f"{t['nccl'] / t['ours']:8.2f}x" if "nccl" in t else f"{'n/a':>9}"
+        say(f"{size_name(nbytes):>8} {nccl} {t['ours']:9.1f} {bus(nbytes, t['ours']):9.2f} {speed} {wrong:7d}")
+        rows.append({"table": "allgather", "bytes": nbytes, "us": t,
+                     "busbw": {k: bus(nbytes, v) for k, v in t.items()}, "wrong": wrong})
+
+
+def start_nvshmem4py(mode, local):
+    """NVSHMEM through nvshmem4py, for the P2P table's NVSHMEM column (mode
+    'auto': where it imports). Rank 0's unique ID travels over gloo. Returns
+    nvshmem.core, or None."""
+    if mode == "off":
+        return None
+    try:
+        import numpy as np
+        import nvshmem.core as nvshmem
+        from cuda.core import Device
+    except ImportError as e:
+        if mode == "on":
+            sys.exit(f"nvshmem_tutorial.bench: --nvshmem on, but nvshmem4py does not import ({e}); "
+                     "pip install nvshmem4py-cu13")
+        return None
+    # The 1 GB row's two tensors, in NVSHMEM's own heap.
+    os.environ.setdefault("NVSHMEM_SYMMETRIC_SIZE", str(3 << 30))
+    device = Device(local)
+    device.set_current()
+    rank = dist.get_rank()
+    uid = nvshmem.get_unique_id(empty=rank != 0)
+    uid_bytes = torch.from_numpy(uid._data.view(np.int8).copy())
+    dist.broadcast(uid_bytes, 0, group=GLOO)
+    uid._data.view(np.int8)[:] = uid_bytes.numpy()
+    nvshmem.init(device=device, uid=uid, rank=rank, nranks=dist.get_world_size(), initializer_method="uid")
+    return nvshmem
 
 
 def main():
-    global GLOO
+    global GLOO, SHARED
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the rows here (rank 0)")
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup", type=int, default=5)
+    ap.add_argument("--nvshmem", choices=("auto", "on", "off"), default="auto",
+                    help="the P2P table's NVSHMEM column through nvshmem4py (auto: where it is installed)")
     a = ap.parse_args()
     if a.iters < 1 or a.warmup < 0:
         sys.exit("nvshmem_tutorial.bench: -n must be >= 1 and -w >= 0")
@@ -145,29 +212,38 @@ def main():
         sys.exit("nvshmem_tutorial.bench: launch with torchrun --nproc_per_node=2 -m nvshmem_tutorial.bench")
     # The 1 GB row needs a symmetric tensor of 1 GB (the default heap is 1 GiB in all).
     os.environ.setdefault("NVST_SYMMETRIC_SIZE", str(3 << 30))
-    local = int(os.environ.get("LOCAL_RANK", "0"))
+    SHARED = os.environ.get("NVST_TEST_SHARE_GPUS") == "1"
+    local = 0 if SHARED else int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    if SHARED:  # NCCL refuses two ranks on one GPU
+        dist.init_process_group("gloo")
+    else:
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     if dist.get_world_size() < 2:
         sys.exit("nvshmem_tutorial.bench: needs at least 2 ranks")
     GLOO = dist.new_group(backend="gloo")
-    nt.init_from_torch()
+    nvshmem = start_nvshmem4py(a.nvshmem, local)
+    nt.init_from_torch(backend="nvst")  # ours on its own heap, even beside NVSHMEM
     nd.set_argument_checks(False)  # the loop times the collective itself
     rows = []
     t0 = time.time()
-    p2p_table(a.iters, a.warmup, rows)
+    p2p_table(a.iters, a.warmup, rows, nvshmem)
     allgather_table(a.iters, a.warmup, rows)
     if dist.get_rank() == 0:
-        print(f"# done in {time.time() - t0:.0f} s; {torch.cuda.get_device_name()}, torch {torch.__version__}",
-              flush=True)
+        print(f"# done in {time.time() - t0:.0f} s; {torch.cuda.get_device_name()}, torch {torch.__version__}"
+              + (", ranks sharing one GPU" if SHARED else ""), flush=True)
         if a.json:
             with open(a.json, "w") as f:
                 json.dump({"date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(),
-                           "world": dist.get_world_size(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+                           "world": dist.get_world_size(), "torch": torch.__version__, "shared_gpu": SHARED,
+                           "nvshmem4py": nvshmem is not None, "rows": rows}, f, indent=1)
     nt.finalize()
+    if nvshmem is not None:
+        nvshmem.finalize()
     dist.destroy_process_group()
 
 
 GLOO = None
+SHARED = False
 if __name__ == "__main__":
     main()
