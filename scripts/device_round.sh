@@ -136,7 +136,14 @@ case "$MODE" in
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" NVST_TEST_SIDE_STREAM=1 step torch_2pe_internode_side 300 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
     NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER="tcp;ofi_rxm" step torch_2pe_internode 300 python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py
     step torch_example 120 python3 -m torch.distributed.run --standalone --nproc_per_node=2 examples/torch_quickstart.py
-    step torch_bench 400 python3 -m torch.distributed.run --standalone --nproc_per_node=2 -m nvshmem_tutorial.bench --json "$OUT/torch_bench.json"
+    # The bench's NVSHMEM column, where the nvshmem4py wheel was carried (BIN/../wheels312, as shared-nvshmem4py).
+    BENCH_PATH=$PYTHONPATH
+    if ls "$BIN"/../wheels312/nvshmem4py*.whl > /dev/null 2>&1; then
+      step pip_nvshmem4py 120 python3 -m pip install -q --no-deps --target /tmp/nvshmem4py "$BIN"/../wheels312/nvshmem4py*.whl
+      BENCH_PATH="$PYTHONPATH:/tmp/nvshmem4py"
+      use_nvshmem_wheel
+    fi
+    PYTHONPATH=$BENCH_PATH step torch_bench 400 python3 -m torch.distributed.run --standalone --nproc_per_node=2 -m nvshmem_tutorial.bench --json "$OUT/torch_bench.json"
     [ -n "${NVST_ROUND_PYTEST:-}" ] && step pytest_python 1200 python3 -m pytest -q -p no:cacheprovider tests/python
     ;;
   regress)  # every GPU suite once at 2 PEs, then bench coll with its NVSHMEM column

@@ -23,7 +23,9 @@
 #   part 4:    BIN=build/bin; carry the *_nvshmem test binaries, build/bin/nvst_gpu_tests, and what
 #              scripts/build_python_module.sh reads (build/src/libnvst*.a,
 #              build/CMakeFiles/nvst_python.dir/cmake_device_link.o, build/python); if that passes the
-#              64 MiB carry limit, run the torch and nvshmem modes in two calls
+#              64 MiB carry limit, run the torch and nvshmem modes in two calls; for the Python
+#              bench's NVSHMEM column put the nvshmem4py-cu13 wheel for Python 3.12 in BIN/../wheels312
+#              (pip download --no-deps --only-binary=:all: --python-version 3.12 nvshmem4py-cu13)
 #   bash scripts/x4_round.sh PART [BIN]      BIN defaults to var/bin
 # Logs land in $OUT/partPART/<mode>/ (logs.tgz and JSON), one summary.
 set -uo pipefail
