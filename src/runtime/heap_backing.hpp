@@ -50,8 +50,6 @@ std::unique_ptr<HeapBacking> make_cudaipc_heap(std::size_t bytes, const NodeCont
 std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeContext& node, int world);
 // The host API's operations in a job on NVSHMEM.
 namespace nvshmem_ops {
-void barrier_all();
-void barrier_all_on_stream(cudaStream_t stream);
 void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
 void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
 void quiet();

@@ -127,8 +127,6 @@ std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeCont
 }
 
 namespace nvshmem_ops {
-void barrier_all() { nvshmem_barrier_all(); }
-void barrier_all_on_stream(cudaStream_t stream) { nvshmemx_barrier_all_on_stream(stream); }
 void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
   nvshmemx_putmem_on_stream(dest, src, bytes, pe, stream);
 }

@@ -489,7 +489,9 @@ void* ptr(const void* addr, int pe) {
 void barrier_all() {
   Runtime& r = rt("barrier_all");
   if (r.device >= 0) NVST_CHECK_CUDA(cudaDeviceSynchronize());
-  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::barrier_all();
+  // On NVSHMEM, its quiet and then our bootstrap's barrier rather than
+  // nvshmem_barrier_all: ours times out and names a PE that died.
+  if (r.kind == HeapKind::kNvshmem) nvshmem_ops::quiet();
   if (r.proxy) r.proxy->quiet();
   r.bootstrap->barrier("barrier_all");
 }
@@ -501,8 +503,7 @@ void barrier_all_on_stream(cudaStream_t stream) {
     NVST_REQUIRE(std::find(r.node_pes.begin(), r.node_pes.end(), pe) != r.node_pes.end(),
                  "nvst::barrier_all_on_stream: PE ", pe,
                  " is on another node; device barriers across nodes need the proxy transport");
-  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::barrier_all_on_stream(stream);
-  detail::launch_barrier_all(stream);
+  detail::launch_barrier_all(stream);  // on NVSHMEM too: the kernel's wait has our timeout (sync.cuh)
 }
 
 namespace {

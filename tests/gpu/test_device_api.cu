@@ -7,6 +7,7 @@
 // Exits 77 (ctest: skipped) when fewer than N GPUs are visible.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -648,6 +649,34 @@ int api_mode() {
 
 __global__ void never_satisfied(std::uint64_t* sig) { dev::signal_wait_until(sig, Cmp::kGe, 1); }
 __global__ void put_to(char* dst, const char* src, int pe) { dev::putmem_nbi(dst, src, 64, pe); }
+__global__ void barrier_block() { dev::barrier_all_block(); }
+
+// PE 1 dies without a word after the first barrier; PE 0, in a host or a
+// device barrier, must be told which PE is missing within 10 s, on either
+// backend (on NVSHMEM both barriers are ours for that reason: sync.cuh).
+[[noreturn]] void dead_peer_scenario(bool device) {
+  if (nvst::my_pe() != 0) _exit(0);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string msg;
+  try {
+    if (device) {
+      barrier_block<<<1, 64>>>();
+      NVST_CHECK_LAUNCH();
+      NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    } else {
+      nvst::barrier_all();
+    }
+  } catch (const nvst::Error& e) {
+    msg = e.what();
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const char* want = device ? "waiting for PE 1" : "rank 1";
+  const bool ok = msg.find(want) != std::string::npos && s < 10.0;
+  std::printf("%s dead peer in a %s barrier: told in %.1f s, expected '%s' in: %s\n", ok ? "PASS" : "FAIL",
+              device ? "device" : "host", s, want, msg.c_str());
+  std::fflush(stdout);
+  _exit(ok ? 0 : 1);
+}
 
 int error_scenario(const std::string& scenario) {
   nvst::init();
@@ -655,6 +684,7 @@ int error_scenario(const std::string& scenario) {
   char* sym = static_cast<char*>(nvst::malloc(4096));
   auto* sig = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
   nvst::barrier_all();
+  if (scenario == "deadpeer_host" || scenario == "deadpeer_device") dead_peer_scenario(scenario == "deadpeer_device");
   if (me != 0) {
     // The survivor must hear that PE 0 is gone, not hang.
     std::string msg;
@@ -722,7 +752,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv, argv + argc);
     if (mode == "api") return nvst::spawn_and_wait({np, args, {}, 15});
     int failed = 0, passed = 0;
-    for (const char* sc : {"timeout", "badpe", "notsym"}) {
+    for (const char* sc : {"timeout", "badpe", "notsym", "deadpeer_host", "deadpeer_device"}) {
       int rc = nvst::spawn_and_wait(
           {2, args, {{"NVST_TEST_SCENARIO", sc}, {"NVST_DEVICE_TIMEOUT_S", "2"}, {"NVST_TIMEOUT_S", "30"}}, 15});
       std::printf("%s errors/%s\n", rc == 0 ? "PASS" : "FAIL", sc);

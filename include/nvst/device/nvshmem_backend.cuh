@@ -3,10 +3,11 @@
 // In a job started on NVSHMEM the symmetric heap is one nvshmem_malloc
 // region (src/runtime/heap_nvshmem.cpp), so every nvst symmetric address is
 // also an NVSHMEM symmetric address, and the device API's remote operations
-// (put, get, p, g, put_signal, signal_op, fence, quiet, barrier) call their
+// (put, get, p, g, put_signal, signal_op, fence, quiet) call their
 // nvshmem/nvshmemx namesakes instead of our own NVLink stores. Waits on
 // local words (signal_wait_until, wait_until) stay ours: they read this PE's
-// memory either way and keep their timeout, which NVSHMEM's have not. The
+// memory either way and keep their timeout, which NVSHMEM's have not. So
+// does the barrier (sync.cuh): our flags, after nvshmem_quiet. The
 // argument checks (PE range, symmetric range) run first on both backends.
 //
 // Only code compiled with NVST_WITH_NVSHMEM (targets linked to
@@ -88,17 +89,6 @@ __device__ __forceinline__ void put_signal(void* dest, const void* src, std::siz
   } else {
     nbi ? nvshmemx_putmem_signal_nbi_block(dest, src, bytes, sig, value, op, pe)
         : nvshmemx_putmem_signal_block(dest, src, bytes, sig, value, op, pe);
-  }
-}
-
-template <Scope S>
-__device__ __forceinline__ void barrier_all() {
-  if constexpr (S == Scope::kThread) {
-    nvshmem_barrier_all();
-  } else if constexpr (S == Scope::kWarp) {
-    nvshmemx_barrier_all_warp();
-  } else {
-    nvshmemx_barrier_all_block();
   }
 }
 

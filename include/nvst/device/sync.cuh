@@ -36,12 +36,18 @@ __device__ __forceinline__ void quiet() {
 // with release into flags[my_pe] on every peer, then waits until its own
 // flags[p] >= n for every p. Counts only grow, so no reset is needed between
 // barriers and a fast PE's next arrival cannot be mistaken for this one's.
+//
+// On the NVSHMEM backend too: nvshmem_barrier_all waits for ever on a peer
+// that died, and this wait ends in NVST_DEVICE_TIMEOUT_S with a message
+// naming the PE (the flags live in the reserved head of NVSHMEM's heap, and
+// its peers are reached by load/store as ours are). Only the quiet is
+// NVSHMEM's: each thread completes its own puts first.
 template <Scope S>
 __device__ __forceinline__ void barrier_all_scope() {
-  NVST_IF_NVSHMEM(nvshmem_backend::barrier_all<S>(); return)
   using G = Group<S>;
   const DeviceState& s = state();
   __shared__ std::uint64_t shared_seq;  // only used by the block scope
+  NVST_IF_NVSHMEM(nvshmem_quiet())
   G::sync();
   std::uint64_t seq = 0;
   if (G::rank() == 0) {
