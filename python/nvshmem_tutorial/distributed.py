@@ -8,9 +8,10 @@ these five calls:
     all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None, async_op=False)
     broadcast(tensor, src, group=None, async_op=False)
 
-They run the library's NVLink collectives (nvst::coll) on the current
-stream, over every PE of the job (the group must be the one the job was
-joined from). Any CUDA tensors work (they are staged through the library's
+They run the library's collectives (nvst::coll) on the current stream,
+over every PE of the job (the group must be the one the job was joined
+from): over NVLink on one node; across nodes through the proxy, and then
+each call waits for its kernels before returning (_done says why). Any CUDA tensors work (they are staged through the library's
 symmetric workspace); dtypes float32, bfloat16, float16, int32, int64.
 
 Before each call the PEs compare what they were asked to do (operation,
@@ -107,6 +108,13 @@ def _agree(fn, code, count, dtype, extra=0):
 
 
 def _done(async_op):
+    """Across nodes the collective waits on the proxy: like ep.Buffer
+    (_settle), wait for it here, outside graph capture. A copy to pageable
+    memory that the caller queued behind it would hold the driver, which the
+    proxy's own copies need: a deadlock until the device timeout (docs/09).
+    So across nodes async_op=True returns a Work that is already done."""
+    if _nvst.n_pes() != _nvst.team_n_pes(_nvst.TEAM_NODE) and not torch.cuda.is_current_stream_capturing():
+        torch.cuda.current_stream().synchronize()
     return Work() if async_op else None
 
 

@@ -260,6 +260,70 @@ def gather_all_padded(t, M):
     return gather_all(pad)
 
 
+@check("collectives equal a reference from the gathered inputs (runs on a shared GPU and across nodes)",
+       internode=True)
+def _():
+    def reduced(xs, name, dtype):
+        if name == "sum":
+            acc = sum(x.double() for x in xs) if dtype.is_floating_point else sum(x.long() for x in xs)
+            return acc.to(dtype)
+        stacked = torch.stack(xs)
+        return stacked.amax(0) if name == "max" else stacked.amin(0)
+
+    def close(got, want, what, terms=None):
+        """Bit for bit, except a float sum of more than 2 ranks: the library
+        sums in its own order, and across nodes rounds each node's partial
+        sum to the dtype once more, so each of two roundings may be off by
+        an ulp of the terms' magnitudes."""
+        if terms is None or not want.dtype.is_floating_point or WORLD <= 2:
+            return same(got, want, what)
+        bound = 2 * torch.finfo(want.dtype).eps * sum(t.double().abs() for t in terms) + 1e-30
+        err = (got.double() - want.double()).abs()
+        assert bool((err <= bound).all()), f"{what}: off by {float((err - bound).max()):.3g} beyond 2 ulps of the terms"
+
+    for dtype in [torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64]:
+        for n in [1, 1023, WORLD * 4099]:
+            x = rand((n,), dtype, n * 17 + RANK)
+            xs = gather_all(x)
+            for name in ("sum", "max", "min"):
+                ours = x.clone()
+                nd.all_reduce(ours, op=name)
+                close(ours, reduced(xs, name, dtype), f"all_reduce {name} {dtype} n={n}", xs if name == "sum" else None)
+            out = torch.full((WORLD * n,), 7, dtype=dtype, device=DEV)
+            nd.all_gather_into_tensor(out, x)
+            same(out, torch.cat(xs), f"all_gather_into_tensor {dtype} n={n}")
+            m = n // WORLD
+            if m:
+                out = torch.full((m,), 7, dtype=dtype, device=DEV)
+                nd.reduce_scatter_tensor(out, x[: m * WORLD])
+                want = reduced([v[: m * WORLD] for v in xs], "sum", dtype)[RANK * m:(RANK + 1) * m]
+                close(out, want, f"reduce_scatter_tensor {dtype} n={n}", [v[RANK * m:(RANK + 1) * m] for v in xs])
+                a2a_in = x[: m * WORLD].view(WORLD, m)
+                out = torch.full_like(a2a_in, 7)
+                nd.all_to_all_single(out, a2a_in)
+                same(out, torch.stack([v[: m * WORLD].view(WORLD, m)[RANK] for v in xs]),
+                     f"all_to_all_single {dtype} n={n}")
+            b = x.clone()
+            nd.broadcast(b, src=WORLD - 1)
+            same(b, xs[WORLD - 1], f"broadcast {dtype} n={n}")
+    # Uneven splits (rows of 5): rank r sends (r + p + 1) rows to p.
+    send = [RANK + p + 1 for p in range(WORLD)]
+    recv = [p + RANK + 1 for p in range(WORLD)]
+    x = rand((sum(send), 5), torch.bfloat16, 950 + RANK)
+    rows = max(sum(p + q + 1 for q in range(WORLD)) for p in range(WORLD))
+    padded = gather_all_padded(x, rows)
+    out = torch.full((sum(recv), 5), 7, dtype=torch.bfloat16, device=DEV)
+    nd.all_to_all_single(out, x, recv, send)
+    start = [sum(p + q + 1 for q in range(RANK)) for p in range(WORLD)]  # where rank p's rows for me begin
+    want = torch.cat([padded[p][start[p]:start[p] + p + RANK + 1] for p in range(WORLD)])
+    same(out, want, "all_to_all_single uneven")
+    y = rand((4096,), torch.float32, 1299 + RANK)
+    ys = gather_all(y)
+    work = nd.all_reduce(y, async_op=True)
+    work.wait()
+    close(y, reduced(ys, "sum", torch.float32), "all_reduce async_op", ys)
+
+
 @check("ep.Buffer normal mode equals a PyTorch reference (bf16, fp8, cached, combine, bias pair)", internode=True)
 def _():
     T, H, K, E = 513, 256, 4, 8 * WORLD
@@ -342,10 +406,20 @@ def _():
         # Combine: the "expert" scales each row by (rank + 1) / 2 (exact in bf16).
         y = (recv_x * ((RANK + 1) * 0.5)).to(torch.bfloat16)
         combined, combined_w, _ = buf.combine(y, handle, topk_weights=recv_w)
+        # In rank order, in fp32; another node's ranks are first summed on its
+        # relay and rounded once to bf16 (the hierarchical combine, as
+        # tests/common/ep_reference.hpp's normal_combine_expected).
         ref = torch.zeros((T, H), dtype=torch.float32, device=DEV)
-        for r in range(WORLD):
-            goes = (owner == r).any(1)
-            ref[goes] += (x[goes] * ((r + 1) * 0.5)).to(torch.bfloat16).float()
+        for node in range(WORLD // G):
+            partial = torch.zeros_like(ref)
+            for r in range(node * G, (node + 1) * G):
+                goes = (owner == r).any(1)
+                term = (x[goes] * ((r + 1) * 0.5)).to(torch.bfloat16).float()
+                if node == RANK // G:
+                    ref[goes] += term
+                else:
+                    partial[goes] += term
+            ref += partial.to(torch.bfloat16).float()
         same(combined, ref.to(torch.bfloat16), "combined_x")
         same(combined_w, torch.where(idx >= 0, w, torch.zeros_like(w)), "combined_topk_weights")
         # A cached dispatch with the padded handle is padded too (DeepEP's).
