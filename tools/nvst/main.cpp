@@ -48,6 +48,28 @@ std::vector<std::string> bench_argv(std::vector<std::string> args, const std::st
   return args;
 }
 
+// The command line for the PEs of one benchmark. They parse it again, so
+// what the parent changed for that benchmark of `nvst bench all` (its own
+// JSON file, a smaller largest size) must be written into it: without this
+// every benchmark's PEs wrote the one --json file given, each over the last.
+std::vector<std::string> pe_argv(std::vector<std::string> args, const std::string& which, const BenchOptions& o) {
+  args = bench_argv(std::move(args), which);
+  auto drop = [&args](const std::string& name) {  // "--json X", "--json=X", "-e X", "-eX"
+    for (std::size_t i = 1; i < args.size();) {
+      const std::string& a = args[i];
+      const bool attached = name.size() == 2 ? a.size() > 2 && a.rfind(name, 0) == 0 : a.rfind(name + "=", 0) == 0;
+      const auto at = args.begin() + static_cast<long>(i);
+      if (a == name && i + 1 < args.size()) args.erase(at, at + 2);
+      else if (attached) args.erase(at);
+      else ++i;
+    }
+  };
+  for (const char* name : {"--json", "-e", "--maxbytes"}) drop(name);
+  if (!o.json_path.empty()) args.insert(args.end(), {"--json", o.json_path});
+  args.insert(args.end(), {"-e", std::to_string(o.max_bytes)});
+  return args;
+}
+
 std::size_t parse_size(const std::string& s) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
@@ -143,7 +165,7 @@ int main(int argc, char** argv) {
                    "path between two PEs on it); ", gpus, " visible");
       std::printf("# nvst bench p2p: %d GPU(s) visible, PE 0 -> PE 1\n", gpus);
       std::fflush(stdout);
-      g_argv = bench_argv(g_argv, "p2p");
+      g_argv = pe_argv(g_argv, "p2p", opts);
       rc = run_as_job(np ? np : 2, {}, nvst::tools::bench_p2p, opts);
     }
     if (which == "coll" || (which == "all" && gpus >= 2)) {
@@ -152,12 +174,12 @@ int main(int argc, char** argv) {
           "# nvst bench coll: all_reduce, all_gather, reduce_scatter and all_to_all on %d GPUs, ours and NCCL\n",
           np ? np : gpus);
       std::fflush(stdout);
-      g_argv = bench_argv(g_argv, "coll");
       BenchOptions co = opts;
       if (which == "all") {
         co.max_bytes = std::min<std::size_t>(co.max_bytes, std::size_t{256} << 20);
         if (!co.json_path.empty()) co.json_path += ".coll.json";
       }
+      g_argv = pe_argv(g_argv, "coll", co);
       int rc2 = run_as_job(np ? np : gpus, {}, nvst::tools::bench_coll, co);
       if (rc == 0) rc = rc2;
     }
@@ -165,19 +187,21 @@ int main(int argc, char** argv) {
       NVST_REQUIRE(gpus >= 2, "nvst bench ep needs 2 GPUs; ", gpus, " visible");
       std::printf("# nvst bench ep: MoE dispatch/combine on %d GPUs, ours and NCCL all-to-all-v\n", np ? np : gpus);
       std::fflush(stdout);
-      g_argv = bench_argv(g_argv, "ep");
       BenchOptions eo = opts;
       if (!eo.json_path.empty() && which == "all") eo.json_path += ".ep.json";
+      g_argv = pe_argv(g_argv, "ep", eo);
       int rc2 = run_as_job(np ? np : gpus, {}, nvst::tools::bench_ep, eo);
       if (rc == 0) rc = rc2;
     }
-    if (which == "fifo" || (which == "all" && gpus >= 2)) {
-      NVST_REQUIRE(gpus >= 2, "nvst bench fifo needs 2 GPUs (2 PEs as 2 logical nodes); ", gpus, " visible");
+    // The FIFO needs one GPU: PE 0's kernels post no-ops to its own proxy and
+    // PE 1 (another logical node, sharing the GPU when there is one) idles.
+    if (which == "fifo" || (which == "all" && gpus >= 1)) {
+      NVST_REQUIRE(gpus >= 1, "nvst bench fifo needs a GPU; none visible");
       std::printf("# nvst bench fifo: GPU -> proxy command rate (2 PEs, NVST_NODE_SIZE=1)\n");
       std::fflush(stdout);
-      g_argv = bench_argv(g_argv, "fifo");
       BenchOptions fo = opts;
       if (!fo.json_path.empty() && which == "all") fo.json_path += ".fifo.json";
+      g_argv = pe_argv(g_argv, "fifo", fo);
       int rc2 = run_as_job(2, {{"NVST_NODE_SIZE", "1"}}, nvst::tools::bench_fifo, fo);
       if (rc == 0) rc = rc2;
     }
@@ -185,9 +209,9 @@ int main(int argc, char** argv) {
       if (gpus == 0)
         std::printf("# no GPU found: running host-side benchmarks only (host-memory PEs)\n");
       else if (which == "all")
-        std::printf("# %d GPU visible: p2p needs 2; running host-side benchmarks\n", gpus);
+        std::printf("# %d GPU visible: p2p, coll and ep need 2; ran fifo, now the host-side benchmarks\n", gpus);
       std::fflush(stdout);
-      g_argv = bench_argv(g_argv, "host");
+      g_argv = pe_argv(g_argv, "host", opts);
       int rc2 = run_as_job(np ? np : 4, {{"NVST_HEAP", "host"}}, nvst::tools::bench_host, opts);
       if (rc == 0) rc = rc2;
     }
