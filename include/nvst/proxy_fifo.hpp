@@ -41,13 +41,24 @@ namespace nvst::proxy {
 enum class Op : std::uint8_t {
   kPut = 1,        // bytes from src to dest on pe
   kPutSignal = 2,  // a put, then the signal once the data is visible
-  kSignal = 3,     // an 8-byte set/add at sig on pe
+  kSignal = 3,     // a set/add at sig on pe (8 bytes; SET also 1, 2 or 4: SignalOp)
   kFence = 4,      // later commands to a PE land after earlier ones
   kQuiet = 5,      // completes everything before it; sets `completed`
   kNop = 6,        // nothing: measures the FIFO and the proxy's dispatch (`nvst bench fifo`)
 };
 
-enum class SignalOp : std::uint8_t { kSet = 0, kAdd = 1 };
+// kSet and kAdd act on an 8-byte word. The narrow SETs store the low 1, 2
+// or 4 bytes of the value: they carry dev::p of small elements to a PE of
+// another node, where a store of 8 bytes would overwrite the neighbours.
+enum class SignalOp : std::uint8_t { kSet = 0, kAdd = 1, kSet1 = 2, kSet2 = 3, kSet4 = 4 };
+
+// The bytes a signal op writes.
+constexpr std::uint64_t signal_width(std::uint8_t op) {
+  return op == static_cast<std::uint8_t>(SignalOp::kSet1)   ? 1
+         : op == static_cast<std::uint8_t>(SignalOp::kSet2) ? 2
+         : op == static_cast<std::uint8_t>(SignalOp::kSet4) ? 4
+                                                            : 8;
+}
 
 struct alignas(64) Command {
   std::uint64_t tag;        // 0 = empty; (ticket + 1) << 8 | op when published

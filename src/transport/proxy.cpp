@@ -95,8 +95,19 @@ std::uint64_t load_acquire(const std::uint64_t* p) {
   return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
 }
 
+template <typename W>
+void store_release(char* at, std::uint64_t value) {
+  std::atomic_ref<W>(*reinterpret_cast<W*>(at)).store(static_cast<W>(value), std::memory_order_release);
+}
+
 // A signal to a word of this PE's host heap, applied by the proxy thread.
 void apply_host_signal(char* heap, std::uint64_t sig, std::uint8_t sig_op, std::uint64_t value) {
+  switch (proxy::signal_width(sig_op)) {  // the narrow SETs: p of a small element (proxy_fifo.hpp)
+    case 1: return store_release<std::uint8_t>(heap + sig, value);
+    case 2: return store_release<std::uint16_t>(heap + sig, value);
+    case 4: return store_release<std::uint32_t>(heap + sig, value);
+    default: break;
+  }
   std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(heap + sig));
   if (sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd)) w.fetch_add(value, std::memory_order_release);
   else w.store(value, std::memory_order_release);
@@ -787,7 +798,8 @@ bool Proxy::step() {
           break;
         const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
         NVST_REQUIRE(h->seq == next && h->bytes <= (s.layout.data ? kPieceBytes : 0) && h->dest <= s.heap_bytes &&
-                         h->bytes <= s.heap_bytes - h->dest && (!h->has_signal || h->sig <= s.heap_bytes - 8),
+                         h->bytes <= s.heap_bytes - h->dest &&
+                         (!h->has_signal || h->sig <= s.heap_bytes - proxy::signal_width(h->sig_op)),
                      "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ",
                      h->dest, ", bytes ", h->bytes, ")");
         if (!s.gpu) {  // host heap: applied now, by this thread (the only writer of inbox data)
@@ -808,8 +820,9 @@ bool Proxy::step() {
           auto* word = reinterpret_cast<std::uint64_t*>(s.heap + h->sig);
           if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
             detail::launch_signal_add(word, h->sig_value, s.stream);
-          else  // a copy-engine write: no SM needed, ordered after the data
-            NVST_CHECK_CUDA(cudaMemcpyAsync(word, &h->sig_value, 8, cudaMemcpyHostToDevice, s.stream));
+          else  // a copy-engine write of the SET's width (little-endian: the low bytes); no SM needed
+            NVST_CHECK_CUDA(cudaMemcpyAsync(word, &h->sig_value, proxy::signal_width(h->sig_op),
+                                            cudaMemcpyHostToDevice, s.stream));
         }
         cudaEvent_t e = s.free_events.back();
         s.free_events.pop_back();

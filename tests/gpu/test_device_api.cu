@@ -250,8 +250,10 @@ __global__ void g_kernel(const T* slots, T* out, int n) {
   for (int pe = threadIdx.x; pe < n; pe += blockDim.x) out[pe] = dev::g(slots + 0, pe);
 }
 
+// p of every PE into its own slot on every PE (adjacent slots: a narrow p
+// must leave its neighbours alone), then, with_g, g of every PE's slot 0.
 template <typename T>
-void pg_case(Suite& suite, const char* tname, char* sym) {
+void pg_case(Suite& suite, const char* tname, char* sym, bool with_g = true) {
   const int me = nvst::my_pe(), n = nvst::n_pes();
   T* slots = reinterpret_cast<T*>(sym);
   NVST_CHECK_CUDA(cudaMemset(slots, 0xA5, sizeof(T) * static_cast<std::size_t>(n)));
@@ -266,6 +268,7 @@ void pg_case(Suite& suite, const char* tname, char* sym) {
   long long errors = 0;
   for (int q = 0; q < n; ++q) errors += got[static_cast<std::size_t>(q)] != pg_value<T>(q, me);
   suite.check(std::string("p<") + tname + "> to every PE", errors);
+  if (!with_g) return;
   // g: slot 0 of PE q holds pg_value(0, q).
   T* out = nullptr;
   NVST_CHECK_CUDA(cudaMalloc(&out, sizeof(T) * static_cast<std::size_t>(n)));
@@ -583,8 +586,8 @@ int api_mode() {
   NVST_REQUIRE(nvst::device() >= 0, "GPU tests need GPUs");
   // Several nodes (NVST_NODE_SIZE): the next PE is reached through the proxy.
   // Then what the proxy carries is tested (puts, put_signal, signals, p of
-  // 8 bytes, fence, quiet, barriers); gets, g, TMA puts and the copy-engine
-  // host API need load/store reach and are tested on one node.
+  // every width, fence, quiet, barriers); gets, g, TMA puts and the
+  // copy-engine host API need load/store reach and are tested on one node.
   const bool internode = nvst::team_n_pes(nvst::Team::kNode) < n;
   if (internode) g_barrier_iters = 200;
   if (me == 0)
@@ -602,14 +605,12 @@ int api_mode() {
   NVST_CHECK_CUDA(cudaMalloc(&bad, sizeof(*bad)));
 
   // Across nodes only what the proxy carries (see above); on one node all.
-  if (!internode) {
-    pg_case<std::uint8_t>(suite, "uint8", sym_small);
-    pg_case<std::uint16_t>(suite, "uint16", sym_small);
-    pg_case<std::uint32_t>(suite, "uint32", sym_small);
-    pg_case<std::uint64_t>(suite, "uint64", sym_small);
-    pg_case<float>(suite, "float", sym_small);
-    pg_case<double>(suite, "double", sym_small);
-  }
+  pg_case<std::uint8_t>(suite, "uint8", sym_small, !internode);
+  pg_case<std::uint16_t>(suite, "uint16", sym_small, !internode);
+  pg_case<std::uint32_t>(suite, "uint32", sym_small, !internode);
+  pg_case<std::uint64_t>(suite, "uint64", sym_small, !internode);
+  pg_case<float>(suite, "float", sym_small, !internode);
+  pg_case<double>(suite, "double", sym_small, !internode);
 
   const std::vector<Op> ops = internode ? std::vector<Op>{Op::kPut, Op::kPutNbi, Op::kPutTyped}
                                         : std::vector<Op>{Op::kPut, Op::kPutNbi, Op::kGet, Op::kGetNbi, Op::kPutTyped};

@@ -32,23 +32,24 @@ namespace nvst::dev {
 
 // *dest on `pe` = value. T is 1, 2, 4 or 8 bytes. A volatile store: it is not
 // merged with or reordered against other volatile accesses of this thread.
-// To a PE of another node only 8-byte elements are supported (sent as a
-// signal SET through the proxy); smaller ones stop the kernel (kUnreachable).
+// To a PE of another node it travels as a signal SET of its width through
+// the proxy (no source buffer to stage: the value rides in the command).
 template <typename T>
 __device__ __forceinline__ void p(T* dest, T value, int pe) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
                 "nvst::dev::p: element must be 1, 2, 4 or 8 bytes");
   NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(dest, sizeof(T)); nvshmem_putmem(dest, &value, sizeof(T), pe); return)
-  if constexpr (sizeof(T) == 8) {
-    check_pe(pe);
-    if (!on_node(pe) && has_proxy()) {
-      check_symmetric(dest, 8);
-      std::uint64_t bits;
-      memcpy(&bits, &value, 8);
-      proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(dest), bits,
-                 static_cast<std::uint8_t>(proxy::SignalOp::kSet));
-      return;
-    }
+  check_pe(pe);
+  if (!on_node(pe) && has_proxy()) {
+    check_symmetric(dest, sizeof(T));
+    std::uint64_t bits = 0;
+    memcpy(&bits, &value, sizeof(T));
+    constexpr proxy::SignalOp kWidth = sizeof(T) == 1   ? proxy::SignalOp::kSet1
+                                       : sizeof(T) == 2 ? proxy::SignalOp::kSet2
+                                       : sizeof(T) == 4 ? proxy::SignalOp::kSet4
+                                                        : proxy::SignalOp::kSet;
+    proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(dest), bits, static_cast<std::uint8_t>(kWidth));
+    return;
   }
   *reinterpret_cast<volatile T*>(rma_address(dest, sizeof(T), pe)) = value;
 }
