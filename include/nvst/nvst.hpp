@@ -159,6 +159,19 @@ void putmem_nbi(void* dest, const void* src, std::size_t bytes, int pe);
 void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
                        std::uint64_t signal, SignalOp op, int pe);
 void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe);
+// *dest on `pe` = value (nvshmem_TYPE_p): T of 1, 2, 4 or 8 bytes, dest
+// symmetric and aligned to sizeof(T). Through the proxy the value rides in
+// the command (a SET of its width), so nothing is staged; like a put it is
+// visible at `pe` after quiet().
+namespace detail {
+void p_bytes(void* dest, const void* value, std::size_t width, int pe);
+}
+template <typename T>
+void p(T* dest, T value, int pe) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8,
+                "nvst::p: element must be 1, 2, 4 or 8 bytes");
+  detail::p_bytes(dest, &value, sizeof(T), pe);
+}
 void fence();
 void quiet();
 // Waits (host heap) until `*sig_addr cmp value` holds on this PE; returns the

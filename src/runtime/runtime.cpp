@@ -645,6 +645,31 @@ void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int p
   put_common("signal_op", nullptr, nullptr, 0, sig_addr, signal, op, pe, true);
 }
 
+namespace detail {
+void p_bytes(void* dest, const void* value, std::size_t width, int pe) {
+  Runtime& r = rt("p");
+  check_pe(r, pe, "p");
+  check_symmetric(r, dest, width, "p", "dest");
+  NVST_REQUIRE(reinterpret_cast<std::uintptr_t>(dest) % width == 0, "nvst::p: dest ", dest, " is not aligned to ",
+               width, " bytes");
+  if (void* near = ptr(dest, pe); near != nullptr) {
+    NVST_REQUIRE(!r.heap->on_device(),
+                 "nvst::p from the host to a PE reachable by load/store on a GPU heap: use the device API or putmem");
+    std::memcpy(near, value, width);
+    return;
+  }
+  proxy::Command c{};
+  c.pe = static_cast<std::uint32_t>(pe);
+  c.sig = offset_of(r, dest);
+  std::memcpy(&c.sig_value, value, width);  // the low bytes: what a SET of this width lands
+  c.sig_op = static_cast<std::uint8_t>(width == 1   ? proxy::SignalOp::kSet1
+                                       : width == 2 ? proxy::SignalOp::kSet2
+                                       : width == 4 ? proxy::SignalOp::kSet4
+                                                    : proxy::SignalOp::kSet);
+  proxy_or_throw(r, pe, "p").push(c, proxy::Op::kSignal);
+}
+}  // namespace detail
+
 void fence() {
   Runtime& r = rt("fence");
   std::atomic_thread_fence(std::memory_order_seq_cst);

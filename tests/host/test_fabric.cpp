@@ -185,6 +185,51 @@ TEST_P(Fabric, HundredThousandOperationsNothingLost) {
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
 }
 
+// p of every width into adjacent slots of the next PE: a SET of its width
+// through the proxy, so no neighbour is touched (the slots start poisoned).
+int p_every_width(int me) {
+  nvst::init();
+  const int n = nvst::n_pes(), next = (me + 1) % n, prev = (me - 1 + n) % n;
+  auto* b = static_cast<std::uint8_t*>(nvst::calloc(1, 64));
+  std::memset(b, 0xA5, 64);
+  nvst::barrier_all();
+  const std::uint64_t seed = 0x1234567890ABCDEFull * static_cast<std::uint64_t>(me + 1);
+  nvst::p(b + 1, static_cast<std::uint8_t>(seed), next);
+  nvst::p(reinterpret_cast<std::uint16_t*>(b + 2), static_cast<std::uint16_t>(seed >> 8), next);
+  nvst::p(reinterpret_cast<std::uint32_t*>(b + 4), static_cast<std::uint32_t>(seed >> 16), next);
+  nvst::p(reinterpret_cast<std::uint64_t*>(b + 8), seed, next);
+  nvst::p(reinterpret_cast<float*>(b + 20), 1.5f + static_cast<float>(me), next);
+  nvst::quiet();
+  nvst::barrier_all();
+  const std::uint64_t from = 0x1234567890ABCDEFull * static_cast<std::uint64_t>(prev + 1);
+  std::uint16_t u16;
+  std::uint32_t u32;
+  std::uint64_t u64;
+  float f;
+  std::memcpy(&u16, b + 2, 2);
+  std::memcpy(&u32, b + 4, 4);
+  std::memcpy(&u64, b + 8, 8);
+  std::memcpy(&f, b + 20, 4);
+  PE_EXPECT(b[0] == 0xA5 && b[16] == 0xA5 && b[19] == 0xA5 && b[24] == 0xA5, "a neighbour of a p was written");
+  PE_EXPECT(b[1] == static_cast<std::uint8_t>(from), "uint8 ", int{b[1]});
+  PE_EXPECT(u16 == static_cast<std::uint16_t>(from >> 8), "uint16 ", u16);
+  PE_EXPECT(u32 == static_cast<std::uint32_t>(from >> 16), "uint32 ", u32);
+  PE_EXPECT(u64 == from, "uint64 ", u64);
+  PE_EXPECT(f == 1.5f + static_cast<float>(prev), "float ", f);
+  std::string msg = error_of([&] { nvst::p(reinterpret_cast<std::uint32_t*>(b + 2), 1u, next); });
+  PE_EXPECT(contains(msg, "not aligned"), msg);
+  msg = error_of([&] { nvst::p(b, std::uint8_t{1}, n); });
+  PE_EXPECT(contains(msg, "out of range"), msg);
+  nvst::barrier_all();
+  nvst::finalize();
+  return 0;
+}
+
+TEST_P(Fabric, PEveryWidthLeavesItsNeighboursAlone) {
+  auto res = run_pes(3, p_every_width, env(), 120);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
+}
+
 // Adds to one word from every PE, the owner included, lose nothing: the
 // owner's own adds and the peers' (inbox pieces) are applied by its proxy
 // thread, on the same word, while they keep coming.
