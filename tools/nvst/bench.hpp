@@ -20,6 +20,8 @@ struct BenchOptions {
   std::string json_path;                 // --json: write results here (rank 0)
   std::string label;                     // free text stored in the JSON
   int graph_iters = 20;                  // -G: operations per CUDA graph (bench coll)
+  std::string datatype = "bfloat16";     // -d (bench coll): bfloat16, half, float, int32, int64
+  std::string redop = "sum";             // -o (bench coll): sum, prod, max, min
 };
 
 // NCCL refuses two ranks on one GPU, so its baseline columns need a GPU per

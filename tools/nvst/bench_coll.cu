@@ -1,9 +1,13 @@
-// `nvst bench coll`: all_reduce, all_gather, reduce_scatter (bf16, sum) and
-// all_to_all (bf16) over every PE, ours against NCCL called from C++ in the same process, the same sizes,
-// eager launches and under CUDA graphs (-G: operations per graph). Sizes are
-// nccl-tests' (-b/-e/-f: bytes of the output buffer). Inputs are small
-// integers, exact in bf16 whatever the reduction order, so every result is
-// checked exactly (#wrong). NCCL's all_to_all is grouped ncclSend/ncclRecv,
+// `nvst bench coll`: all_reduce, all_gather, reduce_scatter and all_to_all
+// over every PE, ours against NCCL called from C++ in the same process, the
+// same sizes, eager launches and under CUDA graphs (-G: operations per
+// graph). Sizes are nccl-tests' (-b/-e/-f: bytes of the output buffer), and
+// so are -d (bfloat16 by default, half, float, int32, int64) and -o (sum by
+// default, prod, max, min). Inputs are small integers (1 or 2 for prod),
+// exact in every type whatever the reduction order, so every result is
+// checked exactly (#wrong). With PEs sharing one GPU (--np on a machine of
+// one) NCCL refuses to run, so only ours does: a check of the results, not a
+// measurement. NCCL's all_to_all is grouped ncclSend/ncclRecv,
 // one pair per peer, as nccl-tests' alltoall (ncclAlltoAll is not in every
 // libnccl this binary may load).
 //
@@ -13,6 +17,7 @@
 // in columns of their own. Where it does not, one line says why and the
 // output is what it was without it.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <bit>
@@ -24,6 +29,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cuda_runtime_api.h>
@@ -38,11 +44,6 @@
 namespace nvst::tools {
 
 namespace {
-
-__global__ void fill_ints(__nv_bfloat16* p, std::size_t n, int pe) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-    p[i] = __float2bfloat16(static_cast<float>((i * 7 + static_cast<std::size_t>(pe)) % 8));
-}
 
 enum class Coll { kAllReduce, kAllGather, kReduceScatter, kAllToAll };
 
@@ -66,27 +67,110 @@ const char* name_of(Impl impl) {
   }
 }
 
-// all_reduce: out[i] = sum over PEs of in[i]; all_gather: out[p*n + i] = PE
-// p's in[i]; reduce_scatter: out[i] = sum over PEs of in[me*n + i];
-// all_to_all: out[p*n + i] = PE p's in[me*n + i].
-__global__ void count_wrong(const __nv_bfloat16* out, std::size_t n, int npes, int me, Coll coll,
+// The element type and the reduction of a run (-d, -o), in each
+// implementation's terms.
+struct Element {
+  std::size_t bytes;
+  nvst::coll::DType ours;
+  ncclDataType_t nccl;
+  int nvshmem;  // NVSTB_*
+};
+
+Element element_named(const std::string& d) {
+  using nvst::coll::DType;
+  if (d == "half") return {2, DType::kF16, ncclFloat16, NVSTB_F16};
+  if (d == "float") return {4, DType::kF32, ncclFloat32, NVSTB_F32};
+  if (d == "int32") return {4, DType::kI32, ncclInt32, NVSTB_I32};
+  if (d == "int64") return {8, DType::kI64, ncclInt64, NVSTB_I64};
+  NVST_REQUIRE(d == "bfloat16", "nvst bench coll: -d ", d, " is not bfloat16, half, float, int32 or int64");
+  return {2, DType::kBF16, ncclBfloat16, NVSTB_BF16};
+}
+
+enum class Op { kSum, kProd, kMax, kMin };
+
+struct Reduction {
+  Op op;
+  nvst::coll::RedOp ours;
+  ncclRedOp_t nccl;
+  int nvshmem;  // NVSTB_*, or -1: NVSHMEM has no product
+};
+
+Reduction reduction_named(const std::string& o) {
+  using nvst::coll::RedOp;
+  if (o == "prod") return {Op::kProd, RedOp::kProd, ncclProd, -1};
+  if (o == "max") return {Op::kMax, RedOp::kMax, ncclMax, NVSTB_MAX};
+  if (o == "min") return {Op::kMin, RedOp::kMin, ncclMin, NVSTB_MIN};
+  NVST_REQUIRE(o == "sum", "nvst bench coll: -o ", o, " is not sum, prod, max or min");
+  return {Op::kSum, RedOp::kSum, ncclSum, NVSTB_SUM};
+}
+
+template <typename T>
+__device__ T from_int(int v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __half>) return __float2half(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+template <typename T>
+__device__ double to_double(T v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
+  else return static_cast<double>(v);
+}
+
+// PE pe's input element i: 0..7, or 1 or 2 for a product (whose results,
+// powers of two, stay exact in every type).
+__device__ int input_value(std::size_t i, int pe, bool prod) {
+  return prod ? static_cast<int>((i * 7 + static_cast<std::size_t>(pe)) % 2) + 1
+              : static_cast<int>((i * 7 + static_cast<std::size_t>(pe)) % 8);
+}
+
+template <typename T>
+__global__ void fill_ints(T* p, std::size_t n, int pe, bool prod) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] = from_int<T>(input_value(i, pe, prod));
+}
+
+// all_reduce: out[i] = the reduction over PEs of in[i]; all_gather:
+// out[p*n + i] = PE p's in[i]; reduce_scatter: out[i] = the reduction over
+// PEs of in[me*n + i]; all_to_all: out[p*n + i] = PE p's in[me*n + i].
+template <typename T>
+__global__ void count_wrong(const T* out, std::size_t n, int npes, int me, Coll coll, Op op,
                             unsigned long long* wrong) {
   unsigned long long bad = 0;
   const bool gathers = coll == Coll::kAllGather || coll == Coll::kAllToAll;
+  const bool prod = op == Op::kProd && !gathers;
   const std::size_t total = gathers ? n * static_cast<std::size_t>(npes) : n;
   const std::size_t base = coll == Coll::kReduceScatter ? n * static_cast<std::size_t>(me) : 0;
   for (std::size_t j = blockIdx.x * blockDim.x + threadIdx.x; j < total; j += gridDim.x * blockDim.x) {
-    float want = 0;
+    double want = 0;
     if (coll == Coll::kAllGather) {
-      want = static_cast<float>(((j % n) * 7 + j / n) % 8);
+      want = input_value(j % n, static_cast<int>(j / n), false);
     } else if (coll == Coll::kAllToAll) {
-      want = static_cast<float>(((n * static_cast<std::size_t>(me) + j % n) * 7 + j / n) % 8);
+      want = input_value(n * static_cast<std::size_t>(me) + j % n, static_cast<int>(j / n), false);
     } else {
-      for (int p = 0; p < npes; ++p) want += static_cast<float>(((base + j) * 7 + static_cast<std::size_t>(p)) % 8);
+      want = input_value(base + j, 0, prod);
+      for (int p = 1; p < npes; ++p) {
+        const double v = input_value(base + j, p, prod);
+        want = op == Op::kSum ? want + v : op == Op::kProd ? want * v : op == Op::kMax ? fmax(want, v) : fmin(want, v);
+      }
     }
-    bad += __bfloat162float(out[j]) != want;
+    bad += to_double(out[j]) != want;
   }
   if (bad) atomicAdd(wrong, bad);
+}
+
+// Calls fn with a value of e's element type (to name the type).
+template <typename Fn>
+void with_element(const Element& e, Fn&& fn) {
+  using nvst::coll::DType;
+  switch (e.ours) {
+    case DType::kF16: return fn(__half{});
+    case DType::kF32: return fn(float{});
+    case DType::kI32: return fn(std::int32_t{});
+    case DType::kI64: return fn(std::int64_t{});
+    default: return fn(__nv_bfloat16{});
+  }
 }
 
 // True when `ok` holds on every PE. For decisions every PE must take alike:
@@ -135,30 +219,30 @@ cudaGraphExec_t capture_graph(cudaStream_t s, int count, const std::function<voi
   return exec;
 }
 
-void run_ours(Coll kind, const __nv_bfloat16* in, __nv_bfloat16* out, std::size_t count, cudaStream_t s) {
-  using nvst::coll::DType;
-  using nvst::coll::RedOp;
-  if (kind == Coll::kAllGather) nvst::coll::all_gather(in, out, count, DType::kBF16, s);
-  else if (kind == Coll::kReduceScatter) nvst::coll::reduce_scatter(in, out, count, DType::kBF16, RedOp::kSum, s);
-  else if (kind == Coll::kAllToAll) nvst::coll::all_to_all(in, out, count, DType::kBF16, s);
-  else nvst::coll::all_reduce(in, out, count, DType::kBF16, RedOp::kSum, s);
+void run_ours(Coll kind, const void* in, void* out, std::size_t count, const Element& e, const Reduction& r,
+              cudaStream_t s) {
+  if (kind == Coll::kAllGather) nvst::coll::all_gather(in, out, count, e.ours, s);
+  else if (kind == Coll::kReduceScatter) nvst::coll::reduce_scatter(in, out, count, e.ours, r.ours, s);
+  else if (kind == Coll::kAllToAll) nvst::coll::all_to_all(in, out, count, e.ours, s);
+  else nvst::coll::all_reduce(in, out, count, e.ours, r.ours, s);
 }
 
-void run_nccl(Coll kind, const __nv_bfloat16* in, __nv_bfloat16* out, std::size_t count, int n, ncclComm_t comm,
-              cudaStream_t s) {
+void run_nccl(Coll kind, const void* in, void* out, std::size_t count, const Element& e, const Reduction& red, int n,
+              ncclComm_t comm, cudaStream_t s) {
   ncclResult_t r = ncclSuccess;
   if (kind == Coll::kAllToAll) {
+    const std::size_t chunk = count * e.bytes;
     r = ncclGroupStart();
     for (int p = 0; p < n && r == ncclSuccess; ++p) {
-      r = ncclSend(in + count * p, count, ncclBfloat16, p, comm, s);
-      if (r == ncclSuccess) r = ncclRecv(out + count * p, count, ncclBfloat16, p, comm, s);
+      r = ncclSend(static_cast<const char*>(in) + chunk * p, count, e.nccl, p, comm, s);
+      if (r == ncclSuccess) r = ncclRecv(static_cast<char*>(out) + chunk * p, count, e.nccl, p, comm, s);
     }
     const ncclResult_t end = ncclGroupEnd();
     if (r == ncclSuccess) r = end;
   } else {
-    r = kind == Coll::kAllGather       ? ncclAllGather(in, out, count, ncclBfloat16, comm, s)
-        : kind == Coll::kReduceScatter ? ncclReduceScatter(in, out, count, ncclBfloat16, ncclSum, comm, s)
-                                       : ncclAllReduce(in, out, count, ncclBfloat16, ncclSum, comm, s);
+    r = kind == Coll::kAllGather       ? ncclAllGather(in, out, count, e.nccl, comm, s)
+        : kind == Coll::kReduceScatter ? ncclReduceScatter(in, out, count, e.nccl, red.nccl, comm, s)
+                                       : ncclAllReduce(in, out, count, e.nccl, red.nccl, comm, s);
   }
   NVST_REQUIRE(r == ncclSuccess, "NCCL ", name_of(kind), " failed: ", ncclGetErrorString(r));
 }
@@ -167,8 +251,8 @@ void run_nccl(Coll kind, const __nv_bfloat16* in, __nv_bfloat16* out, std::size_
 struct NvshmemColl {
   NvshmemBaseline lib;
   bool started = false;                 // NVSHMEM runs on every PE: finalize at the end
-  __nv_bfloat16* in = nullptr;          // in its symmetric heap, max_bytes each
-  __nv_bfloat16* out = nullptr;
+  void* in = nullptr;                   // in its symmetric heap, max_bytes each
+  void* out = nullptr;
   std::size_t rs_max_bytes = SIZE_MAX;  // the largest reduce_scatter source it takes
   std::set<Coll> refused;               // a call was refused: no rows
   std::set<Coll> eager_only;            // graph capture failed: no graph rows
@@ -184,9 +268,11 @@ int abi_coll(Coll kind) {
   }
 }
 
-void run_nvshmem(const NvshmemColl& nv, Coll kind, std::size_t count, cudaStream_t s) {
+void run_nvshmem(const NvshmemColl& nv, Coll kind, std::size_t count, const Element& e, const Reduction& r,
+                 cudaStream_t s) {
   char err[512] = {};
-  const int rc = nv.lib.collective(abi_coll(kind), NVSTB_BF16, NVSTB_SUM, nv.out, nv.in, count, s, err, sizeof err);
+  const int rc = nv.lib.collective(abi_coll(kind), e.nvshmem, r.nvshmem < 0 ? NVSTB_SUM : r.nvshmem, nv.out, nv.in,
+                                   count, s, err, sizeof err);
   NVST_REQUIRE(rc == 0, "NVSHMEM ", name_of(kind), " failed: ", err);
 }
 
@@ -236,8 +322,8 @@ NvshmemColl open_nvshmem(std::size_t max_bytes, int me, int n) {
     nv.lib.why_not = started_here ? "NVSHMEM did not start on every PE" : err;
     return nv;
   }
-  nv.in = static_cast<__nv_bfloat16*>(nv.lib.malloc(max_bytes));
-  nv.out = static_cast<__nv_bfloat16*>(nv.lib.malloc(max_bytes));
+  nv.in = nv.lib.malloc(max_bytes);
+  nv.out = nv.lib.malloc(max_bytes);
   if (!on_every_pe(nv.in && nv.out)) {
     nv.lib.why_not = "nvshmem_malloc of 2 x " + std::to_string(max_bytes) +
                      " bytes failed on a PE (NVSHMEM_SYMMETRIC_SIZE=" + env_or("NVSHMEM_SYMMETRIC_SIZE", "unset") + ")";
@@ -266,7 +352,7 @@ void close_nvshmem(NvshmemColl& nv) {
 // What the JSON and the table say of the NVSHMEM column's set-up.
 std::string nvshmem_setup_note(const NvshmemColl& nv) {
   return "nvshmem " + std::string(nv.lib.version()) +
-         ": nvshmemx_bfloat16_{sum_reduce,fcollect,sum_reducescatter,alltoall}_on_stream on NVSHMEM_TEAM_WORLD, "
+         ": nvshmemx_<type>_{<op>_reduce,fcollect,<op>_reducescatter,alltoall}_on_stream on NVSHMEM_TEAM_WORLD, "
          "buffers in its symmetric heap; NVSHMEM_DISABLE_NVLS=" + env_or("NVSHMEM_DISABLE_NVLS", "unset") +
          ", NVSHMEM_DISABLE_NCCL=" + env_or("NVSHMEM_DISABLE_NCCL", "unset") +
          " (1: its own kernels, not NCCL's), NVSHMEM_REDUCE_SCRATCH_SIZE=" +
@@ -282,22 +368,33 @@ int bench_coll(const BenchOptions& o) {
   NVST_REQUIRE(nvst::device() >= 0, "nvst bench coll needs GPUs");
   const int me = nvst::my_pe(), n = nvst::n_pes();
   nvst::coll::prepare();
+  const Element elem = element_named(o.datatype);
+  const Reduction red = reduction_named(o.redop);
+  const std::size_t es = elem.bytes;
+  // NCCL refuses two ranks on one GPU, and NVSHMEM's collectives too
+  // without MPS: on a shared GPU only ours runs (results checked, times not
+  // a measurement).
   const std::string shared = pes_sharing_a_gpu();
-  NVST_REQUIRE(shared.empty(), "nvst bench coll runs NCCL beside ours, and NCCL refuses two ranks on one GPU: ", shared,
-               "; give every PE a GPU of its own (nvst_coll_tests checks the collectives on a shared GPU)");
-  ncclUniqueId nid{};
-  if (me == 0) NVST_REQUIRE(ncclGetUniqueId(&nid) == ncclSuccess, "ncclGetUniqueId failed");
-  nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
   ncclComm_t comm{};
-  NVST_REQUIRE(ncclCommInitRank(&comm, n, nid, me) == ncclSuccess, "ncclCommInitRank failed");
-  NvshmemColl nv = open_nvshmem(o.max_bytes, me, n);
-  if (!nv.on() && me == 0) std::printf("# NVSHMEM column: n/a (%s)\n", nv.lib.why_not.c_str());
+  if (shared.empty()) {
+    ncclUniqueId nid{};
+    if (me == 0) NVST_REQUIRE(ncclGetUniqueId(&nid) == ncclSuccess, "ncclGetUniqueId failed");
+    nvst::bootstrap_broadcast(&nid, sizeof(nid), 0);
+    NVST_REQUIRE(ncclCommInitRank(&comm, n, nid, me) == ncclSuccess, "ncclCommInitRank failed");
+  } else if (me == 0) {
+    std::printf("# NCCL and NVSHMEM columns: n/a (%s share a GPU); ours only, to check -d %s -o %s\n", shared.c_str(),
+                o.datatype.c_str(), o.redop.c_str());
+  }
+  NvshmemColl nv;
+  if (shared.empty()) nv = open_nvshmem(o.max_bytes, me, n);
+  else nv.lib.why_not = "the PEs share a GPU";  // not loaded: an empty why_not would mean loaded
+  if (shared.empty() && !nv.on() && me == 0) std::printf("# NVSHMEM column: n/a (%s)\n", nv.lib.why_not.c_str());
   cudaStream_t s;
   cudaEvent_t t0, t1;
   NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   NVST_CHECK_CUDA(cudaEventCreate(&t0));
   NVST_CHECK_CUDA(cudaEventCreate(&t1));
-  __nv_bfloat16 *in = nullptr, *out = nullptr;
+  void *in = nullptr, *out = nullptr;
   unsigned long long* wrong = nullptr;
   NVST_CHECK_CUDA(cudaMalloc(&in, o.max_bytes));
   NVST_CHECK_CUDA(cudaMalloc(&out, o.max_bytes));
@@ -365,9 +462,12 @@ int bench_coll(const BenchOptions& o) {
   };
 
   // Elements of `got` that differ from the expected result, over all PEs.
-  auto wrong_elements = [&](const __nv_bfloat16* got, std::size_t per_pe, Coll kind) {
+  auto wrong_elements = [&](const void* got, std::size_t per_pe, Coll kind) {
     NVST_CHECK_CUDA(cudaMemsetAsync(wrong, 0, sizeof(*wrong), s));
-    count_wrong<<<132, 256, 0, s>>>(got, per_pe, n, me, kind, wrong);
+    with_element(elem, [&](auto zero) {
+      using T = decltype(zero);
+      count_wrong<T><<<132, 256, 0, s>>>(static_cast<const T*>(got), per_pe, n, me, kind, red.op, wrong);
+    });
     NVST_CHECK_LAUNCH();
     unsigned long long w = 0;
     NVST_CHECK_CUDA(cudaMemcpyAsync(&w, wrong, sizeof(w), cudaMemcpyDeviceToHost, s));
@@ -375,7 +475,9 @@ int bench_coll(const BenchOptions& o) {
     return sum_over_pes(w);
   };
 
-  std::vector<Impl> impls = {Impl::kOurs, Impl::kNccl};
+  std::vector<Impl> impls = {Impl::kOurs};
+  if (shared.empty()) impls.push_back(Impl::kNccl);
+  // NVSHMEM has no product: its column then has only the gathers.
   if (nv.on()) impls.push_back(Impl::kNvshmem);
   bool rs_limit_noted = false;
   // Sizes as nccl-tests: all_reduce the buffer, all_gather the output,
@@ -383,17 +485,22 @@ int bench_coll(const BenchOptions& o) {
   for (Coll kind : {Coll::kAllReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kAllToAll}) {
     const char* coll = name_of(kind);
     for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes = static_cast<std::size_t>(bytes * o.factor)) {
-      const std::size_t elems = bytes / 2;
+      const std::size_t elems = bytes / es;
       const std::size_t per_pe = kind == Coll::kAllReduce ? elems : elems / static_cast<std::size_t>(n);
       if (per_pe == 0) continue;
       const std::size_t in_elems = kind == Coll::kReduceScatter || kind == Coll::kAllToAll ? per_pe * n : per_pe;
       const std::size_t out_elems = kind == Coll::kAllGather || kind == Coll::kAllToAll ? per_pe * n : per_pe;
       const std::size_t used = kind == Coll::kAllReduce ? per_pe : per_pe * n;  // bytes the size column counts
-      fill_ints<<<132, 256, 0, s>>>(in, in_elems, me);
+      const bool reduces = kind == Coll::kAllReduce || kind == Coll::kReduceScatter;
+      with_element(elem, [&](auto zero) {
+        using T = decltype(zero);
+        fill_ints<T><<<132, 256, 0, s>>>(static_cast<T*>(in), in_elems, me, reduces && red.op == Op::kProd);
+      });
       NVST_CHECK_LAUNCH();
       // NVSHMEM gets the same input, in its heap, where it can take the size.
-      const bool nv_fits = nv.on() && !(kind == Coll::kReduceScatter && in_elems * 2 > nv.rs_max_bytes);
-      if (nv_fits) NVST_CHECK_CUDA(cudaMemcpyAsync(nv.in, in, in_elems * 2, cudaMemcpyDeviceToDevice, s));
+      const bool nv_fits = nv.on() && !(kind == Coll::kReduceScatter && in_elems * es > nv.rs_max_bytes) &&
+                           !(reduces && red.nvshmem < 0);
+      if (nv_fits) NVST_CHECK_CUDA(cudaMemcpyAsync(nv.in, in, in_elems * es, cudaMemcpyDeviceToDevice, s));
       if (nv.on() && !nv_fits && !rs_limit_noted) {
         rs_limit_noted = true;
         report.notes.push_back("nvshmem reduce_scatter: sources above " + std::to_string(nv.rs_max_bytes) +
@@ -408,12 +515,12 @@ int bench_coll(const BenchOptions& o) {
           const bool theirs = impl == Impl::kNvshmem;
           if (theirs && (!nv_fits || nv.refused.count(kind) || (graph && nv.eager_only.count(kind)))) continue;
           progress(std::string(coll) + " " + name_of(impl) + (graph ? " graph " : " eager ") + std::to_string(bytes));
-          __nv_bfloat16* dst = theirs ? nv.out : out;
-          NVST_CHECK_CUDA(cudaMemsetAsync(dst, 0xFF, out_elems * 2, s));
+          void* dst = theirs ? nv.out : out;
+          NVST_CHECK_CUDA(cudaMemsetAsync(dst, 0xFF, out_elems * es, s));
           auto op = [&] {
-            if (impl == Impl::kOurs) run_ours(kind, in, out, per_pe, s);
-            else if (impl == Impl::kNccl) run_nccl(kind, in, out, per_pe, n, comm, s);
-            else run_nvshmem(nv, kind, per_pe, s);
+            if (impl == Impl::kOurs) run_ours(kind, in, out, per_pe, elem, red, s);
+            else if (impl == Impl::kNccl) run_nccl(kind, in, out, per_pe, elem, red, n, comm, s);
+            else run_nvshmem(nv, kind, per_pe, elem, red, s);
           };
           std::string why;
           const std::optional<double> t = time_it(op, graph, /*may_fail=*/theirs, why);
@@ -425,8 +532,8 @@ int bench_coll(const BenchOptions& o) {
             continue;
           }
           const long long total = wrong_elements(dst, per_pe, kind);
-          const double algbw = static_cast<double>(used * 2) * alg_factor / *t / 1e3;
-          report.add({std::string(coll) + (graph ? "_graph" : "_eager"), name_of(impl), used * 2, *t, algbw,
+          const double algbw = static_cast<double>(used * es) * alg_factor / *t / 1e3;
+          report.add({std::string(coll) + (graph ? "_graph" : "_eager"), name_of(impl), used * es, *t, algbw,
                       algbw * bus_factor, total});
         }
       }
@@ -435,19 +542,23 @@ int bench_coll(const BenchOptions& o) {
   }
   if (me == 0) {
     progress_done();
-    std::printf("# %d PEs, bf16; time per operation; busbw as nccl-tests\n", n);
+    std::printf("# %d PEs, %s, %s; time per operation; busbw as nccl-tests\n", n, o.datatype.c_str(), o.redop.c_str());
+    report.notes.push_back("datatype " + o.datatype + ", op " + o.redop);
+    if (!shared.empty()) report.notes.push_back("PEs share a GPU (" + shared + "): ours only, times not a measurement");
     if (nv.on()) {
       report.add_speedups("nvst", "nvshmem");
       report.print_table("nvst", {"nccl"}, {"nvshmem"});
-    } else {
+    } else if (shared.empty()) {
       report.print_table("nvst", {"nccl"});
+    } else {
+      report.print_table("nvst", {});
     }
     report.write_json(o.json_path);
   }
   NVST_CHECK_CUDA(cudaDeviceSynchronize());
   nvst::barrier_all();
   close_nvshmem(nv);
-  ncclCommDestroy(comm);
+  if (comm) ncclCommDestroy(comm);
   NVST_CHECK_CUDA(cudaFree(in));
   NVST_CHECK_CUDA(cudaFree(out));
   NVST_CHECK_CUDA(cudaFree(wrong));

@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   bench->add_option("-w,--warmup_iters", opts.warmup, "warm-up iterations (nccl-tests -w)")
       ->check(CLI::Range(0, 1000000));
+  bench->add_option("-d,--datatype", opts.datatype, "element type (nccl-tests -d; bench coll)")
+      ->check(CLI::IsMember({"bfloat16", "half", "float", "int32", "int64"}));
+  bench->add_option("-o,--op", opts.redop, "reduction (nccl-tests -o; bench coll's all_reduce and reduce_scatter)")
+      ->check(CLI::IsMember({"sum", "prod", "max", "min"}));
   bench->add_option("--samples", opts.samples, "timed samples; the median is reported")
       ->check(CLI::Range(1, 1000));
   bench->add_option("-c,--check", opts.check, "verify data and count wrong words (0/1)");
@@ -169,7 +173,9 @@ int main(int argc, char** argv) {
       rc = run_as_job(np ? np : 2, {}, nvst::tools::bench_p2p, opts);
     }
     if (which == "coll" || (which == "all" && gpus >= 2)) {
-      NVST_REQUIRE(gpus >= 2, "nvst bench coll needs 2 GPUs; ", gpus, " visible");
+      // With one GPU, `--np N` PEs share it: ours only (NCCL refuses that), to check -d and -o, not to time.
+      NVST_REQUIRE(gpus >= 2 || (which == "coll" && gpus == 1 && np >= 2), "nvst bench coll needs 2 GPUs (or one ",
+                   "shared by --np 2 or more PEs, ours only, to check results); ", gpus, " visible");
       std::printf(
           "# nvst bench coll: all_reduce, all_gather, reduce_scatter and all_to_all on %d GPUs, ours and NCCL\n",
           np ? np : gpus);
