@@ -60,6 +60,16 @@ constexpr std::uint64_t signal_width(std::uint8_t op) {
                                                             : 8;
 }
 
+// The SET that writes `width` bytes (1, 2, 4 or 8): what a p of that width sends.
+constexpr SignalOp set_of_width(std::uint64_t width) {
+  return width == 1 ? SignalOp::kSet1 : width == 2 ? SignalOp::kSet2 : width == 4 ? SignalOp::kSet4 : SignalOp::kSet;
+}
+static_assert(signal_width(static_cast<std::uint8_t>(set_of_width(1))) == 1 &&
+                  signal_width(static_cast<std::uint8_t>(set_of_width(2))) == 2 &&
+                  signal_width(static_cast<std::uint8_t>(set_of_width(4))) == 4 &&
+                  signal_width(static_cast<std::uint8_t>(set_of_width(8))) == 8,
+              "set_of_width and signal_width are each other's inverse");
+
 struct alignas(64) Command {
   std::uint64_t tag;        // 0 = empty; (ticket + 1) << 8 | op when published
   std::uint64_t dest;       // heap offset at the target

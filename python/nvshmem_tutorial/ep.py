@@ -35,6 +35,7 @@ Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
 outputs are views of the buffer, valid until the dispatch after next, as in
 DeepEP, with the scales' last two dimensions column-major as DeepEP's.
 """
+import contextlib
 import math
 
 import torch
@@ -547,14 +548,10 @@ class Buffer:
         src_info = self._ll_view(out["recv_src_info"], (E_local, rows, 3), torch.int32)
         handle = LowLatencyHandle(src_info, out["buffer_index"], M, H, num_experts)
 
-        def count(on):  # the statistics add the counts once they are received, on that stream
-            if stats is None:
-                return
-            if on is None:
-                stats.add_(recv_count)
-                return
-            with torch.cuda.stream(on):
-                stats.add_(recv_count)
+        def count(on):  # the statistics add the counts once they are received, on that stream (None: current)
+            if stats is not None:
+                with torch.cuda.stream(on) if on is not None else contextlib.nullcontext():
+                    stats.add_(recv_count)
         if not return_recv_hook:
             count(stream)
         event = (self._finish(compute, True, [x, topk_idx, stats, dispatch_wait_recv_cost_stats]) if async_finish

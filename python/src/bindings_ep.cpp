@@ -110,7 +110,7 @@ void bind_ep(py::module_& m) {
             const ep::Buffer::Region r = b.local_nvl_region();
             const std::uintptr_t lo = addr(r.ptr), hi = lo + r.bytes;
             for (std::size_t i = 0; i < src.size(); ++i)
-              NVST_REQUIRE(nbytes[i] == 0 || (src[i] >= lo && nbytes[i] <= hi - src[i] && src[i] <= hi),
+              NVST_REQUIRE(nbytes[i] == 0 || (src[i] >= lo && src[i] <= hi && nbytes[i] <= hi - src[i]),
                            "nvshmem_tutorial.ep.copy_out: source ", i, " [", src[i], ", +", nbytes[i],
                            ") is outside the receive region [", lo, ", ", hi, ")");
             py::gil_scoped_release nogil;

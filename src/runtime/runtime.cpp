@@ -662,10 +662,7 @@ void p_bytes(void* dest, const void* value, std::size_t width, int pe) {
   c.pe = static_cast<std::uint32_t>(pe);
   c.sig = offset_of(r, dest);
   std::memcpy(&c.sig_value, value, width);  // the low bytes: what a SET of this width lands
-  c.sig_op = static_cast<std::uint8_t>(width == 1   ? proxy::SignalOp::kSet1
-                                       : width == 2 ? proxy::SignalOp::kSet2
-                                       : width == 4 ? proxy::SignalOp::kSet4
-                                                    : proxy::SignalOp::kSet);
+  c.sig_op = static_cast<std::uint8_t>(proxy::set_of_width(width));
   proxy_or_throw(r, pe, "p").push(c, proxy::Op::kSignal);
 }
 }  // namespace detail

@@ -44,11 +44,8 @@ __device__ __forceinline__ void p(T* dest, T value, int pe) {
     check_symmetric(dest, sizeof(T));
     std::uint64_t bits = 0;
     memcpy(&bits, &value, sizeof(T));
-    constexpr proxy::SignalOp kWidth = sizeof(T) == 1   ? proxy::SignalOp::kSet1
-                                       : sizeof(T) == 2 ? proxy::SignalOp::kSet2
-                                       : sizeof(T) == 4 ? proxy::SignalOp::kSet4
-                                                        : proxy::SignalOp::kSet;
-    proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(dest), bits, static_cast<std::uint8_t>(kWidth));
+    constexpr proxy::SignalOp kSet = proxy::set_of_width(sizeof(T));
+    proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(dest), bits, static_cast<std::uint8_t>(kSet));
     return;
   }
   *reinterpret_cast<volatile T*>(rma_address(dest, sizeof(T), pe)) = value;
