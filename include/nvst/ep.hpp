@@ -34,7 +34,11 @@
 // row back. The low-latency mode is flat (as DeepEP's). A Buffer that spans
 // nodes takes three more halves of num_nvl_bytes (a send stage, a relay
 // region, a combine stage) and, in low-latency mode, a far section per
-// expert and source.
+// expert and source. Across nodes a call's kernels wait on the proxy, whose
+// copies need the copy engines and the driver: until they end, queue no
+// copy, memset or transfer to pageable memory behind them on any stream,
+// and allocate or free nothing; synchronize first (docs/09 lists what
+// deadlocked, and how the proxy's watchdog names it).
 //
 // Failures: argument errors throw nvst::Error on the PE that made them; if
 // its peers went ahead, their kernels stop after NVST_DEVICE_TIMEOUT_S

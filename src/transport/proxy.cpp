@@ -404,9 +404,10 @@ void Proxy::watch() {
                  "%sproxy: stuck for %.1f s in a CUDA call (%s): another CUDA call of this process holds the "
                  "driver, waiting for a kernel that waits on this proxy, which cannot finish while the proxy is "
                  "stuck. Usually that is a copy to pageable host memory (torch's .cpu(), cudaMemcpy into a "
-                 "std::vector) queued behind such a kernel, or the first launch of a kernel whose module CUDA loads "
-                 "lazily (CUDA_MODULE_LOADING=LAZY, the default). Copy into pinned memory, synchronize first, or "
-                 "set CUDA_MODULE_LOADING=EAGER (docs/09-expert-parallel.md)\n",
+                 "std::vector) queued behind such a kernel, a cudaMalloc or cudaFree meanwhile, or the first launch "
+                 "of a kernel whose module CUDA loads lazily (CUDA_MODULE_LOADING=LAZY, the default). Copy into "
+                 "pinned memory, allocate or synchronize first, or set CUDA_MODULE_LOADING=EAGER "
+                 "(docs/09-expert-parallel.md)\n",
                  detail::rank_prefix().c_str(), stuck_s, what ? what : "?");
   }
 }
