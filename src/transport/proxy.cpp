@@ -196,6 +196,7 @@ struct Proxy::State {
   struct Applying {
     int src;
     cudaEvent_t done;
+    Clock::time_point since;
   };
   std::deque<Applying> applying;
   std::vector<cudaEvent_t> free_events;
@@ -213,6 +214,7 @@ struct Proxy::State {
   proxy::Consumer* blocked_fifo = nullptr;
   std::uint64_t blocked_ticket = 0;
   Clock::time_point last_age_check = Clock::now();
+  Clock::time_point copy_stall_reported{};  // the stalled copy last reported (warn_copy_stalled)
   Clock::time_point last_debug = Clock::now();
   std::vector<fabric::Completion> completions;
 
@@ -658,10 +660,37 @@ bool Proxy::step() {
 
   // 2. Dead or wedged peers: operations that never complete, or a command
   // that cannot start (target's inbox full, EAGAIN while the provider reconnects).
-  if ((s.in_flight > 0 || s.active || !s.staged.empty() || s.blocked) &&
+  if ((s.in_flight > 0 || s.active || !s.staged.empty() || !s.applying.empty() || s.blocked) &&
       Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
     s.last_age_check = Clock::now();
     const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
+    // The proxy's own copies (a piece staged out of the GPU, one landed into
+    // it) take microseconds. One still running after seconds is stalled: a
+    // copy, memset or pageable transfer queued behind a kernel that waits on
+    // this proxy held the copy engine in r178-r181, and no call of the proxy
+    // blocked, so the watchdog said nothing. Say so once per stalled piece.
+    auto warn_copy_stalled = [&](const char* what, Clock::time_point since) {
+      const double age = std::chrono::duration<double>(Clock::now() - since).count();
+      if (age < kStuckCudaCallS || since == s.copy_stall_reported) return;
+      s.copy_stall_reported = since;
+      std::fprintf(stderr,
+                   "%sproxy: %s has not finished after %.1f s. A copy, memset or transfer to pageable memory "
+                   "queued (on any stream) behind a kernel that waits on this proxy holds the copy engine this "
+                   "copy needs, and that kernel cannot end: across nodes, synchronize before queuing such work "
+                   "(docs/09-expert-parallel.md)\n",
+                   detail::rank_prefix().c_str(), what, age);
+    };
+    if (!s.staged.empty() && copy_pending(s.staged.front()))
+      warn_copy_stalled("the copy of a put's piece out of the GPU", s.staged.front().since);
+    if (!s.applying.empty()) {
+      cudaError_t q;
+      {
+        CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a landed put");
+        q = cudaEventQuery(s.applying.front().done);
+      }
+      if (q == cudaErrorNotReady) warn_copy_stalled("the copy landing a peer's piece in the GPU heap",
+                                                    s.applying.front().since);
+    }
     if (!s.staged.empty()) {
       const State::Staged& f = s.staged.front();
       const double age = std::chrono::duration<double>(Clock::now() - f.since).count();
@@ -828,7 +857,7 @@ bool Proxy::step() {
         cudaEvent_t e = s.free_events.back();
         s.free_events.pop_back();
         NVST_CHECK_CUDA(cudaEventRecord(e, s.stream));
-        s.applying.push_back({src, e});
+        s.applying.push_back({src, e, Clock::now()});
         s.trace.add(ProxyTrace::kLanding, src, next);
         ++s.pieces_taken;
         ++next;
