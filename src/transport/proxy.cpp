@@ -214,7 +214,7 @@ struct Proxy::State {
   proxy::Consumer* blocked_fifo = nullptr;
   std::uint64_t blocked_ticket = 0;
   Clock::time_point last_age_check = Clock::now();
-  Clock::time_point copy_stall_reported{};  // the stalled copy last reported (warn_copy_stalled)
+  Clock::time_point copy_stall_reported{};  // the stalled copy last reported (report_copy_stalled)
   Clock::time_point last_debug = Clock::now();
   std::vector<fabric::Completion> completions;
 
@@ -605,6 +605,14 @@ bool Proxy::step() {
     NVST_CHECK_CUDA(q);
     return false;
   };
+  // Whether a landed piece's copy into the GPU heap is still running.
+  auto landing_pending = [&](const State::Applying& a) {
+    CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a landed put");
+    const cudaError_t q = cudaEventQuery(a.done);
+    if (q == cudaErrorNotReady) return true;
+    NVST_CHECK_CUDA(q);
+    return false;
+  };
 
   // 1. Completions.
   s.completions.clear();
@@ -664,50 +672,45 @@ bool Proxy::step() {
       Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
     s.last_age_check = Clock::now();
     const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
+    auto age_of = [](Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); };
     // The proxy's own copies (a piece staged out of the GPU, one landed into
     // it) take microseconds. One still running after seconds is stalled: a
     // copy, memset or pageable transfer queued behind a kernel that waits on
     // this proxy held the copy engine in r178-r181, and no call of the proxy
-    // blocked, so the watchdog said nothing. Say so once per stalled piece.
-    auto warn_copy_stalled = [&](const char* what, Clock::time_point since) {
-      const double age = std::chrono::duration<double>(Clock::now() - since).count();
-      if (age < kStuckCudaCallS || since == s.copy_stall_reported) return;
+    // blocked, so the watchdog said nothing. Said once per stalled piece.
+    const double stalled_after = std::min(kStuckCudaCallS, limit);
+    auto report_copy_stalled = [&](const char* what, Clock::time_point since) {
+      if (since == s.copy_stall_reported) return;
       s.copy_stall_reported = since;
       std::fprintf(stderr,
                    "%sproxy: %s has not finished after %.1f s. A copy, memset or transfer to pageable memory "
                    "queued (on any stream) behind a kernel that waits on this proxy holds the copy engine this "
                    "copy needs, and that kernel cannot end: across nodes, synchronize before queuing such work "
                    "(docs/09-expert-parallel.md)\n",
-                   detail::rank_prefix().c_str(), what, age);
+                   detail::rank_prefix().c_str(), what, age_of(since));
     };
-    if (!s.staged.empty() && copy_pending(s.staged.front()))
-      warn_copy_stalled("the copy of a put's piece out of the GPU", s.staged.front().since);
-    if (!s.applying.empty()) {
-      cudaError_t q;
-      {
-        CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a landed put");
-        q = cudaEventQuery(s.applying.front().done);
-      }
-      if (q == cudaErrorNotReady) warn_copy_stalled("the copy landing a peer's piece in the GPU heap",
-                                                    s.applying.front().since);
-    }
+    if (!s.applying.empty() && age_of(s.applying.front().since) >= stalled_after &&
+        landing_pending(s.applying.front()))
+      report_copy_stalled("the copy landing a peer's piece in the GPU heap", s.applying.front().since);
     if (!s.staged.empty()) {
       const State::Staged& f = s.staged.front();
-      const double age = std::chrono::duration<double>(Clock::now() - f.since).count();
-      if (age > limit && copy_pending(f))
+      const double age = age_of(f.since);
+      const bool copying = age >= stalled_after && copy_pending(f);  // asked only of an old piece
+      if (copying) report_copy_stalled("the copy of a put's piece out of the GPU", f.since);
+      if (age > limit && copying)
         NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
                   " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
       if (age > limit)
         NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age, " s to be posted: the provider takes no "
                   "more to PE ", f.pe, " (limit 0.8 x NVST_TIMEOUT_S); PE ", f.pe, " may be dead");
     }
-    const double active_age = std::chrono::duration<double>(Clock::now() - s.cur_since).count();
+    const double active_age = age_of(s.cur_since);
     if (s.active && active_age > limit)
       NVST_FAIL("an operation to PE ", s.cur.pe, " has gone ", active_age,
                 " s without progress (limit 0.8 x NVST_TIMEOUT_S); PE ", s.cur.pe, " may be dead");
     for (int i = 0; i < kMaxInFlight; ++i) {
       if (!s.op_busy[static_cast<std::size_t>(i)]) continue;
-      const double age = std::chrono::duration<double>(Clock::now() - s.pool[i].posted).count();
+      const double age = age_of(s.pool[i].posted);
       if (age > limit)
         NVST_FAIL("an operation to PE ", s.pool[i].pe, " has not completed after ", age,
                   " s (limit 0.8 x NVST_TIMEOUT_S); PE ", s.pool[i].pe, " may be dead");
@@ -728,7 +731,7 @@ bool Proxy::step() {
         s.drain_state = state;
         s.drain_same_since = Clock::now();
       }
-      const double stalled = std::chrono::duration<double>(Clock::now() - s.drain_same_since).count();
+      const double stalled = age_of(s.drain_same_since);
       if (stalled > limit && unacked >= 0)
         NVST_FAIL("a ", s.blocked_is_quiet ? "quiet" : "fence", " has waited ", stalled, " s for PE ", unacked,
                   " to acknowledge inbox piece ", s.sent[static_cast<std::size_t>(unacked)] - 1,
@@ -865,13 +868,7 @@ bool Proxy::step() {
       }
     }
     while (!s.applying.empty()) {
-      cudaError_t q;
-      {
-        CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a landed put");
-        q = cudaEventQuery(s.applying.front().done);
-      }
-      if (q == cudaErrorNotReady) break;
-      NVST_CHECK_CUDA(q);
+      if (landing_pending(s.applying.front())) break;
       const int src = s.applying.front().src;
       s.trace.add(ProxyTrace::kLanded, src, s.applied[static_cast<std::size_t>(src)]);
       s.free_events.push_back(s.applying.front().done);
