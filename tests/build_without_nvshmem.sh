@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The build without NVSHMEM still works (issue 8): configure with NVSHMEM
+# The build without NVSHMEM still works: configure with NVSHMEM
 # hidden, check that CMake says so, and build the library and the CLI (which
 # then reports its NVSHMEM column as n/a). ccache makes the objects cheap.
 set -euo pipefail

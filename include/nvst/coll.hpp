@@ -1,4 +1,4 @@
-// Collectives on the runtime (issue 4): barrier, all_reduce, all_gather,
+// Collectives on the runtime: barrier, all_reduce, all_gather,
 // reduce_scatter, broadcast, reduce, all_to_all and all_to_allv over any
 // team (NVLink inside a node, the proxy to other nodes), stream-ordered, with no host
 // synchronisation. Inputs and outputs are any device memory; data is

@@ -121,7 +121,7 @@ class _CurrentStream:
     """torch.cuda.stream(stream) for a block that allocates, when the caller
     already holds the current stream (`restore`): torch's context manager
     reads the current stream again on entry and exit, building a Stream
-    object each time (5-7 us, r154). When the two are one, nothing is done."""
+    object each time (5-7 us). When the two are one, nothing is done."""
     __slots__ = ("stream", "restore")
 
     def __init__(self, stream, restore):
@@ -274,7 +274,7 @@ class Buffer:
     def _raw(stream):
         """The int the compiled module takes for `stream` (None: the caller's
         current stream, read without building a torch.cuda.Stream, which
-        costs 5-7 us a call: r154)."""
+        costs 5-7 us a call)."""
         return current_stream() if stream is None else stream.cuda_stream
 
     def _finish(self, compute, async_finish, tensors):
@@ -378,7 +378,7 @@ class Buffer:
         if W > R:
             # Across nodes, wait for the dispatch before the padding's fill_:
             # a kernel torch loads at its first use, it held the driver while
-            # the dispatch waited on the proxy (r70, docs/09).
+            # the dispatch waited on the proxy (docs/09).
             self._settle(self._comm)
         if R > W:  # the dispatch may still read x: let it finish before the caller can free it
             self._comm.synchronize()
@@ -489,7 +489,7 @@ class Buffer:
         """tensor_at for the low-latency outputs. Their buffers never move
         while self._ll lives, so each (address, shape, dtype) goes through
         DLPack once; later calls get a new view of that tensor (a fresh
-        object, as DeepEP's from_blob gives): 5 us less a tensor (r157)."""
+        object, as DeepEP's from_blob gives): 5 us less a tensor."""
         key = (addr, shape, dtype)
         base = self._ll_views.get(key)
         if base is None:
@@ -537,7 +537,7 @@ class Buffer:
                                       wait_recv_cost_stats=wait_stats)
         # At once, before anything else is launched: the statistics' add_ below,
         # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
-        # while this kernel waited on the proxy (r50, docs/09).
+        # while this kernel waited on the proxy (docs/09).
         self._settle(stream)
         rows = out["max_rows_per_expert"]
         recv_x = self._ll_view(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16)

@@ -32,7 +32,7 @@ _allocations = set()  # base addresses of live nvshmem_alloc_tensor results
 
 # torch's C accessor of the current stream: an int, without building the
 # torch.cuda.Stream object that torch.cuda.current_stream() returns (5-7 us
-# a call on the H100 host, as much as a small copy itself: r154). Inductor uses it too; the fallback
+# a call on an H100 host, as much as a small copy itself). Inductor uses it too; the fallback
 # keeps older or newer torch working.
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 

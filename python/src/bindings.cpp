@@ -1,6 +1,6 @@
 // nvshmem_tutorial._nvst: the runtime's host API and collectives for Python,
 // torch-free (numpy arrays on host-memory PEs). This is the part CI builds
-// and tests; GPU tensors come with the PyTorch extension (issue 6).
+// and tests; GPU tensors come with the PyTorch extension.
 // nvst::Error becomes RuntimeError with the library's message; bad Python
 // arguments raise ValueError / TypeError naming what was wrong.
 #include <pybind11/numpy.h>

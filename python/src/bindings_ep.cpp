@@ -99,7 +99,7 @@ void bind_ep(py::module_& m) {
            })
       // The normal dispatch's outputs out of the receive region into the
       // caller's tensors: one call for all of them, where a DLPack tensor
-      // and a copy_ each cost Python 15-20 us (r159). Every source range
+      // and a copy_ each cost Python 15-20 us. Every source range
       // must lie in the region: nothing else is read.
       .def(
           "copy_out",

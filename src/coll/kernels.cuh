@@ -343,7 +343,7 @@ __device__ __forceinline__ std::uint64_t v_value(std::uint64_t e, std::size_t k)
 // [lo, hi) from there. A block owns the same bytes of the slot in every
 // round (the slot's split, clipped to the round): its ack frees exactly what
 // it read. (Splitting each round by its own length let a short last round's
-// block b write bytes that block b' was still copying out: r13, 2x H200.)
+// block b write bytes that block b' was still copying out, seen on 2x H200.)
 __device__ __forceinline__ void v_range(std::size_t len, std::size_t slot, std::size_t k, std::size_t& base,
                                         std::size_t& lo, std::size_t& hi) {
   base = std::min(len, k * slot);

@@ -15,8 +15,8 @@
 // allow_next_kernel: the proxy launches small kernels of its own (staging
 // copies, signal additions) that need room on the SMs, and the next
 // kernel's waiting blocks could take it, so that the proxy never finishes
-// what the kernel waits for (r139: the collective suite across logical
-// nodes hung so).
+// what the kernel waits for (the collective suite across logical
+// nodes once hung so).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -432,7 +432,7 @@ __device__ __forceinline__ void reduce_token(const NormalArgs& a, const CombineI
 // chunk the warp sets the chunk's flag at the source to this launch's
 // epoch. The other blocks reduce: a warp per token waits only for the flags
 // of the chunks that hold the token's rows. So the reduction runs under the
-// NVLink traffic instead of after it (r64, 2x H200: send, then reduce, took
+// NVLink traffic instead of after it (on 2x H200, send then reduce took
 // 258 us at DeepEP's shape). Roles go by ticket, not blockIdx, so a block
 // that spins waiting for senders is never one that keeps a sender off an
 // SM. Every block counts itself in ready and done, as every launch of these

@@ -14,7 +14,7 @@
 // token's row in what crosses to node n; and the last block sums the
 // table's rows into the counts. (Counting with global atomics needed the
 // counts zeroed first: three memsets, and for a first dispatch two copies
-// to the host; r146.)
+// to the host.)
 //
 // The count exchange (DeepEP's notify_dispatch): every PE must learn every
 // PE's counts, so that each receiver knows how many rows arrive and each
@@ -31,7 +31,7 @@
 // order). A PE writes set s of call e + 2 only after every PE's row of call
 // e + 1 reached it, and a PE sends its row of e + 1 only after it finished
 // call e, so no row is overwritten before it is read. It replaced the
-// bootstrap's allgather over TCP: 30-60 us at 2-4 PEs, about 130 at 8 (r148).
+// bootstrap's allgather over TCP: 30-60 us at 2-4 PEs, about 130 at 8.
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kFinishThreads)
 // device, that keeps freed memory (a HandlePool, as the handles' arrays).
 // CUDA's default pool gives its memory back at every synchronisation, and a
 // first dispatch synchronises (its counts go to the host), so each first
-// dispatch mapped the masks afresh (r121: 140 us).
+// dispatch mapped the masks afresh (140 us).
 HandlePool& masks_pool() {
   static std::mutex mu;
   static HandlePool* pools[64] = {};  // never freed: the process's life

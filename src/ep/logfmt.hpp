@@ -105,7 +105,7 @@ NVST_LOGFMT_FN std::uint32_t logfmt_sign_bit(float x) {
 // A value's log2 and exp2. On the GPU, where they run once per value, the
 // hardware's approximations (lg2.approx, ex2.approx: relative error about
 // 2^-22, one instruction instead of a ~40-instruction polynomial; the
-// accurate log2f made the combine send compute-bound, r128). A value within
+// accurate log2f made the combine send compute-bound). A value within
 // that error of a level boundary may then get the neighbouring code, and a
 // decoded value may differ from the host's in the last bits: the error bound
 // above still holds (to about 1e-6 relative; results below 2^-126 flush to

@@ -124,12 +124,12 @@ struct LogfmtBlockShared {
 // barrier: the slot is whole.
 //
 // Why a block a row: encoding a value costs a log2 and more; a warp that
-// encoded a whole row took 44 us (one row alone, r127), and the send half
-// 96-111 us at one PE against 18 us for bf16 (r125, r126). Several groups
+// encoded a whole row took 44 us (one row alone), and the send half
+// 96-111 us at one PE against 18 us for bf16. Several groups
 // a half-warp: their chains (load, reductions, encoding) overlap, and a row
-// of up to 64 groups takes one round, two barriers (r131). Blocks of 256
-// threads, two an SM: two rows at once on every SM (42 -> 35.6 us, r135);
-// 512 threads with two groups a half-warp were slower (r145).
+// of up to 64 groups takes one round, two barriers. Blocks of 256
+// threads, two an SM: two rows at once on every SM (42 -> 35.6 us);
+// 512 threads with two groups a half-warp were slower.
 __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden,
                                                LogfmtBlockShared& sh) {
   const int tid = static_cast<int>(threadIdx.x), h = tid >> 4, sub = tid & 15, lane = tid & 31;
@@ -232,8 +232,8 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
 // batch's slots go out together, in three rounds at most: bf16 vectors with
 // LogFMT ranges, then which LogFMT groups before the lane's are compressed
 // (they are 96 bytes shorter), then the LogFMT groups themselves. One slot
-// after another was 8 chains of dependent loads a token (r122) and, with
-// LogFMT, a receive of 30 us against 10 us for bf16 (r125).
+// after another was 8 chains of dependent loads a token and, with
+// LogFMT, a receive of 30 us against 10 us for bf16.
 template <bool kMayLogfmt, int kBatch>
 __device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t slot_bytes, int k0, int num_topk,
                                                  unsigned used, unsigned logfmt, float wt_lane, int hidden, int v,
@@ -348,7 +348,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   const int units = a.hidden / (a.use_fp8 ? 16 : 8);
   // A block per token: the row is loaded and quantised once and each unit
   // stored to all its top-k destinations (a warp per (token, k) quantised
-  // every token 8 times: fp8 cost 11 us more than bf16 at one PE, r122).
+  // every token 8 times: fp8 cost 11 us more than bf16 at one PE).
   for (int t = blockIdx.x; t < in.num_tokens; t += gridDim.x) {
     const auto* src = reinterpret_cast<const int4*>(static_cast<const __nv_bfloat16*>(in.x) +
                                                     static_cast<std::size_t>(t) * a.hidden);
@@ -628,7 +628,7 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
     const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, logfmt_lane);
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
     // 4 slots a batch: 64 registers (two blocks an SM, so that 128
-    // tokens' tasks run in one wave, r133) leave no room for 8 (the LogFMT
+    // tokens' tasks run in one wave) leave no room for 8 (the LogFMT
     // batch spills 64 bytes even so). A token without LogFMT rows skips the
     // LogFMT steps.
     if (logfmt == 0)

@@ -6,7 +6,7 @@
 //
 // Linux stretches a thread's sleeps by its timer slack, 50 us by default,
 // so "sleep 20 us" lasted about 70: a host quiet that outlived the spin and
-// yield rounds was seen up to 50 us late (r105's trace: the proxy released
+// yield rounds was seen up to 50 us late (in one proxy trace the proxy released
 // a 1 MiB put's quiet at 360 us, the host thread saw it at 400). While a
 // waiter sleeps its slack is 1 us (PreciseSleep); it gets its own back when
 // the wait ends.

@@ -1,4 +1,4 @@
-// NVSHMEM underneath the runtime (NVST_BACKEND=nvshmem; issue 8). Our
+// NVSHMEM underneath the runtime (NVST_BACKEND=nvshmem). Our
 // bootstrap carries NVSHMEM's unique ID, NVSHMEM starts with it, and the
 // symmetric heap is a single nvshmem_malloc region: the same offset on every
 // PE, so our allocator, nvst::ptr and the device API keep working, while

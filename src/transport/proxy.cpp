@@ -30,8 +30,8 @@ constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fa
 // slot holds a piece behind its 64-byte header, so a power-of-two put
 // fills whole pieces (with the header inside 256 KiB, 1 MiB took a fifth
 // piece of 256 bytes, one more trip through the whole pipeline: 256 KiB
-// over shm took 133 us instead of 53, r106). Smaller first and last pieces,
-// to fill and drain the pipeline sooner, did not pay on one GPU (r106:
+// over shm took 133 us instead of 53). Smaller first and last pieces,
+// to fill and drain the pipeline sooner, did not pay on one GPU (
 // a staging or landing copy there takes 20-25 us whatever its size).
 constexpr int kStageSlots = 16;                         // staging slots in the pipeline
 constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
@@ -676,7 +676,7 @@ bool Proxy::step() {
     // The proxy's own copies (a piece staged out of the GPU, one landed into
     // it) take microseconds. One still running after seconds is stalled: a
     // copy, memset or pageable transfer queued behind a kernel that waits on
-    // this proxy held the copy engine in r178-r181, and no call of the proxy
+    // this proxy held the copy engine on 2x H200, and no call of the proxy
     // blocked, so the watchdog said nothing. Said once per stalled piece.
     const double stalled_after = std::min(kStuckCudaCallS, limit);
     auto report_copy_stalled = [&](const char* what, Clock::time_point since) {

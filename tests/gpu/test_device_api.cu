@@ -207,7 +207,7 @@ void rma_case(Suite& suite, Op op, const char* scope_name, char* sym_src, char* 
 // work launched after cudaFreeAsync returned, which CUDA's rules forbid to
 // touch the memory; it cannot be reused before the stream reaches the free,
 // behind the kernel's quiet, so the proxy survives it, and this case shows
-// that. compute-sanitizer rightly reports it (r170), so sanitizer runs
+// that. compute-sanitizer rightly reports it, so sanitizer runs
 // (NVST_TEST_SANITIZER=1) leave the cross-node form out.
 void stream_ordered_source_case(Suite& suite, char* sym_dst) {
   const int me = nvst::my_pe(), n = nvst::n_pes(), target = (me + 1) % n;

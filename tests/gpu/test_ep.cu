@@ -307,7 +307,7 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
 // its combine, queued without waiting, the handle replaced while the last
 // layer's combine may still run. Across nodes running kernels wait for the
 // proxy, so nothing here may call into CUDA in a way that waits for the
-// device (src/ep/handle_memory.hpp): `nvst bench ep` hung exactly so (r92).
+// device (src/ep/handle_memory.hpp): `nvst bench ep` hung exactly so.
 // The "expert" is the identity; every layer's result is checked at the end.
 Errors first_dispatch_layers_case(nvst::ep::Buffer& buf, Shape sh, int layers, std::uint64_t seed,
                                   const nvst::ep::Config& cfg, cudaStream_t s) {
@@ -764,7 +764,7 @@ int run_pe() {
     report(
         normal_case(buf, RouteKind::kRandom, normal, false, false, g_seed * 100 + ++salt, cfg, s, false, false, true),
         "normal bf16, a copy to pageable memory queued behind the dispatch");
-  else if (me == 0)  // it hangs until the device timeout there: bench/results/2026-11-23-h100x1-queued-copy-r34
+  else if (me == 0)  // it hangs until the device timeout there (docs/09)
     std::printf(
         "# not run across nodes (known limitation, docs/09): a copy to pageable memory queued behind the dispatch\n");
   {  // The checker itself: one flipped byte on every PE must be caught.

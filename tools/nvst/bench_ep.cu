@@ -15,7 +15,7 @@
 // low latency = this PE's (token, expert) selections x the same row bytes.
 //
 // In a program linked to NVSHMEM (nvst_nvshmem) a second pass runs the same
-// kernels again on NVSHMEM (issue 8): the runtime restarts with its heap in
+// kernels again on NVSHMEM: the runtime restarts with its heap in
 // nvshmem_malloc memory, the node peers' copies reached through nvshmem_ptr,
 // and the rows land in the table's "nvst@nvshmem" column, checked against
 // NCCL's result of the first pass like ours.
@@ -231,7 +231,7 @@ class EpBench {
   // Across nodes, a copy-engine operation (a cudaMemcpyAsync D2D, a
   // cudaMemsetAsync, a copy into pageable memory) queued on s_ behind a
   // kernel that waits on the proxy stalled the proxy's own staging and
-  // landing copies on both PEs until the device timeout (r176-r181, 2x H200,
+  // landing copies on both PEs until the device timeout (2x H200,
   // every time at the same call): wait for the kernels first (docs/09).
   void settle_before_copy_engine() {
     if (nvst::team_n_pes(nvst::Team::kNode) < n_) NVST_CHECK_CUDA(cudaStreamSynchronize(s_));

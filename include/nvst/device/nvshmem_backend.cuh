@@ -1,4 +1,4 @@
-// The NVSHMEM backend of the device API (NVST_BACKEND=nvshmem, issue 8).
+// The NVSHMEM backend of the device API (NVST_BACKEND=nvshmem).
 //
 // In a job started on NVSHMEM the symmetric heap is one nvshmem_malloc
 // region (src/runtime/heap_nvshmem.cpp), so every nvst symmetric address is
