@@ -341,10 +341,12 @@ def plot_all(bs):
     written = []
     for shape, b in sorted(bs.items()):
         for name, sec in sorted(b.sections.items()):
-            ops = []
+            ops, points = [], {}
             for r in sec["rows"]:
-                if r["op"] not in ops and len(b.sizes(name, r["op"])) >= 3:
-                    ops.append(r["op"])
+                points[(r["op"], r["impl"])] = points.get((r["op"], r["impl"]), 0) + 1
+            for (op, _), n in points.items():
+                if n >= 3 and op not in ops:
+                    ops.append(op)
             if not ops:
                 continue
             cols = min(len(ops), 4)

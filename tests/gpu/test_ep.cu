@@ -46,7 +46,7 @@ int g_ll_stress = 1000;
 // memory returns once the bytes are staged, before the DMA has landed, and
 // the kernels run on a non-blocking stream that does not wait for it: a PE
 // whose next upload had nothing to copy once launched its combine on the
-// previous iteration's bytes (bench/results/2026-11-23-h200x2-ll-race).
+// previous iteration's bytes.
 template <typename T>
 T* upload(const std::vector<T>& v) {
   T* d = nullptr;

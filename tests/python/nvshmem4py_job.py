@@ -1,7 +1,6 @@
-"""NVSHMEM started by nvshmem4py, then nvshmem_tutorial on it (issues 6, 8).
+"""NVSHMEM started by nvshmem4py, then nvshmem_tutorial on it.
 
-Run under torchrun where nvshmem4py-cu13 is installed (the GPU machines get
-it as wheels carried from here; scripts/device_round.sh shared-nvshmem4py):
+Run under torchrun where nvshmem4py-cu13 is installed:
   torchrun --nproc_per_node=N tests/python/nvshmem4py_job.py
 NVST_TEST_SHARE_GPUS=1 lets ranks share one GPU (torch.distributed on gloo).
 

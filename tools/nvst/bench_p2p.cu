@@ -108,8 +108,8 @@ __global__ void pingpong_kernel(std::uint64_t* flag, int me, int peer, int iters
 
 // How our SM-driven put is launched for a given size: blocks x threads, and
 // the chunk each block takes in turn (interleaved, see the kernel). Read off
-// the calibration sweep on 2x H200 (bench/results/2026-11-22-h200x2-sweep,
-// NVST_BENCH_SWEEP=1; docs/03-device-put.md discusses it):
+// the calibration sweep on 2x H200 (NVST_BENCH_SWEEP=1; docs/04-device-put.md
+// discusses it):
 //  - below 32 MB a put is latency-bound: 256-thread blocks launch faster than
 //    1024-thread ones (about 0.3 us), and about one block per 32 KB (at least
 //    8, at most 32 up to 4 MB, then up to 132) keeps enough stores in flight;
