@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Rebuilds nvshmem_tutorial._nvst for another Python (the GPU machines run
-# Python 3.12; this machine builds for its own 3.11) from a finished build:
+# Rebuilds nvshmem_tutorial._nvst for another Python (a build made with one
+# Python version, used on a machine whose Python differs) from a finished build:
 # libnvst.a and the module's device-link object do not depend on Python, so
 # only the three binding files are compiled again, then linked. Needs g++,
 # pybind11 and nvcc's cudart on that machine; takes ~30 s on 16 cores.

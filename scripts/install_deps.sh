@@ -18,7 +18,8 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # CMake 3.31 (Debian's 3.25 cannot hand C++20 to nvcc 13), NVSHMEM 3.4.5
-# (the GPU machines' version, so the NVSHMEM baseline compiles here too), and
+# (pinned, so the NVSHMEM backend and baseline build against the version
+# they run with, also on a machine without a GPU), and
 # pybind11, numpy and pytest for the torch-free Python package and its tests,
 # matplotlib for the plots scripts/render_results.py draws from the baselines.
 PIP_PACKAGES=(cmake==3.31.6 nvidia-nvshmem-cu13==3.4.5 pybind11==2.13.6 numpy==2.1.3 pytest==8.3.3
