@@ -177,8 +177,11 @@ def block_summary(bs):
     for n in (16 * KB, GB):
         rows.append(["PyTorch tensor put", size(n), "GB/s",
                      *against(b, "torch", "torch_p2p", n, "ours", torch_cols, False)])
+    wrong = sum(r["wrong"] for sec in b.sections.values() for r in sec["rows"])
+    checked = ("every row of the run checked its data and found it right (#wrong 0)" if wrong == 0 else
+               f"WARNING: {wrong} wrong words in the run's rows (see #wrong in {b.shape}.json)")
     head = (f"{b.intro()} NVLink multicast off. x: how many times faster ours is than that baseline; "
-            "every row checked its data (#wrong 0).")
+            f"{checked}.")
     return head + "\n\n" + table(["benchmark", "size", "unit", "ours", "against (ours' speed-up)"], rows)
 
 
