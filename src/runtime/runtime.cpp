@@ -62,6 +62,19 @@ struct Runtime {
 std::unique_ptr<Runtime> g_rt;
 std::uint64_t g_init_generation = 0;
 
+// A PE that exits without finalize() (an exception out of main, exit() in a
+// handler, a crash a provider's signal handler turns into exit) must not
+// run the runtime's destructors at static destruction: its proxy thread
+// would copy through a CUDA that has torn itself down, and the NVSHMEM
+// heap's nvshmem_free is collective (peers may be gone) and takes a lock
+// NVSHMEM's own exit handler has destroyed by then ("mutex lock failed",
+// then a hang in exit). So the proxy stops and the rest is left to the OS.
+void abandon_at_exit() {
+  if (!g_rt) return;
+  g_rt->proxy.reset();
+  (void)g_rt.release();  // deliberately leaked: the process is ending
+}
+
 Runtime& rt(const char* fn) {
   NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called before nvst::init()");
   return *g_rt;
@@ -279,17 +292,6 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
                                   : static_cast<int>(r->node_pes.size()) < r->launch.world;
   const bool proxy_on = settings::get("NVST_PROXY").value_or("1") != "0";
   if (someone_remote && proxy_on) {
-    // A program that exits without finalize() (an exception out of main)
-    // must stop the proxy thread before CUDA tears itself down at exit, or
-    // the thread's next copy crashes. Handlers run in reverse order of
-    // registration, and CUDA registered its own when the device was set.
-    static const bool stop_at_exit_registered = [] {
-      std::atexit([] {
-        if (g_rt) g_rt->proxy.reset();
-      });
-      return true;
-    }();
-    (void)stop_at_exit_registered;
     r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
                                       r->heap->on_device() ? r->device : -1, settings::host_timeout_s()));
   }
@@ -306,6 +308,10 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   r->bootstrap->barrier("init: heaps ready");
+  // After the heap: CUDA and NVSHMEM have registered their exit handlers by
+  // now, and handlers run in reverse order of registration, so this one
+  // runs before theirs (once per init: a later init may start NVSHMEM).
+  std::atexit(abandon_at_exit);
 }
 }  // namespace
 
