@@ -72,6 +72,7 @@ suite device_api 2 "" 300 "$B/nvst_gpu_tests" --np 2
 suite device_errors 2 "" 300 "$B/nvst_gpu_tests" --mode errors --np 2
 suite collectives 2 "" 600 "$B/nvst_coll_tests" --np 2
 suite ep 2 "" 600 "$B/nvst_ep_tests" --np 2 "${EP[@]}"
+suite lifecycle 2 "" 300 "$B/nvst_lifecycle_tests" --np 2 --soak "$([ $QUICK -eq 1 ] && echo 2000 || echo 20000)"
 if [ "$FOUR" = 1 ]; then
   suite device_api_4pe 4 "" 400 "$B/nvst_gpu_tests" --np 4
   suite collectives_4pe 4 "" 600 "$B/nvst_coll_tests" --np 4
@@ -103,13 +104,14 @@ fi
 if [ -x "$B/nvst_gpu_tests_nvshmem" ]; then
   nvst_use_nvshmem_wheel
   suite nvshmem_device_api 2 "NVST_BACKEND=nvshmem" 300 "$B/nvst_gpu_tests_nvshmem" --np 2
+  suite nvshmem_lifecycle_1pe 1 "NVST_BACKEND=nvshmem" 300 "$B/nvst_lifecycle_tests_nvshmem" --np 1 \
+    --soak "$([ $QUICK -eq 1 ] && echo 2000 || echo 100000)"
+  suite nvshmem_collectives_1pe 1 "NVST_BACKEND=nvshmem" 600 "$B/nvst_coll_tests_nvshmem" --np 1
   if [ $QUICK -eq 0 ]; then
-    suite nvshmem_ep 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_ep_tests_nvshmem" --np 2 --stress 1000 --ll-stress 100
-    if [ "$GPUS" -ge 2 ]; then
-      suite nvshmem_collectives 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_coll_tests_nvshmem" --np 2
-    else
-      echo "gpu_check: the NVSHMEM backend's collective suite needs a GPU per PE: left out"
-    fi
+    suite nvshmem_lifecycle 2 "NVST_BACKEND=nvshmem" 300 "$B/nvst_lifecycle_tests_nvshmem" --np 2 --soak 10000
+    suite nvshmem_ep_1pe 1 "NVST_BACKEND=nvshmem" 600 "$B/nvst_ep_tests_nvshmem" --np 1
+    suite nvshmem_ep 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_ep_tests_nvshmem" --np 2 "${EP[@]}"
+    suite nvshmem_collectives 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_coll_tests_nvshmem" --np 2
   fi
 fi
 
