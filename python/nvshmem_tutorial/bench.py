@@ -7,7 +7,7 @@ P2P (rank 0 -> rank 1, one direction): NCCL send/recv (torch.distributed),
 CUDA IPC (torch's own IPC handle of rank 1's tensor, opened on rank 0,
 copied into with copy_), NVSHMEM (nvshmem4py's put between its own
 symmetric tensors, where nvshmem4py is installed: NVSHMEM runs beside our
-runtime, each with its own heap), and ours (nvshmem_put_tensor_async into a
+runtime, each with its own heap), and ours (put_tensor_async into a
 symmetric tensor). All-gather: NCCL's all_gather_into_tensor against ours
 (nvshmem_tutorial.distributed). Every row is checked: the receiver compares
 the bytes with what was sent (#wrong). Times are CUDA events around ITERS
@@ -101,7 +101,7 @@ def p2p_table(iters, warmup, rows, nvshmem):
         # Random bf16 bit patterns (NCCL moves no int16); compared as bytes.
         src = torch.randint(-30000, 30000, (n,), generator=g, dtype=torch.int16).view(torch.bfloat16).to(dev)
         dst = torch.full((n,), -1, dtype=torch.bfloat16, device=dev)
-        sym = nt.nvshmem_alloc_tensor((n,), torch.bfloat16)
+        sym = nt.alloc_tensor((n,), torch.bfloat16)
         t, wrong = {}, 0
         if not SHARED:  # NCCL: rank 0 sends, rank 1 receives.
             t["nccl"] = timed(lambda: dist.send(src, 1) if rank == 0 else dist.recv(dst, 0) if rank == 1 else None,
@@ -127,7 +127,7 @@ def p2p_table(iters, warmup, rows, nvshmem):
             nvshmem.free_tensor(nv_src)
             nvshmem.free_tensor(nv_dst)
         # Ours: a put into rank 1's symmetric tensor.
-        t["ours"] = timed(lambda: nt.nvshmem_put_tensor_async(sym, src, 1) if rank == 0 else None, iters, warmup)
+        t["ours"] = timed(lambda: nt.put_tensor_async(sym, src, 1) if rank == 0 else None, iters, warmup)
         wrong = max(wrong, count_wrong(sym, src) if rank == 1 else count_wrong(src, src))
         nt.nvshmem_free_tensor(sym)
         gbps = {k: nbytes / v / 1e3 for k, v in t.items()}

@@ -63,10 +63,10 @@ def _():
     n = 100_003
     theirs = nvshmem.tensor((n,), dtype=torch.float32)
     theirs.copy_(rand(n, 10 + RANK))
-    ours = nt.nvshmem_alloc_tensor((n,), torch.float32)
+    ours = nt.alloc_tensor((n,), torch.float32)
     ours.fill_(-7)
     nt.nvshmem_barrier()
-    nt.nvshmem_put_tensor(ours, theirs, (RANK + 1) % WORLD)
+    nt.put_tensor(ours, theirs, (RANK + 1) % WORLD)
     nt.nvshmem_barrier()
     assert torch.equal(ours, rand(n, 10 + (RANK - 1) % WORLD)), "received rows differ"
     nt.nvshmem_free_tensor(ours)

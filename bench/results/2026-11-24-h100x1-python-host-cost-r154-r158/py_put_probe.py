@@ -60,7 +60,7 @@ for nbytes in (4096, 16384, 1 << 20):
     n = nbytes // 2
     g = torch.Generator().manual_seed(nbytes)
     src = torch.randint(-30000, 30000, (n,), generator=g, dtype=torch.int16).view(torch.bfloat16).to(dev)
-    sym = nt.nvshmem_alloc_tensor((n,), torch.bfloat16)
+    sym = nt.alloc_tensor((n,), torch.bfloat16)
     plain = torch.empty_like(src)
     view = nt.peer_tensor(sym, peer)
     dist.barrier()
@@ -70,8 +70,8 @@ for nbytes in (4096, 16384, 1 << 20):
         rows["torch copy_ plain"] = (host_us(lambda: plain.copy_(src)), gpu_us(lambda: plain.copy_(src)))
         rows["torch copy_ peer view"] = (host_us(lambda: view.copy_(src)), gpu_us(lambda: view.copy_(src)))
         rows["old put"] = (host_us(lambda: old_put(sym, src, peer)), gpu_us(lambda: old_put(sym, src, peer)))
-        rows["new put"] = (host_us(lambda: nt.nvshmem_put_tensor_async(sym, src, peer)),
-                           gpu_us(lambda: nt.nvshmem_put_tensor_async(sym, src, peer)))
+        rows["new put"] = (host_us(lambda: nt.put_tensor_async(sym, src, peer)),
+                           gpu_us(lambda: nt.put_tensor_async(sym, src, peer)))
         rows["raw _nvst.putmem_on_stream"] = (host_us(lambda: _nvst.putmem_on_stream(sym.data_ptr(), src.data_ptr(), nbytes, peer, s)), 0.0)
         if nbytes == 4096:
             for name, fn in [
@@ -97,7 +97,7 @@ for nbytes in (4096, 16384, 1 << 20):
     # correctness of the new path: every byte arrives
     sym.fill_(-1); torch.cuda.synchronize(); dist.barrier()
     if rank == 0:
-        nt.nvshmem_put_tensor(sym, src, peer)
+        nt.put_tensor(sym, src, peer)
     dist.barrier(); torch.cuda.synchronize()
     if rank == peer or world == 1:
         wrong = int((sym.view(torch.int16) != src.view(torch.int16)).sum())
@@ -108,7 +108,7 @@ for nbytes in (4096, 16384, 1 << 20):
 # bad input still named
 for bad, what in [(torch.zeros(4), "CPU tensor"), (torch.zeros(8, device=dev)[::2], "non-contiguous")]:
     try:
-        nt.nvshmem_put_tensor_async(nt.nvshmem_alloc_tensor((4,)), bad, peer); print("NOT RAISED", what)
+        nt.put_tensor_async(nt.alloc_tensor((4,)), bad, peer); print("NOT RAISED", what)
     except (TypeError, ValueError) as e:
         say(f"{what}: {e}")
 dist.barrier()
