@@ -18,7 +18,8 @@ import torch.distributed as dist
 
 from . import _nvst
 from . import distributed as nd
-from .tensors import alloc_tensor, check_tensor, current_stream, init_from_torch, nvshmem_barrier, nvshmem_free_tensor
+from .tensors import (alloc_tensor, check_tensor, current_stream, init_from_torch, nvshmem_barrier, nvshmem_free_tensor,
+                      reserve_heap)
 
 _MIN_SLOT = 1 << 20
 
@@ -27,6 +28,8 @@ class NvshmemBuffer:
     def __init__(self, group, rank, num_ranks, num_nvl_bytes, num_rdma_bytes, low_latency_mode=False,
                  backend=""):
         # backend: as init_from_torch's ('' = the job's, NVST_BACKEND), which checks it.
+        # A job this constructor starts gets a heap that holds its staging area.
+        reserve_heap(2 * max(_MIN_SLOT * num_ranks, num_nvl_bytes, num_rdma_bytes) + (4 << 20))
         init_from_torch(group, backend)
         self.group = group
         self.group_size = dist.get_world_size(group)

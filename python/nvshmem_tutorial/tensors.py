@@ -128,6 +128,22 @@ def init_from_torch(group=None, backend=""):
     _state["group"] = group
 
 
+# The runtime's default heap (NVST_SYMMETRIC_SIZE unset): what collectives,
+# workspaces and small tensors use beside a Buffer's own memory.
+_DEFAULT_HEAP = 1 << 30
+
+
+def reserve_heap(nbytes):
+    """Before the job starts (init_from_torch): makes the symmetric heap the
+    default plus `nbytes` (a Buffer's own memory), in whole MiB, unless
+    NVST_SYMMETRIC_SIZE is set. Every rank asks for the same size, as the
+    Buffer's arguments agree. Once the job runs the heap is what it is: a
+    Buffer that does not fit says how much it needs."""
+    if _nvst.initialized() or "NVST_SYMMETRIC_SIZE" in os.environ or nbytes <= 0:
+        return
+    os.environ["NVST_SYMMETRIC_SIZE"] = str(_DEFAULT_HEAP + -(-int(nbytes) // (1 << 20)) * (1 << 20))
+
+
 def nvst_group():
     """The torch.distributed group the job was joined from (None = world)."""
     return _state["group"]
