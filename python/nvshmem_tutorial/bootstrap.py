@@ -25,7 +25,7 @@ def make_unique_id(host=""):
     return _nvst.get_unique_id(host)
 
 
-def _spans_hosts():
+def spans_hosts():
     """Whether the launcher says the job has ranks on other hosts."""
     for world, local in (("WORLD_SIZE", "LOCAL_WORLD_SIZE"), ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
         if world in os.environ and local in os.environ:
@@ -37,7 +37,7 @@ def get_unique_id():
     """The seed's get_unique_id: call it on rank 0 only; returns the ID as a
     list of byte values for init_with_unique_id on every rank."""
     host = ""
-    if _spans_hosts():
+    if spans_hosts():
         host = os.environ.get("NVST_BOOTSTRAP_ADDR") or socket.gethostbyname(socket.gethostname())
     return list(make_unique_id(host).encode())
 

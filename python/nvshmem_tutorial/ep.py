@@ -70,6 +70,7 @@ import torch.distributed as dist
 
 from . import _nvst
 from . import distributed as nd
+from .bootstrap import spans_hosts
 from .tensors import check_tensor, current_stream, init_from_torch, reserve_heap, tensor_at
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
@@ -316,7 +317,8 @@ class Buffer:
         # The normal mode takes num_nvl_bytes (five halves of it across
         # nodes); the low-latency buffers take up to num_rdma_bytes (about
         # twice across nodes): ep.hpp's Buffer constructor.
-        reserve_heap(5 * (num_nvl_bytes // 2) + 2 * num_rdma_bytes)
+        nodes = spans_hosts() or "NVST_NODE_SIZE" in os.environ
+        reserve_heap((5 if nodes else 2) * (num_nvl_bytes // 2) + (2 if nodes else 1) * num_rdma_bytes)
         init_from_torch(group)
         self.group = group
         self.rank = dist.get_rank(group)

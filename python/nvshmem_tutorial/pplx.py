@@ -32,6 +32,8 @@ runs on any (our low-latency kernels reach other nodes through the proxy).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -330,3 +332,22 @@ class AllToAll:
         # pplx destroys in the destructor; a collective free there could run
         # on one rank only, so only what is local is dropped.
         self._handle = self._recv = None
+
+
+def nvshmem_init(global_rank: int, local_rank: int, world_size: int, device: Any, uid: Any = None) -> None:
+    """pplx-kernels' nvshmem_init: starts NVIDIA's NVSHMEM through nvshmem4py
+    (rank 0's unique ID broadcast over torch.distributed), as pplx's tests
+    do before making an AllToAll. AllToAll itself needs only
+    torch.distributed: it starts this library's runtime beside NVSHMEM."""
+    try:
+        import nvshmem.core as nvshmem
+    except ImportError as e:
+        raise ImportError(f"nvshmem_tutorial.pplx.nvshmem_init: nvshmem4py does not import ({e}); "
+                          "pip install nvshmem4py-cu13") from e
+    if not dist.is_initialized():
+        raise RuntimeError("nvshmem_tutorial.pplx.nvshmem_init: torch.distributed is not initialised")
+    ids = [uid if uid is not None else (nvshmem.get_unique_id() if global_rank == 0 else None)]
+    dist.broadcast_object_list(ids, src=0)
+    dist.barrier()
+    nvshmem.init(device=device, uid=ids[0], rank=global_rank, nranks=world_size, initializer_method="uid")
+

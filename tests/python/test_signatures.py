@@ -103,6 +103,9 @@ PPLX_ALL_TO_ALL = {
     "destroy": [],
 }
 PPLX_CLASSMETHODS = {"intranode", "internode"}
+PPLX_FUNCTIONS = {  # src/pplx_kernels/nvshmem.py
+    "nvshmem_init": [("global_rank",), ("local_rank",), ("world_size",), ("device",), ("uid", None)],
+}
 
 
 def _tree(module):
@@ -194,6 +197,13 @@ def test_class_methods(table, module, cls, static):
             assert "classmethod" in decorators, f"{cls}.{name} must be a classmethod, as pplx's"
         bound = "staticmethod" not in decorators
         _check(f"{module}.{cls}.{name}", fn, ref, drop_first=bound)
+
+
+@pytest.mark.parametrize("name", sorted(PPLX_FUNCTIONS))
+def test_pplx_function(name):
+    fns = _module_functions("pplx")
+    assert name in fns, f"pplx.py lacks pplx-kernels' {name}"
+    _check(f"nvshmem_tutorial.pplx.{name}", fns[name], PPLX_FUNCTIONS[name], drop_first=False)
 
 
 def test_deep_ep_shim_names():
