@@ -80,3 +80,14 @@ def test_deep_ep_buffer():
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_pplx_all_to_all(nproc):
     torchrun(os.path.join(HERE, "pplx_job.py"), nproc, "DONE 0 failure(s)")
+
+
+def test_pplx_on_nvshmem4py():
+    """examples/pplx_on_nvshmem4py.py: NVSHMEM started by nvshmem4py, our
+    runtime joined to it, pplx-style dispatch/combine on our kernels."""
+    pytest.importorskip("nvshmem.core")
+    import nvshmem_tutorial as nt
+    if not nt.nvshmem_backend_built():
+        pytest.skip("built without NVSHMEM")
+    out = torchrun(os.path.join(ROOT, "examples", "pplx_on_nvshmem4py.py"), 2, "PASS")
+    assert out.count("PASS") == 2
