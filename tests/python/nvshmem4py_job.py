@@ -1,4 +1,4 @@
-"""NVSHMEM started by nvshmem4py, then nvshmem_tutorial on it (issues 6, 8).
+"""NVSHMEM started by nvshmem4py, then nvshmem_tutorial on it.
 
 Run under torchrun where nvshmem4py-cu13 is installed (the GPU machines get
 it as wheels carried from here; scripts/device_round.sh shared-nvshmem4py):
