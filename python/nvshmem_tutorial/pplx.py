@@ -87,6 +87,7 @@ class AllToAll:
                                                      experts_per_token)
         self._buffer = Buffer(None, 0, size, low_latency_mode=True)
         if not internode and _nvst.team_n_pes(_nvst.TEAM_NODE) != _nvst.n_pes():
+            self._buffer.destroy()  # every rank sees the same nodes: all refuse here
             _fail(fn, "the job spans nodes: use AllToAll.internode", RuntimeError)
         self._leader = rank % dp_size == 0  # the group's rank that sends its tokens
         # A group's result reaches its other ranks through the leader's stage.
