@@ -43,12 +43,11 @@ PYTHONPATH="$DEST" NVST_HEAP=host "$PY" smoke.py
   2>&1 | grep -v "Running pip as the 'root'" || true
 cd "$DEST"
 NVST_HEAP=host "$DEST/venv/bin/python" - "$ROOT" <<'PY'
-import os, sys
+import importlib, os, sys
 import nvshmem_tutorial as nt
-import nvshmem_tutorial.launch
 src = os.path.join(sys.argv[1], "python", "nvshmem_tutorial")
 # Loaded from the source files themselves: the next import reads an edit.
-for mod in (nt, nvshmem_tutorial.launch):
+for mod in (nt, importlib.import_module("nvshmem_tutorial.bootstrap")):
     assert os.path.realpath(mod.__file__).startswith(os.path.realpath(src) + os.sep), (mod.__file__, src)
 assert nt._nvst.n_pes is not None  # the compiled module came along
 print("editable nvshmem_tutorial: .py files from", src)
