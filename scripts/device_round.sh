@@ -243,6 +243,19 @@ case "$MODE" in
     NVST_TEST_SHARE_GPUS=1 step torch_2pe_shared_ours 200 $TR --nproc_per_node=2 tests/python/torch_job.py
     NVST_TEST_SHARE_GPUS=1 NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm step torch_2pe_internode 200 $TR --nproc_per_node=2 tests/python/torch_job.py
     ;;
+  shared-clients)  # one GPU: code written for the seed, DeepEP and pplx; the peer suites from .dev/peers if carried
+    step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
+    PY_DIR=$(cd "$BIN/../python" && pwd)
+    export PYTHONPATH="$PY_DIR"
+    step clients_gpu 900 python3 -m pytest -q tests/python/test_clients_gpu.py
+    if [ -d .dev/peers ]; then
+      step seed_tma_copy 120 python3 .dev/peers/seed/tests/test_tma_copy.py
+      (cd .dev/peers/deepep/tests && PYTHONPATH="..:$PY_DIR" \
+        step deepep_intranode 900 env -u NVST_SYMMETRIC_SIZE python3 test_intranode.py --num-processes 1)
+      (cd .dev/peers/deepep/tests && PYTHONPATH="..:$PY_DIR" \
+        step deepep_low_latency 600 env -u NVST_SYMMETRIC_SIZE python3 test_low_latency.py --num-processes 1)
+    fi
+    ;;
   shared-nvshmem4py)  # one GPU: nvshmem4py starts NVSHMEM, the Python package joins it (wheel: BIN/../wheels312)
     # The machines have its dependencies (cuda-core, cuda-bindings, cuda-pathfinder, with torch), not it.
     step py_module 240 bash scripts/build_python_module.sh "$BIN/.." python3
