@@ -187,8 +187,8 @@ class DispatchHandle(_Handle):
     """What dispatch returns: DeepEP's intranode handle (rank_prefix_matrix,
     channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx,
     is_token_in_rank, send_head), or across nodes its internode one.
-    Attributes: cpp (the routing), topk_idx, topk_weights, num_experts,
-    num_worst_tokens (> 0: outputs padded to this many rows)."""
+    Attributes: cpp (the routing), recv_src_idx, topk_idx, topk_weights,
+    num_experts, num_worst_tokens (> 0: outputs padded to this many rows)."""
     INTRANODE = ("rank_prefix_matrix", "channel_prefix_matrix", "recv_channel_prefix_matrix", "recv_src_idx",
                  "is_token_in_rank", "send_head")
     INTERNODE = ("is_token_in_rank", "rdma_channel_prefix_matrix", "gbl_channel_prefix_matrix",
@@ -199,7 +199,8 @@ class DispatchHandle(_Handle):
     def make(cls, internode, recv_src_idx, is_token_in_rank, **attrs):
         names = cls.INTERNODE if internode else cls.INTRANODE
         known = {"recv_src_idx": recv_src_idx, "is_token_in_rank": is_token_in_rank}
-        h = cls.__new__(cls, [_LATER if known.get(n) is None else known[n] for n in names], **attrs)
+        h = cls.__new__(cls, [_LATER if known.get(n) is None else known[n] for n in names], recv_src_idx=recv_src_idx,
+                        **attrs)
         h.__dict__["names"] = names
         return h
 

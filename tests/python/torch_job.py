@@ -487,7 +487,7 @@ def _():
                 packed = torch.empty(scale.shape, dtype=torch.int32, device=DEV).copy_(scale)  # row-major
                 scale = torch.exp2(packed.view(torch.uint8).float() - 127)
             deq = (q.float().view(El, WORLD * M, H // 128, 128) * scale[..., None]).view(El, WORLD * M, H)
-        info = handle.recv_src_info
+        info = handle.src_info  # [El, rows, 3]: source rank, token, top-k slot
         for e in range(El):
             n = int(recv_count[e].item())
             want = sorted((s, t) for s in range(WORLD) for t in range(M - s)
