@@ -508,10 +508,9 @@ def _():
         factor = torch.tensor([(RANK * El + e) % 3 + 1 for e in range(El)], device=DEV, dtype=torch.float32)
         y = (xin.float() * factor[:, None, None]).to(torch.bfloat16)
         zero_copy = not use_fp8 and not hook_mode
-        if zero_copy:  # DeepEP's zero-copy combine: the output written into the Buffer's tensor
-            raises(ValueError, lambda: buf.low_latency_combine(y, idx, w, handle, zero_copy=True),
-                   "zero_copy with another tensor")
-            y = buf.get_next_low_latency_combine_buffer(handle).copy_(y)
+        if zero_copy:  # DeepEP's zero-copy combine: the data is in the Buffer's tensor; x gives only the shape
+            buf.get_next_low_latency_combine_buffer(handle).copy_(y)
+            y = torch.zeros_like(y)
         combined, _, chook = buf.low_latency_combine(y, idx, w, handle, return_recv_hook=hook_mode,
                                                      zero_copy=zero_copy, combine_wait_recv_cost_stats=wait_c)
         if hook_mode:
