@@ -307,8 +307,9 @@ def nvshmem_barrier_async():
 def tma_copy(input, output):
     """The seed's experiment: output <- input (CUDA tensors of the same byte
     size, on one GPU) with Hopper's bulk copy engine (cp.async.bulk, TMA):
-    16-byte aligned spans go global -> shared -> global through it, any
-    unaligned head or tail byte by byte. Ordered on the current stream.
+    where the two addresses agree mod 16, all but a head and a tail of under
+    16 bytes go global -> shared -> global through it; those bytes (or all,
+    where they differ mod 16) one by one. Ordered on the current stream.
     Needs no running job."""
     fn = "tma_copy"
     if not isinstance(input, torch.Tensor) or not input.is_cuda:

@@ -37,8 +37,10 @@ __device__ __forceinline__ void wait_parity(std::uint32_t bar, std::uint32_t par
 }
 #endif
 
-__global__ void __launch_bounds__(kThreads) tma_copy_kernel(char* dst, const char* src, std::size_t bulk_bytes,
-                                                            std::size_t nbytes) {
+// Bytes [begin, end) go by bulk copies (both pointers 16-byte aligned there,
+// end - begin a multiple of 16); the bytes before and after, one by one.
+__global__ void __launch_bounds__(kThreads) tma_copy_kernel(char* dst, const char* src, std::size_t begin,
+                                                            std::size_t end, std::size_t nbytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ alignas(128) char stage[kChunk];
   __shared__ alignas(8) std::uint64_t bar;
@@ -50,9 +52,9 @@ __global__ void __launch_bounds__(kThreads) tma_copy_kernel(char* dst, const cha
   __syncthreads();
   std::uint32_t parity = 0;
   if (threadIdx.x == 0) {
-    for (std::size_t at = static_cast<std::size_t>(blockIdx.x) * kChunk; at < bulk_bytes;
+    for (std::size_t at = begin + static_cast<std::size_t>(blockIdx.x) * kChunk; at < end;
          at += static_cast<std::size_t>(gridDim.x) * kChunk) {
-      const std::uint32_t n = static_cast<std::uint32_t>(bulk_bytes - at < kChunk ? bulk_bytes - at : kChunk);
+      const std::uint32_t n = static_cast<std::uint32_t>(end - at < kChunk ? end - at : kChunk);
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar_at), "r"(n) : "memory");
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
                        stage_at),
@@ -68,11 +70,13 @@ __global__ void __launch_bounds__(kThreads) tma_copy_kernel(char* dst, const cha
     }
     asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");  // writes done before the kernel ends
   }
-  // The part the bulk copies do not cover, byte by byte.
+  // The parts the bulk copies do not cover, byte by byte.
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = bulk_bytes + static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < nbytes;
-       i += stride)
+  const std::size_t rest = begin + (nbytes - end);
+  for (std::size_t j = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < rest; j += stride) {
+    const std::size_t i = j < begin ? j : end + (j - begin);
     dst[i] = src[i];
+  }
 #else
   __trap();  // built without sm_90: tma_copy refuses on the host first
 #endif
@@ -89,12 +93,17 @@ void tma_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t strea
   NVST_REQUIRE(major >= 9, "nvshmem_tutorial.tma_copy: the bulk copy engine needs compute capability 9.0 (Hopper) "
                "or newer; this GPU has ", major, ".x");
   const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
-  // Bulk copies need 16-byte aligned addresses and sizes on both sides.
-  const std::size_t bulk = (d % 16 == 0 && s % 16 == 0) ? nbytes / 16 * 16 : 0;
-  const std::size_t chunks = (std::max<std::size_t>(bulk, 1) + kChunk - 1) / kChunk;
+  // Bulk copies need 16-byte aligned addresses and sizes on both sides: when
+  // the two pointers agree mod 16, all but a head and a tail of < 16 bytes.
+  std::size_t begin = 0, end = 0;
+  if (d % 16 == s % 16) {
+    begin = std::min<std::size_t>((16 - d % 16) % 16, nbytes);
+    end = begin + (nbytes - begin) / 16 * 16;
+  }
+  const std::size_t chunks = (std::max<std::size_t>(end - begin, 1) + kChunk - 1) / kChunk;
   const int blocks = static_cast<int>(std::min<std::size_t>(chunks, static_cast<std::size_t>(sms) * 8));
-  tma_copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), bulk,
-                                                   nbytes);
+  tma_copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), begin,
+                                                   end, nbytes);
   NVST_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -7,9 +7,10 @@
 
 namespace nvst_py {
 
-// dst <- src, nbytes, on `stream` (both on this GPU). Spans 16-byte aligned
-// in both go global -> shared -> global by bulk copies; the rest (or all,
-// when the two pointers differ in alignment mod 16) byte by byte. Throws
+// dst <- src, nbytes, on `stream` (both on this GPU). When the pointers
+// agree mod 16, everything but a head and a tail of under 16 bytes goes
+// global -> shared -> global by bulk copies; those bytes (or all, when the
+// pointers differ mod 16) go one by one. Throws
 // nvst::Error on a launch failure; needs sm_90.
 void tma_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t stream);
 

@@ -51,7 +51,8 @@ def test_seed_intranode_allgather():
 
 def test_seed_tma_copy():
     """The seed's checks (uint8 1024 x 1024, float32 512 x 512) plus odd
-    sizes and unaligned starts, which take the byte-by-byte path."""
+    sizes and unaligned starts: equal mod 16 (a byte head and tail around
+    the bulk copies) and different mod 16 (byte by byte)."""
     if gpus() < 1 or torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("needs a Hopper GPU")
     import nvshmem_tutorial as nt
