@@ -704,11 +704,12 @@ class Buffer:
         return owner.ll
 
     def _ll_view(self, addr, shape, dtype, column=None):
-        """tensor_at for the low-latency outputs (with `column`: its last
-        dimension's column `column`, a strided view). Their buffers never
-        move while self._ll lives, so each goes through DLPack once; later
-        calls get a new view of that tensor (a fresh object, as DeepEP's
-        from_blob gives): 5 us less a tensor."""
+        """tensor_at for the low-latency outputs. Their buffers never move
+        while self._ll lives, so each goes through DLPack once; later calls
+        get a new view of that tensor (a fresh object, as DeepEP's from_blob
+        gives): 5 us less a tensor. With `column`: the last dimension's
+        column `column` (a strided view, metadata for the handle), the same
+        object every call (a view costs a microsecond of host time)."""
         key = (addr, shape, dtype, column)
         base = self._ll_views.get(key)
         if base is None:
@@ -716,7 +717,7 @@ class Buffer:
             if column is not None:
                 base = base[..., column]
             self._ll_views[key] = base
-        return base.view(base.shape)
+        return base if column is not None else base.view(shape)
 
     def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
                              cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
