@@ -330,7 +330,10 @@ struct DispatchDest {
   bool near;
 };
 
-__global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in) {
+// Kernel names: profilers (DeepEP's bench_kineto) look the operations up by
+// "dispatch" and "combine", one kernel row each, launched as ::dispatch and
+// ::combine: the send halves carry those names, the receive halves others.
+__global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatencyDispatchInput in) {
   __shared__ DispatchDest dest[32];  // top-k is at most 32 (the Buffer checks)
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
@@ -436,7 +439,7 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
 // peers stored are slot_counter[e] rows; records from PEs of other nodes
 // move in behind them, source by source. recv_count gets the total and the
 // slot counter is reset. One block per expert (one block when on one node).
-__global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
+__global__ void ll_receive_tokens(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
   wait_previous_kernel();
   const dev::DeviceState& s = dev::state();
   const unsigned long long target = launch_base(a.dispatch_counters);
@@ -545,7 +548,7 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
   }
 }
 
-__global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
+__global__ void __launch_bounds__(kCombineSendThreads, 2) combine(LowLatencyArgs a, LowLatencyCombineInput in) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
   // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
@@ -597,7 +600,7 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLat
   launch_end(a.combine_counters, base);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
+__global__ void __launch_bounds__(kThreads, 2) ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in,
                                                             __nv_bfloat16* out) {
   wait_previous_kernel();
   const unsigned long long target = launch_base(a.combine_counters);
@@ -648,7 +651,7 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
   const int sms = device_sm_count();
   if (phase != Phase::kReceive) {
-    ll_dispatch_send<<<sms, kThreads, 0, stream>>>(a, in);
+    dispatch<<<sms, kThreads, 0, stream>>>(a, in);
     NVST_CHECK_LAUNCH();
   }
   if (phase != Phase::kSend) {
@@ -657,7 +660,7 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
     // Right behind its send half, on one node, the receive half may be
     // launched while the send half runs; called alone (the hook), or across
     // nodes (the send half then waits on the proxy), it launches plainly.
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_dispatch_recv, blocks, 256, stream, a,
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_receive_tokens, blocks, 256, stream, a,
                                experts_per_pe, in.wait_recv_cost_stats);
   }
 }
@@ -666,22 +669,22 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
                        cudaStream_t stream) {
   const int sms = device_sm_count();
   if (phase != Phase::kReceive) {
-    ll_combine_send<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in);
+    combine<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in);
     NVST_CHECK_LAUNCH();
   }
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_combine_recv, blocks, kThreads, stream,
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_reduce_results, blocks, kThreads, stream,
                                a, in, static_cast<__nv_bfloat16*>(combined_x));
   }
 }
 
 void preload_ll_kernels() {
-  nvst::detail::preload_kernels({reinterpret_cast<const void*>(ll_dispatch_send),
-                                 reinterpret_cast<const void*>(ll_dispatch_recv),
-                                 reinterpret_cast<const void*>(ll_combine_send),
-                                 reinterpret_cast<const void*>(ll_combine_recv)});
+  nvst::detail::preload_kernels({reinterpret_cast<const void*>(dispatch),
+                                 reinterpret_cast<const void*>(ll_receive_tokens),
+                                 reinterpret_cast<const void*>(combine),
+                                 reinterpret_cast<const void*>(ll_reduce_results)});
 }
 
 }  // namespace nvst::ep::detail
