@@ -141,6 +141,7 @@ PYBIND11_MODULE(_nvst, m) {
   m.def("nvshmem_backend_built", &nvst::nvshmem_backend_built,
         "True when this build links NVSHMEM (the nvidia-nvshmem wheel was found at build time).");
   m.def("nvshmem_backend_version", &nvst::nvshmem_backend_version);
+  m.attr("cuda_architectures") = NVST_CUDA_ARCHITECTURES;  // CMAKE_CUDA_ARCHITECTURES, comma-separated
   m.def("check_backend", [](const std::string& backend, const std::string& fn) { check_backend(backend, fn.c_str()); },
         py::arg("backend"), py::arg("fn"), "Raises ValueError (naming fn) for a backend init would refuse.");
   m.def("finalize", [] {

@@ -484,7 +484,9 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
 // peers stored are slot_counter[e] rows; records from PEs of other nodes
 // move in behind them, source by source. recv_count gets the total and the
 // slot counter is reset. One block per expert (one block when on one node).
-__global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
+// The receive halves' names hold neither "dispatch" nor "combine": a
+// profiler (DeepEP's bench_kineto, say) finds one kernel of each per call.
+__global__ void ll_receive_tokens(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long target = launch_base(a.dispatch_counters);
   std::int64_t* cost = blockIdx.x == 0 ? wait_cost : nullptr;
@@ -652,7 +654,7 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLat
 
 // self_direct: as the send half's (rows of this PE's own tokens are read
 // where they are, in.x, at the row their slot names).
-__global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
+__global__ void __launch_bounds__(kThreads, 2) ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in,
                                                             __nv_bfloat16* out, bool self_direct) {
   wait_previous_kernel();
   const unsigned long long target = launch_base(a.combine_counters);
@@ -722,7 +724,7 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
   if (phase != Phase::kSend && !fused) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    ll_dispatch_recv<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
+    ll_receive_tokens<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
     NVST_CHECK_LAUNCH();
   }
 }
@@ -738,16 +740,16 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_combine_recv, blocks, kThreads, stream,
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_reduce_results, blocks, kThreads, stream,
                                a, in, static_cast<__nv_bfloat16*>(combined_x), self_direct);
   }
 }
 
 void preload_ll_kernels() {
   nvst::detail::preload_kernels({reinterpret_cast<const void*>(ll_dispatch_send),
-                                 reinterpret_cast<const void*>(ll_dispatch_recv),
+                                 reinterpret_cast<const void*>(ll_receive_tokens),
                                  reinterpret_cast<const void*>(ll_combine_send),
-                                 reinterpret_cast<const void*>(ll_combine_recv)});
+                                 reinterpret_cast<const void*>(ll_reduce_results)});
 }
 
 }  // namespace nvst::ep::detail
