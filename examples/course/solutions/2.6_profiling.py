@@ -2,9 +2,11 @@
 
 Trace 3 puts of 1 MiB from PE 0 to PE 1, then join the two files by piece
 number (the `seq` column: on the sender, events about pieces sent to PE 1;
-on the target, events about pieces from PE 0) and check the causal order
-a correct proxy must show on one clock: staged <= posted <= landed <= acked.
-Print the order check and, on stderr, each piece's posted -> landed time.
+on the target, events about pieces from PE 0) and check the order a
+correct proxy must show on one clock: staged <= landed <= acked. (Not
+posted <= landed: `posted` is stamped after the fabric call returns, and
+the data may land before the sender's thread reads the clock.) Print the
+check and, on stderr, each piece's staged -> landed time.
 
 Run:  PYTHONPATH=build/python python3 examples/course/solutions/2.6_profiling.py
 """
@@ -47,10 +49,10 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "trace")
         nt.launch(2, pe_main, env={"NVST_PROXY_TRACE": prefix, "NVST_SYMMETRIC_SIZE": "4M"})
-        sent = events(prefix + ".0", 1, ("staged", "posted"))
+        sent = events(prefix + ".0", 1, ("staged",))
         got = events(prefix + ".1", 0, ("landed", "acked"))
     pieces = sorted(set(sent) & set(got))
-    ordered = all(sent[s]["staged"] <= sent[s]["posted"] <= got[s]["landed"] <= got[s]["acked"] for s in pieces)
+    ordered = all(sent[s]["staged"] <= got[s]["landed"] <= got[s]["acked"] for s in pieces)
     for s in pieces:
-        print(f"piece {s}: posted -> landed {(got[s]['landed'] - sent[s]['posted']) / 1e3:.1f} us", file=sys.stderr)
-    print(f"{len(pieces)} pieces traced on both sides; staged <= posted <= landed <= acked for every one: {ordered}")
+        print(f"piece {s}: staged -> landed {(got[s]['landed'] - sent[s]['staged']) / 1e3:.1f} us", file=sys.stderr)
+    print(f"{len(pieces)} pieces traced on both sides; staged <= landed <= acked for every one: {ordered}")
