@@ -102,6 +102,7 @@ PYBIND11_MODULE(_nvst, m) {
   py::register_exception<nvst::Error>(m, "NvstError", PyExc_RuntimeError);
   nvst_py::bind_device(m);
   nvst_py::bind_ep(m);
+  nvst_py::bind_structures(m);
 
   m.def(
       "get_unique_id",
