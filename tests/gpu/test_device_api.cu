@@ -4,6 +4,7 @@
 // byte on the CPU (or, for signal ordering, inside the receiving kernel).
 //   nvst_gpu_tests --np N [--seed S] [--rounds R]   device/host API cases
 //   nvst_gpu_tests --np 2 --mode errors             device-side failures
+//   nvst_gpu_tests --np N --mode atomics            the remote atomics case alone
 // Exits 77 (ctest: skipped) when fewer than N GPUs are visible.
 #include <unistd.h>
 
@@ -743,6 +744,18 @@ int finish_api_mode(Suite& suite, int me, unsigned long long* bad, std::uint64_t
   return suite.failed == 0 ? 0 : 1;
 }
 
+// Only the remote atomics (--mode atomics): a short run of that one case.
+int atomics_mode() {
+  nvst::init();
+  Suite suite;
+  unsigned long long* bad = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(&bad, sizeof(*bad)));
+  atomic_case(suite, bad);
+  NVST_CHECK_CUDA(cudaFree(bad));
+  nvst::finalize();
+  return suite.failed == 0 ? 0 : 1;
+}
+
 int api_mode() {
   nvst::init();
   const int me = nvst::my_pe(), n = nvst::n_pes();
@@ -904,18 +917,18 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--rounds") g_rounds = std::atoi(next().c_str());
     else if (a == "--mode") mode = next();
-    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--rounds R] [--mode api|errors]\n", argv[0]); return 2; }
+    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--rounds R] [--mode api|errors|atomics]\n", argv[0]); return 2; }
   }
-  if (np < 2 || g_rounds < 1 || (mode != "api" && mode != "errors")) {
-    std::fprintf(stderr, "need --np >= 2, --rounds >= 1, --mode api|errors\n");
+  if (np < 2 || g_rounds < 1 || (mode != "api" && mode != "errors" && mode != "atomics")) {
+    std::fprintf(stderr, "need --np >= 2, --rounds >= 1, --mode api|errors|atomics\n");
     return 2;
   }
   try {
     if (const char* sc = std::getenv("NVST_TEST_SCENARIO"); sc && nvst::is_pe_process()) return error_scenario(sc);
-    if (nvst::is_pe_process()) return api_mode();
+    if (nvst::is_pe_process()) return mode == "atomics" ? atomics_mode() : api_mode();
     if (int skip = nvst::test::skip_unless_gpus(np)) return skip;
     std::vector<std::string> args(argv, argv + argc);
-    if (mode == "api") return nvst::spawn_and_wait({np, args, {}, 15});
+    if (mode == "api" || mode == "atomics") return nvst::spawn_and_wait({np, args, {}, 15});
     int failed = 0, passed = 0;
     for (const char* sc : {"timeout", "badpe", "notsym", "deadpeer_host", "deadpeer_device"}) {
       int rc = nvst::spawn_and_wait(
