@@ -10,7 +10,7 @@ import numpy as np
 import nvshmem_tutorial as nt
 from nvshmem_tutorial.structures import DistributedHashMap, DistributedTensor, RingBuffer
 
-OPS = int(os.environ.get("NVST_STRUCTURE_TEST_OPS", "300"))
+OPS = int(os.environ.get("NVST_STRUCTURE_TEST_OPS", "200"))
 
 
 def _tensor(rank):
