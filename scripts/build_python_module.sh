@@ -2,7 +2,7 @@
 # Rebuilds nvshmem_tutorial._nvst for another Python (a build made with one
 # Python version, used on a machine whose Python differs) from a finished build:
 # libnvst.a and the module's device-link object do not depend on Python, so
-# only the three binding files are compiled again, then linked. Needs g++,
+# only the binding files are compiled again, then linked. Needs g++,
 # pybind11 and nvcc's cudart on that machine; takes ~30 s on 16 cores.
 #   bash scripts/build_python_module.sh [BUILD_DIR] [PYTHON]
 set -euo pipefail
@@ -41,7 +41,7 @@ FABRIC="$(lib fabric)"; HWLOC="$(lib hwloc)"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
 INC=(-Iinclude -isystem "$CUDA/include" $("$PY" -m pybind11 --includes))
 pids=()
-for src in bindings bindings_device bindings_ep; do
+for src in bindings bindings_device bindings_ep bindings_structures; do
   g++ -O3 -DNDEBUG -std=gnu++20 -fPIC -fvisibility=hidden "-DNVST_CUDA_ARCHITECTURES=\"${ARCHS:-90}\"" "${INC[@]}" \
     -c "python/src/$src.cpp" -o "$TMP/$src.o" &
   pids+=($!)

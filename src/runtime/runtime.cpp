@@ -752,6 +752,9 @@ void detail::check_gpu_heap(const char* fn) {
 }
 
 Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }
+Proxy* detail::runtime_proxy(const char* fn) { return rt(fn).proxy.get(); }
+bool detail::heap_on_device(const char* fn) { return rt(fn).heap->on_device(); }
+std::uint64_t detail::heap_offset(const void* sym) { return offset_of(rt("heap_offset"), sym); }
 
 double host_timeout_seconds() { return settings::host_timeout_s(); }
 double device_timeout_seconds() { return settings::device_timeout_s(); }

@@ -16,6 +16,7 @@
 #include "runtime/bootstrap.hpp"
 #include "runtime/settings.hpp"
 #include "transport/inbox_bell.hpp"
+#include "transport/proxy_atomic.hpp"
 #include "transport/proxy_trace.hpp"
 #include "transport/topology.hpp"
 
@@ -53,10 +54,12 @@ struct InboxHeader {
   std::uint64_t dest;       // heap offset
   std::uint64_t bytes;      // data bytes after the header
   std::uint64_t sig;        // heap offset of the signal word
-  std::uint64_t sig_value;
-  std::uint8_t has_signal;  // apply the signal after the data
-  std::uint8_t sig_op;      // proxy::SignalOp
-  std::uint8_t pad[22];
+  std::uint64_t sig_value;  // an atomic's operand, or an answer's old value
+  std::uint8_t kind;        // proxy_atomic::PieceKind: data, + signal, atomic request or answer
+  std::uint8_t sig_op;      // proxy::SignalOp, or an atomic's proxy::atomic_code
+  std::uint8_t pad[6];
+  std::uint64_t compare;    // an atomic request's compare operand
+  std::uint64_t token;      // an atomic's ticket and FIFO (proxy_atomic::token), echoed in its answer
 };
 static_assert(sizeof(InboxHeader) == kInboxHeader);
 
@@ -173,6 +176,18 @@ struct Proxy::State {
     std::uint64_t value;
   };
   std::deque<ControlWord> control_words;
+  // Atomic requests from peers applied here, whose old values are yet to be
+  // sent back (as answer pieces, when an inbox slot at the sender is free).
+  // Never waited for by the receiving loop, so two PEs asking each other
+  // cannot block each other's inboxes.
+  struct Answer {
+    int pe;
+    std::uint64_t token, value;
+  };
+  std::deque<Answer> answers;
+  // GPU heaps: old values written by the atomic kernels, one word per
+  // (source, inbox slot), pinned.
+  std::uint64_t* atomic_results = nullptr;
   // Inbox path: pieces staged (a GPU source's copy queued on stage_stream),
   // posted in order once their copy is done. Meanwhile the thread keeps
   // driving the provider: a software provider (tcp) moves bytes only inside
@@ -197,6 +212,8 @@ struct Proxy::State {
     int src;
     cudaEvent_t done;
     Clock::time_point since;
+    std::uint64_t token = 0;               // an atomic request's, answered once done
+    const std::uint64_t* result = nullptr;  // its old value (atomic_results), or null
   };
   std::deque<Applying> applying;
   std::vector<cudaEvent_t> free_events;
@@ -364,6 +381,9 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
       s.free_events.push_back(e);
     }
     for (cudaEvent_t& e : s.copied) NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.atomic_results),
+                                  sizeof(std::uint64_t) * kInboxSlots * static_cast<std::size_t>(world),
+                                  cudaHostAllocMapped));
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
@@ -477,6 +497,7 @@ Proxy::~Proxy() {
     cudaStreamDestroy(s.stream);
     cudaStreamDestroy(s.stage_stream);
     cudaFreeHost(dev_fifo_);
+    cudaFreeHost(s.atomic_results);
     cudaFree(dev_tail_);
     cudaHostUnregister(scratch_);
     cudaHostUnregister(control_);
@@ -494,6 +515,16 @@ void Proxy::quiet() {
   const std::uint64_t t = push(proxy::Command{}, proxy::Op::kQuiet);
   try {
     host_producer_->wait_completed(t);
+  } catch (const Error&) {
+    if (std::string f = failure(); !f.empty()) throw Error(f);
+    throw;
+  }
+}
+
+std::uint64_t Proxy::atomic(const proxy::Command& c) {
+  const std::uint64_t t = push(c, proxy::Op::kAtomic);
+  try {
+    return host_producer_->wait_answer(t);
   } catch (const Error&) {
     if (std::string f = failure(); !f.empty()) throw Error(f);
     throw;
@@ -612,6 +643,26 @@ bool Proxy::step() {
     if (q == cudaErrorNotReady) return true;
     NVST_CHECK_CUDA(q);
     return false;
+  };
+
+  // An inbox piece's kind and what it names are sound (a peer's header is
+  // checked before anything is applied).
+  auto piece_kind_valid = [&](const InboxHeader& h) {
+    switch (h.kind) {
+      case proxy_atomic::kData: return true;
+      case proxy_atomic::kDataSignal:
+        return s.heap_bytes >= proxy::signal_width(h.sig_op) && h.sig <= s.heap_bytes - proxy::signal_width(h.sig_op);
+      case proxy_atomic::kAtomicRequest: return h.bytes == 0 && proxy_atomic::request_valid(h.sig_op, h.sig, s.heap_bytes);
+      case proxy_atomic::kAtomicAnswer:
+        return h.bytes == 0 && (!proxy_atomic::token_from_kernels(h.token) || dev_fifo_ != nullptr);
+      default: return false;
+    }
+  };
+  // The old value of one of this PE's atomics, into the reply slot its
+  // producer waits on.
+  auto deliver_answer = [&](std::uint64_t token, std::uint64_t value) {
+    proxy_atomic::deliver(proxy_atomic::token_from_kernels(token) ? dev_fifo_ : host_fifo_,
+                          proxy_atomic::token_ticket(token), value);
   };
 
   // 1. Completions.
@@ -772,11 +823,12 @@ bool Proxy::step() {
   // Stages the next inbox piece to PE `pe`: `bytes` of `src` for heap
   // offset `dest` (a GPU source is copied on stage_stream, posted by
   // post_staged once done; a host one at once), carrying c's signal when
-  // `with_signal` (its target applies it after the data). A piece of 0
-  // bytes with a signal is a signal on its own. False when no staging slot
-  // or inbox slot at `pe` is free yet.
+  // `kind` says so (its target applies it after the data). A piece of 0
+  // bytes with a signal is a signal on its own; an atomic request or answer
+  // has no data either (proxy_atomic.hpp). False when no staging slot or
+  // inbox slot at `pe` is free yet.
   auto stage_piece = [&](int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
-                         bool with_signal) {
+                         std::uint8_t kind) {
     auto& sent = s.sent[static_cast<std::size_t>(pe)];
     if (s.free_slots.empty() || !s.slot_free(pe, sent)) return false;
     const int slot = s.free_slots.back();
@@ -786,10 +838,12 @@ bool Proxy::step() {
     h->seq = sent;
     h->dest = dest;
     h->bytes = bytes;
-    h->has_signal = with_signal;
+    h->kind = kind;
     h->sig = c.sig;
     h->sig_value = c.sig_value;
     h->sig_op = c.sig_op;
+    h->compare = c.dest;    // kAtomicRequest (the command's dest: proxy_fifo.hpp)
+    h->token = c.reserved;  // atomics: set when the proxy took the command
     const bool copying = bytes && s.gpu;
     if (copying) {
       CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
@@ -815,9 +869,18 @@ bool Proxy::step() {
   while (!s.ready_signals.empty()) {
     const int g = s.ready_signals.front();
     const proxy::Command& cmd = s.groups[static_cast<std::size_t>(g)].cmd;
-    if (!stage_piece(static_cast<int>(cmd.pe), cmd, 0, nullptr, 0, true)) break;
+    if (!stage_piece(static_cast<int>(cmd.pe), cmd, 0, nullptr, 0, proxy_atomic::kDataSignal)) break;
     s.ready_signals.pop_front();
     s.free_groups.push_back(g);
+    busy = true;
+  }
+  while (!s.answers.empty()) {
+    const State::Answer a = s.answers.front();
+    proxy::Command reply{};
+    reply.sig_value = a.value;
+    reply.reserved = a.token;
+    if (!stage_piece(a.pe, reply, 0, nullptr, 0, proxy_atomic::kAtomicAnswer)) break;
+    s.answers.pop_front();
     busy = true;
   }
   {
@@ -831,13 +894,16 @@ bool Proxy::step() {
           break;
         const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
         NVST_REQUIRE(h->seq == next && h->bytes <= (s.layout.data ? kPieceBytes : 0) && h->dest <= s.heap_bytes &&
-                         h->bytes <= s.heap_bytes - h->dest &&
-                         (!h->has_signal || h->sig <= s.heap_bytes - proxy::signal_width(h->sig_op)),
+                         h->bytes <= s.heap_bytes - h->dest && piece_kind_valid(*h),
                      "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ",
-                     h->dest, ", bytes ", h->bytes, ")");
+                     h->dest, ", bytes ", h->bytes, ", kind ", static_cast<int>(h->kind), ")");
+        if (h->kind == proxy_atomic::kAtomicAnswer) deliver_answer(h->token, h->sig_value);
         if (!s.gpu) {  // host heap: applied now, by this thread (the only writer of inbox data)
           if (h->bytes) std::memcpy(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader, h->bytes);
-          if (h->has_signal) apply_host_signal(s.heap, h->sig, h->sig_op, h->sig_value);
+          if (h->kind == proxy_atomic::kDataSignal) apply_host_signal(s.heap, h->sig, h->sig_op, h->sig_value);
+          if (h->kind == proxy_atomic::kAtomicRequest)
+            s.answers.push_back(
+                {src, h->token, proxy_atomic::apply_host(s.heap, h->sig, h->sig_op, h->sig_value, h->compare)});
           s.trace.add(ProxyTrace::kLanded, src, next);
           s.ack(src, next);
           ++s.pieces_taken;
@@ -849,7 +915,13 @@ bool Proxy::step() {
         if (h->bytes)
           NVST_CHECK_CUDA(cudaMemcpyAsync(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader,
                                           h->bytes, cudaMemcpyHostToDevice, s.stream));
-        if (h->has_signal) {
+        const std::uint64_t* result = nullptr;
+        if (h->kind == proxy_atomic::kAtomicRequest) {  // applied by a kernel, answered once it is done
+          std::uint64_t* out = &s.atomic_results[static_cast<std::size_t>(src) * kInboxSlots + k];
+          detail::launch_remote_atomic(s.heap + h->sig, h->sig_op, h->sig_value, h->compare, out, s.stream);
+          result = out;
+        }
+        if (h->kind == proxy_atomic::kDataSignal) {
           auto* word = reinterpret_cast<std::uint64_t*>(s.heap + h->sig);
           if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
             detail::launch_signal_add(word, h->sig_value, s.stream);
@@ -860,7 +932,7 @@ bool Proxy::step() {
         cudaEvent_t e = s.free_events.back();
         s.free_events.pop_back();
         NVST_CHECK_CUDA(cudaEventRecord(e, s.stream));
-        s.applying.push_back({src, e, Clock::now()});
+        s.applying.push_back({src, e, Clock::now(), h->token, result});
         s.trace.add(ProxyTrace::kLanding, src, next);
         ++s.pieces_taken;
         ++next;
@@ -870,6 +942,8 @@ bool Proxy::step() {
     while (!s.applying.empty()) {
       if (landing_pending(s.applying.front())) break;
       const int src = s.applying.front().src;
+      if (const std::uint64_t* result = s.applying.front().result)
+        s.answers.push_back({src, s.applying.front().token, *result});
       s.trace.add(ProxyTrace::kLanded, src, s.applied[static_cast<std::size_t>(src)]);
       s.free_events.push_back(s.applying.front().done);
       s.applying.pop_front();
@@ -900,6 +974,18 @@ bool Proxy::step() {
     const bool with_signal = kind == proxy::Op::kPutSignal || kind == proxy::Op::kSignal;
     const char* src = reinterpret_cast<const char*>(c.src) + s.cur_done;
 
+    if (kind == proxy::Op::kAtomic) {
+      if (pe == s.me) {  // a host heap's own word (kernels reach their own heap by load/store)
+        NVST_REQUIRE(!s.gpu, "proxy: an atomic to this PE's own GPU heap (ticket ", proxy::tag_ticket(c.tag), ")");
+        deliver_answer(c.reserved, proxy_atomic::apply_host(s.heap, c.sig, c.sig_op, c.sig_value, c.dest));
+      } else if (!stage_piece(pe, c, 0, nullptr, 0, proxy_atomic::kAtomicRequest)) {
+        break;
+      }
+      s.active = false;
+      busy = true;
+      break;
+    }
+
     if (s.layout.data) {
       // Inbox path: one piece per inbox slot; the last one carries the signal.
       if (left == 0 && (!with_signal || s.cur_signal_sent)) {
@@ -908,7 +994,9 @@ bool Proxy::step() {
       }
       const std::size_t piece = std::min<std::size_t>({left, kPieceBytes, transport_->max_write() - kInboxHeader});
       const bool signal_here = with_signal && piece == left;  // the last piece carries it
-      if (!stage_piece(pe, c, c.dest + s.cur_done, src, piece, signal_here)) break;
+      if (!stage_piece(pe, c, c.dest + s.cur_done, src, piece,
+                       signal_here ? proxy_atomic::kDataSignal : proxy_atomic::kData))
+        break;
       s.cur_since = Clock::now();  // progress: the age check measures time without it
       s.cur_done += piece;
       if (signal_here) s.cur_signal_sent = true;
@@ -928,7 +1016,7 @@ bool Proxy::step() {
       break;
     }
     if (kind == proxy::Op::kSignal) {
-      if (!stage_piece(pe, c, 0, nullptr, 0, true)) break;
+      if (!stage_piece(pe, c, 0, nullptr, 0, proxy_atomic::kDataSignal)) break;
       s.active = false;
       busy = true;
       break;
@@ -1032,6 +1120,18 @@ bool Proxy::step() {
           s.free_groups.pop_back();
           s.groups[static_cast<std::size_t>(s.cur_group)] = State::Group{0, false, c};
         }
+        break;
+      case proxy::Op::kAtomic:
+        NVST_REQUIRE(proxy_atomic::request_valid(c.sig_op, c.sig, s.heap_bytes), "proxy: atomic command (ticket ",
+                     proxy::tag_ticket(c.tag), ") with op code ", static_cast<int>(c.sig_op), " on heap offset ", c.sig,
+                     " is malformed");
+        s.active = true;
+        s.cur_since = Clock::now();
+        s.cur = c;
+        s.cur.bytes = 0;
+        s.cur.reserved = proxy_atomic::token(proxy::tag_ticket(c.tag), from != &s.host_consumer);
+        s.trace.add(from == &s.host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel,
+                    static_cast<int>(c.pe), 0);
         break;
       case proxy::Op::kNop:
         break;

@@ -64,6 +64,9 @@ class Proxy {
   std::uint64_t push(const proxy::Command& c, proxy::Op op);
   // Waits until every command pushed so far (by any host thread) finished.
   void quiet();
+  // A remote atomic (host threads; c as proxy_fifo.hpp's kAtomic): posts it
+  // and returns the old value once the target's proxy answered.
+  std::uint64_t atomic(const proxy::Command& c);
   // The failure, if the proxy stopped on one ("" otherwise).
   std::string failure() const;
   // Stops the proxy thread and waits for it. False when it cannot: the
