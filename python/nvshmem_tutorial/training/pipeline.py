@@ -9,7 +9,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from .comm import Communicator, SymmetricTensor, agree
-from .schedules import Op, schedule, simulate
+from .schedules import Op, partition_layers, schedule, simulate
 
 
 class _Channel:
@@ -104,6 +104,18 @@ class PipelineEngine:
         self._act = _Channel(slots, numel, dtype, "activation")
         self._grad = _Channel(slots, numel, dtype, "gradient")
         self.comm.barrier()
+
+    @staticmethod
+    def split(layers: Sequence[torch.nn.Module], chunks_per_rank: int = 1,
+              comm: Optional[Communicator] = None) -> List[torch.nn.Sequential]:
+        """This rank's chunks of a model given as its list of layers: the
+        layers split evenly over world x chunks_per_rank virtual stages
+        (ValueError on every rank when they do not divide)."""
+        comm = comm or Communicator()
+        agree("PipelineEngine.split", "layer or chunk counts", [repr((len(layers), chunks_per_rank)).encode()])
+        ranges = partition_layers(len(layers), comm.world * chunks_per_rank)
+        return [torch.nn.Sequential(*[layers[i] for i in ranges[c * comm.world + comm.rank]])
+                for c in range(chunks_per_rank)]
 
     def _numbering(self, kind: str) -> Dict[Tuple[int, int, int], int]:
         """(sender rank, microbatch, sender chunk) -> message number on the

@@ -1,0 +1,99 @@
+"""The training patterns on GPUs, one process per rank, launched by
+torchrun (test_training_gpu.py starts it; NVST_TEST_SHARE_GPUS=1 lets 2 or
+4 ranks share one GPU, torch.distributed then on gloo):
+
+    NVST_TEST_SHARE_GPUS=1 torchrun --nproc_per_node=2 tests/python/training_job.py
+
+Every check of training_checks.py, plus what needs GPU heaps (lock-free
+atomics, the parameter cache's peer views). Each rank prints PASS/FAIL per
+check and "DONE n failure(s)"; the exit status is the failure count.
+"""
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import nvshmem_tutorial as nt
+import training_checks as tc
+from job_checks import Checks, join_torch
+from nvshmem_tutorial.structures.parameter_cache import ParameterCache
+from nvshmem_tutorial.training import HybridParameterServer
+
+RANK = int(os.environ["RANK"])
+WORLD = int(os.environ["WORLD_SIZE"])
+DEV = join_torch(int(os.environ.get("LOCAL_RANK", "0")), os.environ.get("NVST_TEST_SHARE_GPUS") == "1")
+nt.init_from_torch()
+check = Checks(RANK, dist.barrier)
+
+for kind in ("mlp", "transformer"):
+    check(f"GradientSync {kind} equals the reference")(lambda: tc.check_gradient_sync(kind))
+    check(f"ShardedOptimizer {kind} equals Adam")(lambda: tc.check_sharded_optimizer(kind))
+for k in (0, 2):
+    check(f"AsyncGradientServer staleness {k}")(lambda: tc.check_async(k))
+check("LockFreeAccumulator deterministic")(lambda: tc.check_lock_free(True))
+check("LockFreeAccumulator atomic")(lambda: tc.check_lock_free(False))
+for sched, chunks in (("1f1b", 1), ("interleaved", 2)):
+    if 8 % (WORLD * chunks) == 0:
+        check(f"PipelineEngine {sched}")(lambda: tc.check_pipeline(sched, chunks))
+check("tensor parallel MLP")(tc.check_tensor_parallel)
+
+
+@check("ParameterCache: versions, peer views, a reader never sees a torn update")
+def _():
+    cache = ParameterCache(1 << 20, 8)
+    base = torch.arange(1000, dtype=torch.float32, device=DEV)
+    cache.register("w", base + 1000 * RANK)
+    peer = (RANK + 1) % WORLD
+    view, v, seq = cache.view("w", peer)
+    assert v == 1 and torch.equal(view, base + 1000 * peer), v
+    dist.barrier()
+    for i in range(2, 12):  # each update writes one value everywhere: a torn read mixes two
+        cache.update("w", torch.full((1000,), float(i * 10 + RANK), device=DEV))
+        got, gv = cache.read("w", peer)
+        assert got.unique().numel() == 1, f"torn read at version {gv}"
+    torch.cuda.synchronize()
+    dist.barrier()
+    got, gv = cache.read("w", peer)
+    assert gv == 11 and float(got[0]) == 110 + peer, (gv, float(got[0]))
+    view, v, seq = cache.view("w", peer)
+    assert cache.stable("w", peer, v, seq)
+    dist.barrier()
+    cache.update("w", torch.zeros(1000, device=DEV))  # v + 1: the other slot, the view still holds
+    cache.update("w", torch.ones(1000, device=DEV))  # v + 2: overwrites the view's slot
+    torch.cuda.synchronize()
+    dist.barrier()
+    assert not cache.stable("w", peer, v, seq), "stable() missed an overwrite"
+    try:
+        cache.register("w", base)
+        raise AssertionError("a second registration of the same name was accepted")
+    except ValueError:
+        pass
+    dist.barrier()
+    cache.close()
+
+
+@check("HybridParameterServer mirrors a parameter for every rank")
+def _():
+    emb = torch.nn.Embedding(64, 8).to(DEV)
+    with torch.no_grad():
+        emb.weight.fill_(RANK)
+    server = HybridParameterServer(1 << 20)
+    server.register_mirror("embedding.weight", emb.weight)
+    with torch.no_grad():
+        emb.weight.add_(10)
+    server.refresh()
+    torch.cuda.synchronize()
+    dist.barrier()
+    for r in range(WORLD):
+        got = server.get_parameter("embedding.weight", r, copy=(r % 2 == 0))
+        assert torch.equal(got, torch.full((64, 8), 10.0 + r, device=DEV)), r
+        assert server.version("embedding.weight", r) == 2
+    dist.barrier()
+    server.close()
+
+
+check("bad input fails on every rank with a message")(tc.check_bad_input)
+failures = check.done()
+dist.destroy_process_group()
+sys.exit(failures)
