@@ -84,9 +84,9 @@ def check_gradient_sync(kind, hierarchical=False):
         reference_average(ref, kind, step, world, dev)
         ref_opt.step()
     # Flat: PE order, as the reference. Hierarchical: node sums added in node order.
+    sync.close()  # collective: before any check that may raise on one rank only
     compare(model.parameters(), ref.parameters(), f"GradientSync {kind} hierarchical={hierarchical}",
             exact=not hierarchical)
-    sync.close()
 
 
 def check_sharded_optimizer(kind):
@@ -104,8 +104,12 @@ def check_sharded_optimizer(kind):
         zero.step()
         reference_average(ref, kind, step, world, dev)
         ref_opt.step()
-    compare(model.parameters(), ref.parameters(), f"ShardedOptimizer {kind}", exact=True)
     zero.close()
+    # The sums are in PE order, as the reference's, but the update is not
+    # bit-exact: a fused optimizer kernel may treat a shard's last elements
+    # (its vector tail) differently from the same elements inside the whole
+    # tensor, so the shard boundaries can move a last bit.
+    compare(model.parameters(), ref.parameters(), f"ShardedOptimizer {kind}", exact=False)
 
 
 def check_async(staleness):
@@ -132,14 +136,15 @@ def check_async(staleness):
             for p, g in zip(ref.parameters(), queue.pop(0)):
                 p.grad = g
             ref_opt.step()
-    compare(model.parameters(), ref.parameters(), f"AsyncGradientServer staleness {staleness}", exact=True)
     server.close()
+    compare(model.parameters(), ref.parameters(), f"AsyncGradientServer staleness {staleness}", exact=True)
 
 
 def check_lock_free(deterministic):
     comm = Communicator()
     dev, world = comm.device, comm.world
     acc = LockFreeAccumulator(1000, comm, deterministic=deterministic)
+    got_all, want_all = [], []
     for gen in range(5):
         parts = [torch.randn(1000, generator=torch.Generator().manual_seed(77 * gen + r)).to(dev)
                  for r in range(world)]
@@ -148,9 +153,11 @@ def check_lock_free(deterministic):
         want = parts[0].clone()
         for p in parts[1:]:
             want += p
-        compare([got], [want], f"LockFreeAccumulator generation {gen} deterministic={deterministic}",
-                exact=deterministic)
+        got_all.append(got)
+        want_all.append(want)
     acc.close()
+    compare(got_all, want_all, f"LockFreeAccumulator deterministic={deterministic} (by generation)",
+            exact=deterministic)
 
 
 def check_pipeline(schedule_kind, chunks):
@@ -166,6 +173,7 @@ def check_pipeline(schedule_kind, chunks):
     opt = torch.optim.SGD(params, lr=0.1)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     per = 8 // (world * chunks)
+    wrong_loss = None
     for step in range(STEPS):
         g = torch.Generator().manual_seed(step)
         xs = [torch.randn(4, WIDTH, generator=g).to(dev) for _ in range(micro)]
@@ -181,15 +189,16 @@ def check_pipeline(schedule_kind, chunks):
             loss.backward()
             want.append(float(loss))
         ref_opt.step()
-        if comm.rank == world - 1:
-            assert losses == want, (losses, want)
+        if comm.rank == world - 1 and losses != want and wrong_loss is None:
+            wrong_loss = f"step {step}: losses {losses}, the sequential model's {want}"
     ref_params = []
     for c in range(chunks):
         stage = c * world + comm.rank
         for i in range(stage * per, (stage + 1) * per):
             ref_params += list(ref[i].parameters())
-    compare(params, ref_params, f"PipelineEngine {schedule_kind} chunks={chunks}", exact=True)
     engine.close()
+    assert wrong_loss is None, wrong_loss
+    compare(params, ref_params, f"PipelineEngine {schedule_kind} chunks={chunks}", exact=True)
 
 
 def check_tensor_parallel():
@@ -202,9 +211,11 @@ def check_tensor_parallel():
                                                               comm=comm),
                              torch.nn.Tanh(),
                              RowParallelLinear.from_linear(copy.deepcopy(fc2).to(dev), comm=comm))
-    gathered = ColumnParallelLinear.from_linear(copy.deepcopy(fc1).to(dev), gather_output=True, comm=comm)
+    first = copy.deepcopy(fc1).to(dev)
+    gathered = ColumnParallelLinear.from_linear(first, gather_output=True, comm=comm)
     opt = torch.optim.SGD(tp.parameters(), lr=0.05)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    grads = []
     for step in range(STEPS):
         x, y = batch("mlp", step, 0, dev)  # the same input on every rank
         xg = x.clone().requires_grad_(True)
@@ -213,10 +224,12 @@ def check_tensor_parallel():
         ref_opt.zero_grad()
         loss_of(tp, xg, y).backward()
         loss_of(ref, xr, y).backward()
-        compare([xg.grad], [xr.grad], "tensor parallel input gradient", exact=False)
+        grads.append((xg.grad, xr.grad))
         opt.step()
         ref_opt.step()
-    compare([gathered(x)], [fc1.to(dev)(x)], "ColumnParallelLinear gather_output", exact=False)
+    out = gathered(x)
+    compare([g for g, _ in grads], [r for _, r in grads], "tensor parallel input gradients (by step)", exact=False)
+    compare([out], [first(x)], "ColumnParallelLinear gather_output", exact=False)
     n1, n2 = tp[0].out_per_rank, tp[2].in_per_rank
     r = comm.rank
     compare([tp[0].weight, tp[0].bias, tp[2].weight, tp[2].bias],

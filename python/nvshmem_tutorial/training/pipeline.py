@@ -94,9 +94,12 @@ class PipelineEngine:
         self.loss_fn = loss_fn
         self.last_stage = self.world * v - 1
         # Message numbers: the order each sender sends on its channel (the
-        # receiver consumes them in the same order; checked here).
-        self._act_index = self._numbering("F")
-        self._grad_index = self._numbering("B")
+        # receiver consumes them in the same order; checked here). The
+        # signals count every message since the start, so step k's numbers
+        # follow on from step k - 1's (_message).
+        self._act_index, self._act_per_step = self._numbering("F")
+        self._grad_index, self._grad_per_step = self._numbering("B")
+        self._steps = 0
         slots = max(sim.max_in_flight.values(), default=1) + 1
         numel = 1
         for s in self.activation_shape:
@@ -117,11 +120,13 @@ class PipelineEngine:
         return [torch.nn.Sequential(*[layers[i] for i in ranges[c * comm.world + comm.rank]])
                 for c in range(chunks_per_rank)]
 
-    def _numbering(self, kind: str) -> Dict[Tuple[int, int, int], int]:
-        """(sender rank, microbatch, sender chunk) -> message number on the
-        sender's channel of `kind` messages."""
+    def _numbering(self, kind: str) -> Tuple[Dict[Tuple[int, int, int], int], List[int]]:
+        """(sender rank, microbatch, sender chunk) -> message number within a
+        step on the sender's channel of `kind` messages; and each sender's
+        message count per step."""
         P = self.world
         index: Dict[Tuple[int, int, int], int] = {}
+        per_step = [0] * P
         for r, ops in enumerate(self.ops_all):
             n = 0
             for op in ops:
@@ -130,6 +135,7 @@ class PipelineEngine:
                 if op.kind == kind and sends:
                     index[(r, op.microbatch, op.chunk)] = n
                     n += 1
+            per_step[r] = n
         for r, ops in enumerate(self.ops_all):  # the receiver's order must be the sender's
             got = []
             for op in ops:
@@ -139,7 +145,13 @@ class PipelineEngine:
                     got.append(index[(src_vs % P, op.microbatch, src_vs // P)])
             if got != sorted(got):
                 raise ValueError(f"pipeline: rank {r} would read its {kind} messages out of order")
-        return index
+        return index, per_step
+
+    def _message(self, kind: str, sender: int, microbatch: int, chunk: int) -> int:
+        """The message's number since the engine was built."""
+        index, per_step = ((self._act_index, self._act_per_step) if kind == "F"
+                           else (self._grad_index, self._grad_per_step))
+        return self._steps * per_step[sender] + index[(sender, microbatch, chunk)]
 
     def step(self, inputs: Sequence[torch.Tensor], targets: Sequence[torch.Tensor]) -> Tuple[List[float], StepStats]:
         """One training step over the microbatches: forwards and backwards in
@@ -168,7 +180,7 @@ class PipelineEngine:
                 else:
                     x = torch.empty(self.activation_shape, dtype=self.dtype, device=self.comm.device)
                     src_vs = vs - 1
-                    self._act.recv(self._act_index[(src_vs % P, op.microbatch, src_vs // P)], src_vs % P, x)
+                    self._act.recv(self._message("F", src_vs % P, op.microbatch, src_vs // P), src_vs % P, x)
                     x.requires_grad_(True)
                 t0 = clock()
                 out = self.chunks[op.chunk](x)
@@ -177,7 +189,7 @@ class PipelineEngine:
                     loss_tensors.append(out.detach())
                 spans.append((t0, clock()))
                 if vs != self.last_stage:
-                    self._act.send(out.detach(), self._act_index[(self.rank, op.microbatch, op.chunk)],
+                    self._act.send(out.detach(), self._message("F", self.rank, op.microbatch, op.chunk),
                                    (self.rank + 1) % P)
                 saved[(op.microbatch, op.chunk)] = (x, out)
             else:
@@ -186,14 +198,15 @@ class PipelineEngine:
                 if vs != self.last_stage:
                     grad = torch.empty(self.activation_shape, dtype=self.dtype, device=self.comm.device)
                     src_vs = vs + 1
-                    self._grad.recv(self._grad_index[(src_vs % P, op.microbatch, src_vs // P)], src_vs % P, grad)
+                    self._grad.recv(self._message("B", src_vs % P, op.microbatch, src_vs // P), src_vs % P, grad)
                 t0 = clock()
                 out.backward(grad)
                 spans.append((t0, clock()))
                 if vs > 0:
-                    self._grad.send(x.grad, self._grad_index[(self.rank, op.microbatch, op.chunk)],
+                    self._grad.send(x.grad, self._message("B", self.rank, op.microbatch, op.chunk),
                                     (self.rank - 1) % P)
         end = clock()
+        self._steps += 1
         if gpu:
             torch.cuda.current_stream(self.comm.device).synchronize()
         compute = sum(a.until(b) for a, b in spans)
