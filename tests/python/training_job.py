@@ -41,40 +41,57 @@ check("tensor parallel MLP")(tc.check_tensor_parallel)
 
 @check("ParameterCache: versions, peer views, a reader never sees a torn update")
 def _():
+    problems = []  # raised after the collective teardown, so a failure on one rank cannot strand the others
     cache = ParameterCache(1 << 20, 8)
     base = torch.arange(1000, dtype=torch.float32, device=DEV)
     cache.register("w", base + 1000 * RANK)
     peer = (RANK + 1) % WORLD
+
+    def version_values(v, rank):  # version 1 is the registered tensor, version i of rank r is all i * 10 + r
+        return base + 1000 * rank if v == 1 else torch.full((1000,), float(v * 10 + rank), device=DEV)
+
     view, v, seq = cache.view("w", peer)
-    assert v == 1 and torch.equal(view, base + 1000 * peer), v
+    if v != 1 or not torch.equal(view, version_values(1, peer)):
+        problems.append(f"the first view is version {v} or holds other values")
     dist.barrier()
-    for i in range(2, 12):  # each update writes one value everywhere: a torn read mixes two
-        cache.update("w", torch.full((1000,), float(i * 10 + RANK), device=DEV))
+    for i in range(2, 12):  # the peer updates while this rank reads: a torn read mixes two versions
+        cache.update("w", version_values(i, RANK))
         got, gv = cache.read("w", peer)
-        assert got.unique().numel() == 1, f"torn read at version {gv}"
+        if not torch.equal(got, version_values(gv, peer)):
+            problems.append(f"read() returned values that are not version {gv}'s")
     torch.cuda.synchronize()
     dist.barrier()
     got, gv = cache.read("w", peer)
-    assert gv == 11 and float(got[0]) == 110 + peer, (gv, float(got[0]))
+    if gv != 11 or not torch.equal(got, version_values(11, peer)):
+        problems.append(f"after every update the peer's copy reads as version {gv}")
     view, v, seq = cache.view("w", peer)
-    assert cache.stable("w", peer, v, seq)
+    if not cache.stable("w", peer, v, seq):
+        problems.append("stable() is False with no update since the view")
     dist.barrier()
-    cache.update("w", torch.zeros(1000, device=DEV))  # v + 1: the other slot, the view still holds
+    cache.update("w", torch.zeros(1000, device=DEV))  # v + 1: the other slot; the view's slot is intact
+    torch.cuda.synchronize()
+    dist.barrier()
+    if not cache.stable("w", peer, v, seq) or not torch.equal(view, version_values(11, peer)):
+        problems.append("an update to the other slot disturbed the view")
+    dist.barrier()
     cache.update("w", torch.ones(1000, device=DEV))  # v + 2: overwrites the view's slot
     torch.cuda.synchronize()
     dist.barrier()
-    assert not cache.stable("w", peer, v, seq), "stable() missed an overwrite"
+    if cache.stable("w", peer, v, seq):
+        problems.append("stable() missed an overwrite of the view's slot")
     try:
         cache.register("w", base)
-        raise AssertionError("a second registration of the same name was accepted")
+        problems.append("a second registration of the same name was accepted")
     except ValueError:
         pass
     dist.barrier()
     cache.close()
+    assert not problems, problems
 
 
 @check("HybridParameterServer mirrors a parameter for every rank")
 def _():
+    problems = []
     emb = torch.nn.Embedding(64, 8).to(DEV)
     with torch.no_grad():
         emb.weight.fill_(RANK)
@@ -87,10 +104,13 @@ def _():
     dist.barrier()
     for r in range(WORLD):
         got = server.get_parameter("embedding.weight", r, copy=(r % 2 == 0))
-        assert torch.equal(got, torch.full((64, 8), 10.0 + r, device=DEV)), r
-        assert server.version("embedding.weight", r) == 2
+        if not torch.equal(got, torch.full((64, 8), 10.0 + r, device=DEV)):
+            problems.append(f"rank {r}'s mirror does not hold its refreshed values")
+        if server.version("embedding.weight", r) != 2:
+            problems.append(f"rank {r}'s mirror is not at version 2")
     dist.barrier()
     server.close()
+    assert not problems, problems
 
 
 check("bad input fails on every rank with a message")(tc.check_bad_input)
