@@ -1,13 +1,19 @@
 """Hierarchical all-reduce: inside the node, across nodes, inside again."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 
 from .. import _nvst
 from .buckets import padded
 from .comm import Communicator, require_runtime
+
+
+# (node team, column team) by node size. Made once per job: a team's
+# collective workspace is symmetric memory and the runtime has no way to
+# release a team, so every instance with the same node size shares them.
+_TEAMS: Dict[int, Tuple[Communicator, Communicator]] = {}
 
 
 class HierarchicalAllReduce:
@@ -24,7 +30,8 @@ class HierarchicalAllReduce:
     Nodes are the runtime's: a host's PEs, or logical nodes of
     NVST_NODE_SIZE PEs (which is how it runs on one GPU, the inter-node step
     then going through the proxy for real). Building it is collective over
-    every PE (it makes the node and column teams).
+    every PE; the first one for a node size makes the node and column teams,
+    later ones reuse them.
     """
 
     def __init__(self, node_size: Optional[int] = None):
@@ -34,11 +41,12 @@ class HierarchicalAllReduce:
         if k < 1 or world % k != 0:
             raise ValueError(f"nvshmem_tutorial.training.HierarchicalAllReduce: nodes of {k} PEs do not divide "
                              f"the {world} PEs")
-        row, col = _nvst.team_split_2d(_nvst.TEAM_WORLD, k)
-        for t in (row, col):
-            _nvst.coll_prepare(t)
-        self.node = Communicator(row)
-        self.across = Communicator(col)
+        if k not in _TEAMS:
+            row, col = _nvst.team_split_2d(_nvst.TEAM_WORLD, k)
+            for t in (row, col):
+                _nvst.coll_prepare(t)
+            _TEAMS[k] = (Communicator(row), Communicator(col))
+        self.node, self.across = _TEAMS[k]
         self.world = world
         self._scratch = {}
 

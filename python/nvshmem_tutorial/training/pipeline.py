@@ -30,6 +30,9 @@ class _Channel:
         self.credit = SymmetricTensor(slots, torch.int64, f"pipeline {what} credits")
 
     def send(self, t: torch.Tensor, index: int, pe: int) -> None:
+        if t.numel() != self.numel:
+            raise ValueError(f"PipelineEngine: a stage produced {tuple(t.shape)}; the engine was built for "
+                             f"activations of {self.numel} elements (activation_shape)")
         slot, use = index % self.slots, index // self.slots
         self.credit.wait_at_least(slot, use)
         stage = self.send_buf.tensor[slot * self.numel:(slot + 1) * self.numel]
@@ -166,7 +169,6 @@ class PipelineEngine:
             raise ValueError(f"PipelineEngine.step: {len(targets)} targets for {M} microbatches")
         gpu = self.comm.gpu
         saved: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
-        losses: List[float] = []
         loss_tensors: List[torch.Tensor] = []
         spans = []  # (start, end) events or times of the compute parts
         clock = (lambda: _Mark(gpu))
