@@ -34,7 +34,7 @@ def test_hierarchical_gradient_sync_over_two_logical_nodes():
 
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("kind", ["mlp", "transformer"])
-def test_sharded_optimizer_equals_adam(world, kind):
+def test_sharded_optimizer_equals_the_unsharded_one(world, kind):
     launch(world, tc.check_sharded_optimizer, kind)
 
 

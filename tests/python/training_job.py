@@ -34,7 +34,7 @@ NODES = bool(os.environ.get("NVST_NODE_SIZE"))
 for kind in ("mlp", "transformer"):
     check(f"GradientSync {kind} equals the reference")(lambda: tc.check_gradient_sync(kind))
     check(f"GradientSync {kind} hierarchical")(lambda: tc.check_gradient_sync(kind, True))
-    check(f"ShardedOptimizer {kind} equals Adam")(lambda: tc.check_sharded_optimizer(kind))
+    check(f"ShardedOptimizer {kind} equals the unsharded optimizer")(lambda: tc.check_sharded_optimizer(kind))
 for k in (0, 2):
     check(f"AsyncGradientServer staleness {k}")(lambda: tc.check_async(k))
 check("LockFreeAccumulator deterministic")(lambda: tc.check_lock_free(True))
