@@ -70,7 +70,8 @@ def main():
                   ("compute per rank per step (mean)",
                    f"{sum(float(e[1]) for e in everyone) / world / len(stats) * 1e3:.2f} ms"),
                   ("bubble fraction, measured", f"{bubble:.3f}"),
-                  ("bubble fraction, the schedule's (backward = 2 x forward)", f"{stats[0].ideal_bubble_fraction:.3f}")])
+                  ("bubble fraction, the schedule's (backward = 2 x forward)",
+                   f"{stats[0].ideal_bubble_fraction:.3f}")])
     engine.close()
     finish()
 

@@ -23,7 +23,8 @@ WIDTH = 16
 def make_model(kind):
     torch.manual_seed(1234)
     if kind == "mlp":
-        return torch.nn.Sequential(torch.nn.Linear(WIDTH, 32), torch.nn.Tanh(), torch.nn.Linear(32, 32), torch.nn.Tanh(),
+        return torch.nn.Sequential(torch.nn.Linear(WIDTH, 32), torch.nn.Tanh(), torch.nn.Linear(32, 32),
+                                   torch.nn.Tanh(),
                                    torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, WIDTH))
     if kind == "transformer":
         return torch.nn.TransformerEncoderLayer(d_model=WIDTH, nhead=2, dim_feedforward=32, dropout=0.0,

@@ -32,17 +32,18 @@ check = Checks(RANK, dist.barrier)
 NODES = bool(os.environ.get("NVST_NODE_SIZE"))
 
 for kind in ("mlp", "transformer"):
-    check(f"GradientSync {kind} equals the reference")(lambda: tc.check_gradient_sync(kind))
-    check(f"GradientSync {kind} hierarchical")(lambda: tc.check_gradient_sync(kind, True))
-    check(f"ShardedOptimizer {kind} equals the unsharded optimizer")(lambda: tc.check_sharded_optimizer(kind))
+    check(f"GradientSync {kind} equals the reference")(lambda kind=kind: tc.check_gradient_sync(kind))
+    check(f"GradientSync {kind} hierarchical")(lambda kind=kind: tc.check_gradient_sync(kind, True))
+    check(f"ShardedOptimizer {kind} equals the unsharded optimizer")(
+        lambda kind=kind: tc.check_sharded_optimizer(kind))
 for k in (0, 2):
-    check(f"AsyncGradientServer staleness {k}")(lambda: tc.check_async(k))
+    check(f"AsyncGradientServer staleness {k}")(lambda k=k: tc.check_async(k))
 check("LockFreeAccumulator deterministic")(lambda: tc.check_lock_free(True))
 if not NODES:
     check("LockFreeAccumulator atomic")(lambda: tc.check_lock_free(False))
 for sched, chunks in (("1f1b", 1), ("interleaved", 2)):
     if 8 % (WORLD * chunks) == 0:
-        check(f"PipelineEngine {sched}")(lambda: tc.check_pipeline(sched, chunks))
+        check(f"PipelineEngine {sched}")(lambda sched=sched, chunks=chunks: tc.check_pipeline(sched, chunks))
 check("tensor parallel MLP")(tc.check_tensor_parallel)
 
 

@@ -85,7 +85,6 @@ class GradientSync:
             for pi, off in zip(b.params, b.offsets):
                 self._where[pi] = (bi, off)
         self._stream = torch.cuda.Stream(self.comm.device) if self.comm.gpu and overlap else None
-        self._ready_events: List[Optional[torch.cuda.Event]] = [None] * len(self.buckets)
         self._enabled = True
         self.comm_seconds = 0.0  # host time spent issuing (GPU) or running (host heap) the reductions
         self._reset()

@@ -171,7 +171,10 @@ class PipelineEngine:
         saved: Dict[Tuple[int, int], Tuple[torch.Tensor, torch.Tensor]] = {}
         loss_tensors: List[torch.Tensor] = []
         spans = []  # (start, end) events or times of the compute parts
-        clock = (lambda: _Mark(gpu))
+
+        def clock() -> "_Mark":
+            return _Mark(gpu)
+
         self.comm.barrier()
         begin = clock()
         for op in self.ops:

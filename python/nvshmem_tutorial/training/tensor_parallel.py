@@ -116,7 +116,8 @@ class RowParallelLinear(torch.nn.Module):
         self.input_is_parallel = input_is_parallel
         self.weight = torch.nn.Parameter(torch.empty(out_features, self.in_per_rank, device=self.comm.device))
         self.bias = torch.nn.Parameter(torch.zeros(out_features, device=self.comm.device)) if bias else None
-        agree("RowParallelLinear", "layer shapes", [repr((in_features, out_features, bias, input_is_parallel)).encode()])
+        agree("RowParallelLinear", "layer shapes",
+              [repr((in_features, out_features, bias, input_is_parallel)).encode()])
 
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear, input_is_parallel: bool = True,
