@@ -26,7 +26,7 @@ fi
 # tma_copy's kernel object (the device-link object already covers its
 # device code), and the architectures the bindings report, as CMake built them.
 TMA="$BUILD/python/CMakeFiles/nvst_tma_copy.dir/src/tma_copy.cu.o"
-ARCHS="$(grep -o 'NVST_CUDA_ARCHITECTURES=[^ ]*' "$BUILD/build.ninja" 2>/dev/null | head -1 | tr -d '\\"' | cut -d= -f2)"
+ARCHS="$( (grep -o 'NVST_CUDA_ARCHITECTURES=[^ ]*' "$BUILD/build.ninja" 2>/dev/null || true) | head -1 | tr -d '\\"' | cut -d= -f2)"
 for f in "$LIBNVST" "$DLINK" "$TMA"; do
   [[ -f "$f" ]] || { echo "build_python_module: $f is missing (run scripts/build.sh first)" >&2; exit 1; }
 done
