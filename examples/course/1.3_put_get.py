@@ -58,7 +58,7 @@ def pe_main(rank: int) -> list[str]:
         except (ValueError, RuntimeError) as e:
             lines.append(f"PE {rank}: {what}: refused ({type(e).__name__})")
 
-    # Gets: on GPUs, nvshmem_getmem / nt.nvshmem_get_tensor read a node
+    # Gets: on GPUs, nvshmem_getmem / nt.get_tensor read a node
     # peer's heap by load/store (lesson 1.6). Host-memory PEs reach their
     # peers only through the proxy, which does puts; a read from another
     # node is a request answered by a put (this lesson's exercise).

@@ -38,8 +38,8 @@ def main() -> list[str]:
     lines: list[str] = []
 
     # nvshmem_malloc + a tensor over it: zeroed, the same shape on every rank.
-    x = nt.nvshmem_alloc_tensor((N,), torch.float32)
-    y = nt.nvshmem_alloc_tensor((N,), torch.float32)
+    x = nt.alloc_tensor((N,), torch.float32)
+    y = nt.alloc_tensor((N,), torch.float32)
     x.fill_(rank + 1)
     nt.nvshmem_barrier()  # waits for this GPU's fill_, then for every rank
 
@@ -49,13 +49,13 @@ def main() -> list[str]:
     lines.append(f"peer_tensor(x, {right}) reads {peer[0].item()} (load/store through the mapped heap)")
 
     # nvshmem_putmem: my x into y on the right neighbour, by the copy engine.
-    nt.nvshmem_put_tensor(y, x, right)
+    nt.put_tensor(y, x, right)
     nt.nvshmem_barrier()  # every put has landed
     lines.append(f"y after the put from PE {left}: {y[0].item()} everywhere: {bool((y == left + 1).all())}")
 
     # nvshmem_getmem: the left neighbour's x into a plain CUDA tensor.
     got = torch.empty(N, device="cuda")
-    nt.nvshmem_get_tensor(got, x, left)
+    nt.get_tensor(got, x, left)
     lines.append(f"get of PE {left}'s x: {bool((got == left + 1).all())}")
     nt.nvshmem_barrier()  # nobody changes x while a peer may still read it
 

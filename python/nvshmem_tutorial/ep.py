@@ -590,9 +590,10 @@ class Buffer:
         wanted = [("recv_x", (H,), x.dtype, None)]
         if fp8:
             wanted += [("recv_x_scales", (H // 128,), torch.float32, None)]
-        if not cached:
-            wanted += [("recv_topk_idx", (K,), torch.int64, -1), ("recv_topk_weights", (K,), torch.float32, 0),
-                       ("recv_src_idx", (), torch.int32, -1)]
+        if not cached:  # the weights only where the caller routed with them (the kernel wrote none otherwise)
+            wanted += [("recv_topk_idx", (K,), torch.int64, -1), ("recv_src_idx", (), torch.int32, -1)]
+            if topk_weights is not None:
+                wanted += [("recv_topk_weights", (K,), torch.float32, 0)]
         got = {}
         with _CurrentStream(self._comm, compute):
             for name, row, dtype, _ in wanted:
@@ -623,8 +624,7 @@ class Buffer:
             per_expert = self._experts_received(num_tokens_per_expert, expert_alignment)
         if not topk_given:
             return recv, None, None, per_expert, new_handle, event
-        return (recv, got["recv_topk_idx"], got["recv_topk_weights"] if topk_weights is not None else None,
-                per_expert, new_handle, event)
+        return recv, got["recv_topk_idx"], got.get("recv_topk_weights"), per_expert, new_handle, event
 
     def _experts_received(self, num_tokens_per_expert, expert_alignment):
         """This rank's experts' token counts over all ranks, each rounded up

@@ -63,7 +63,10 @@
 
 namespace nvst::ep::detail {
 
-namespace {
+// A named namespace, not an anonymous one: kernels of internal linkage get
+// names (__nv_static_...) that profilers do not demangle, and DeepEP's
+// bench_kineto looks for "dispatch" and "combine" in the first 100 characters.
+namespace low_latency {
 
 constexpr int kThreads = 512;
 // The combine send half: blocks of 256 threads, two an SM, so that two
@@ -235,7 +238,7 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
 // acc (k in order): the lane's 8 channels [8 v, 8 v + 8) of each slot,
 // weighted by its top-k weight (lane k of wt_lane). A bf16 slot's row is
 // read at lane k's row_lane: the slot itself, or the expert output row it
-// names (a row of this PE's own, see ll_combine_send). `used` and `logfmt` say,
+// names (a row of this PE's own, see the combine kernel). `used` and `logfmt` say,
 // bit k, which slots hold a row and which came as LogFMT. Every lane calls
 // it (ballots, shuffles); `active` lanes own channels. The loads of all the
 // batch's slots go out together, in three rounds at most: bf16 vectors with
@@ -356,7 +359,7 @@ __device__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std:
 
 // With `fused` (Phase::kBoth on one node) the block that arrives last also
 // does the receive half (publish_counts), so that the call is one launch.
-__global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in,
+__global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatencyDispatchInput in,
                                                             bool fused) {
   __shared__ DispatchDest dest[32];  // top-k is at most 32 (the Buffer checks)
   const dev::DeviceState& s = dev::state();
@@ -596,7 +599,7 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
 // PE's own combine_done is counted at once (count_self); with self_direct
 // as well (bf16 rows), a row for this PE's own token is not copied: its slot
 // gets the row's index instead, and the receive half reads the row in x.
-__global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in,
+__global__ void __launch_bounds__(kCombineSendThreads, 2) combine(LowLatencyArgs a, LowLatencyCombineInput in,
                                                                           bool both, bool self_direct) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready, true);
@@ -709,7 +712,10 @@ __global__ void __launch_bounds__(kThreads, 2) ll_reduce_results(LowLatencyArgs 
   }
 }
 
-}  // namespace
+}  // namespace low_latency
+
+using low_latency::kCombineSendThreads;
+using low_latency::kThreads;
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
   const int sms = device_sm_count();
@@ -718,13 +724,13 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
   // blocks move the far records), the receive half is a kernel of its own.
   const bool fused = phase == Phase::kBoth && a.far_x == nullptr;
   if (phase != Phase::kReceive) {
-    ll_dispatch_send<<<sms, kThreads, 0, stream>>>(a, in, fused);
+    low_latency::dispatch<<<sms, kThreads, 0, stream>>>(a, in, fused);
     NVST_CHECK_LAUNCH();
   }
   if (phase != Phase::kSend && !fused) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    ll_receive_tokens<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
+    low_latency::ll_receive_tokens<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
     NVST_CHECK_LAUNCH();
   }
 }
@@ -734,22 +740,22 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   const int sms = device_sm_count();
   const bool both = phase == Phase::kBoth, self_direct = both && !in.use_logfmt;
   if (phase != Phase::kReceive) {
-    ll_combine_send<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in, both, self_direct);
+    low_latency::combine<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in, both, self_direct);
     NVST_CHECK_LAUNCH();
   }
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_reduce_results, blocks, kThreads, stream,
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, low_latency::ll_reduce_results, blocks, kThreads, stream,
                                a, in, static_cast<__nv_bfloat16*>(combined_x), self_direct);
   }
 }
 
 void preload_ll_kernels() {
-  nvst::detail::preload_kernels({reinterpret_cast<const void*>(ll_dispatch_send),
-                                 reinterpret_cast<const void*>(ll_receive_tokens),
-                                 reinterpret_cast<const void*>(ll_combine_send),
-                                 reinterpret_cast<const void*>(ll_reduce_results)});
+  nvst::detail::preload_kernels({reinterpret_cast<const void*>(low_latency::dispatch),
+                                 reinterpret_cast<const void*>(low_latency::ll_receive_tokens),
+                                 reinterpret_cast<const void*>(low_latency::combine),
+                                 reinterpret_cast<const void*>(low_latency::ll_reduce_results)});
 }
 
 }  // namespace nvst::ep::detail

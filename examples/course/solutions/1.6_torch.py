@@ -1,7 +1,7 @@
 """1.6 PyTorch tensors, the exercise: an all-reduce by a ring of puts.
 
 Each rank shifts a symmetric tensor right n - 1 times with
-nvshmem_put_tensor (double-buffered: even steps write `a`, odd steps `b`)
+put_tensor (double-buffered: even steps write `a`, odd steps `b`)
 and adds what arrives to a running sum; the sum must equal
 nvshmem_tutorial.distributed.all_reduce's result on random data.
 
@@ -24,12 +24,12 @@ N = 4096
 def main() -> str:
     rank, n = dist.get_rank(), dist.get_world_size()
     mine = torch.randint(-100, 100, (N,), generator=torch.Generator().manual_seed(rank), dtype=torch.int32).cuda()
-    bufs = [nt.nvshmem_alloc_tensor((N,), torch.int32) for _ in range(2)]
+    bufs = [nt.alloc_tensor((N,), torch.int32) for _ in range(2)]
     total = mine.clone()
     current = mine
     for step in range(n - 1):
         dst = bufs[step % 2]
-        nt.nvshmem_put_tensor(dst, current, (rank + 1) % n)
+        nt.put_tensor(dst, current, (rank + 1) % n)
         nt.nvshmem_barrier()  # the step's data is everywhere; the other buffer is free again
         current = dst.clone()
         total += current

@@ -112,7 +112,7 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
         skipped.append(f"sizes above {size_name(max_bytes)} (--max-bytes)")
     rows = []
     ar_bus, ag_bus = 2 * (world - 1) / world, (world - 1) / world
-    sym_dst = nt.nvshmem_alloc_tensor((max_bytes // 4,), torch.float32)
+    sym_dst = nt.alloc_tensor((max_bytes // 4,), torch.float32)
     symm_all_reduce = True
     for size in sizes:
         count = size // 4
@@ -160,7 +160,7 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
         if world >= 2:
             src = _pattern(count, 0, dev)
             dst = sym_dst[:count]
-            p2p = {"nvst": lambda: nt.nvshmem_put_tensor_async(dst, src, 1) if rank == 0 else None}
+            p2p = {"nvst": lambda: nt.put_tensor_async(dst, src, 1) if rank == 0 else None}
             if not shared:
                 p2p["nccl"] = lambda: (dist.send(src, 1) if rank == 0 else dist.recv(dst, 0) if rank == 1 else None)
             if symm is not None:

@@ -6,7 +6,7 @@ import math
 import torch
 
 from .. import _nvst
-from ..tensors import nvshmem_alloc_tensor, nvshmem_free_tensor, peer_tensor
+from ..tensors import alloc_tensor, nvshmem_free_tensor, peer_tensor
 
 
 class DistributedKVCache:
@@ -38,11 +38,11 @@ class DistributedKVCache:
                 raise ValueError(f"DistributedKVCache: {name} must be positive, got {v}")
         self.page_size, self.num_heads, self.head_dim = page_size, num_heads, head_dim
         self.max_seqs, self.max_pages_per_seq = max_seqs, max_pages_per_seq
-        self.k = nvshmem_alloc_tensor((num_pages, page_size, num_heads, head_dim), dtype)
-        self.v = nvshmem_alloc_tensor((num_pages, page_size, num_heads, head_dim), dtype)
+        self.k = alloc_tensor((num_pages, page_size, num_heads, head_dim), dtype)
+        self.v = alloc_tensor((num_pages, page_size, num_heads, head_dim), dtype)
         # table[s, i] = (pe, page) of positions [i * page_size, (i + 1) * page_size) of sequence s.
-        self.table = nvshmem_alloc_tensor((max_seqs, max_pages_per_seq, 2), torch.int32)
-        self.lengths = nvshmem_alloc_tensor((max_seqs,), torch.int64)
+        self.table = alloc_tensor((max_seqs, max_pages_per_seq, 2), torch.int32)
+        self.lengths = alloc_tensor((max_seqs,), torch.int64)
         self._free_pages = list(range(num_pages - 1, -1, -1))
         self._pages_of: dict[int, list[int]] = {}
         self._peer_views: dict[int, tuple[torch.Tensor, ...]] = {}

@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 import torch
 
 from .. import _nvst
-from ..tensors import nvshmem_alloc_tensor, nvshmem_free_tensor, nvshmem_put_tensor, peer_tensor
+from ..tensors import alloc_tensor, nvshmem_free_tensor, put_tensor, peer_tensor
 
 
 class ModelStore:
@@ -41,9 +41,9 @@ class ModelStore:
                 params.append((pname, shape, offset))
                 offset += math.prod(shape)
             self._layout[name] = params
-            self._banks[name] = nvshmem_alloc_tensor((2, offset), dtype)
+            self._banks[name] = alloc_tensor((2, offset), dtype)
         # version[i]: swaps of model i so far; its active bank is version % 2.
-        self._version = nvshmem_alloc_tensor((len(self.names),), torch.int64)
+        self._version = alloc_tensor((len(self.names),), torch.int64)
 
     def _index(self, name: str) -> int:
         if name not in self._layout:
@@ -81,8 +81,8 @@ class ModelStore:
         v = int(version_there[i].item())
         staging = torch.empty_like(self._banks[name][0])
         self._fill(self._views(name, staging), weights, "hot_swap")
-        nvshmem_put_tensor(self._banks[name][(v + 1) % 2], staging, pe)   # the weights first (blocking) ...
-        nvshmem_put_tensor(self._version[i:i + 1], torch.tensor([v + 1], device=staging.device), pe)  # ... then the flip
+        put_tensor(self._banks[name][(v + 1) % 2], staging, pe)   # the weights first (blocking) ...
+        put_tensor(self._version[i:i + 1], torch.tensor([v + 1], device=staging.device), pe)  # ... then the flip
 
     def free(self) -> None:
         """Collective."""

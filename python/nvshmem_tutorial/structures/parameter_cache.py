@@ -8,7 +8,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from .. import _nvst
-from ..tensors import nvshmem_get_tensor, peer_tensor
+from ..tensors import get_tensor, peer_tensor
 from ..training.comm import SymmetricTensor, agree, require_runtime
 
 _ALIGN = 256  # slot alignment in bytes: whole 16-byte vectors, and HBM's burst
@@ -136,7 +136,7 @@ class ParameterCache:
         """(version, sequence of slot 0, of slot 1) of rank's entry."""
         if self._remote(rank):
             got = torch.empty(3, dtype=torch.int64, device=self._words.tensor.device)
-            nvshmem_get_tensor(got, self._words.tensor[3 * e.index:3 * e.index + 3], rank)
+            get_tensor(got, self._words.tensor[3 * e.index:3 * e.index + 3], rank)
         else:
             got = self._views(rank)[1][3 * e.index:3 * e.index + 3]
         v, s0, s1 = (int(x) for x in got.tolist())
@@ -175,7 +175,7 @@ class ParameterCache:
                 continue
             if self._remote(rank):
                 out = torch.empty(e.shape, dtype=e.dtype, device=self._data.tensor.device)
-                nvshmem_get_tensor(out, self._slot(self._data.tensor, e, slot).contiguous(), rank)
+                get_tensor(out, self._slot(self._data.tensor, e, slot).contiguous(), rank)
             else:
                 out = self._slot(self._views(rank)[0], e, slot).clone()
             if self.stable(name, rank, v, seq):

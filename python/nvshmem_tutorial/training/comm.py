@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from .. import _nvst
-from ..tensors import DTYPE_NAMES, current_stream, nvshmem_alloc_tensor, nvshmem_free_tensor
+from ..tensors import DTYPE_NAMES, current_stream, alloc_tensor, nvshmem_free_tensor
 
 
 def require_runtime(fn: str) -> None:
@@ -60,7 +60,7 @@ class SymmetricTensor:
         self.dtype = dtype
         if self.gpu:
             self._sym = None
-            self.tensor = nvshmem_alloc_tensor((numel,), dtype)
+            self.tensor = alloc_tensor((numel,), dtype)
         else:
             self._sym = _nvst.alloc(nbytes)
             raw = self._sym.array("uint8") if nbytes else None
