@@ -291,7 +291,8 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     }();
     (void)stop_at_exit_registered;
     r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
-                                      r->heap->on_device() ? r->device : -1, settings::host_timeout_s()));
+                                      r->heap->on_device() ? r->device : -1, settings::host_timeout_s(),
+                                      r->launch.local_world));
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
@@ -700,17 +701,19 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
   std::atomic_ref<std::uint64_t> a(*sig_addr);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(settings::host_timeout_s());
-  for (detail::Backoff backoff;; backoff.pause()) {
-    const std::uint64_t v = a.load(std::memory_order_acquire);
-    if (holds(v)) return v;
-    if (backoff.check_clock()) {
-      if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
-      NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
-                   settings::host_timeout_s(), " s waiting for signal word at heap offset ",
-                   offset_of(r, sig_addr), " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v,
-                   "; NVST_TIMEOUT_S)");
-    }
-  }
+  // The proxy applies peers' signals to a host heap and rings changes():
+  // blocking on it wakes this thread with the signal, not a timer later.
+  detail::Wakeup unrung;  // no proxy (one PE): waits look every 200 us
+  std::uint64_t v = 0;
+  detail::wait_with(
+      r.proxy ? r.proxy->changes() : unrung, [&] { return holds(v = a.load(std::memory_order_acquire)); },
+      [&] {
+        if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
+        NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
+                     settings::host_timeout_s(), " s waiting for signal word at heap offset ", offset_of(r, sig_addr),
+                     " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v, "; NVST_TIMEOUT_S)");
+      });
+  return v;
 }
 
 std::string transport_to(int pe) {

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,8 +26,20 @@ namespace nvst {
 using namespace proxy_impl;
 using Clock = std::chrono::steady_clock;
 
-Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s)
+Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host)
     : device_(device), timeout_s_(timeout_s) {
+  {
+    // Where every PE's two busy threads have a core, spinning up to 1 ms
+    // answers fastest (a wake-up costs 5-10 us more on our VMs); where they
+    // do not, a spinner takes the core the thread it waits for needs, so
+    // waits block almost at once (the 2-core CI machine: 2 PEs, 4 threads).
+    cpu_set_t cores;
+    CPU_ZERO(&cores);
+    const int n = sched_getaffinity(0, sizeof(cores), &cores) == 0 ? CPU_COUNT(&cores) : 1;
+    const bool roomy = n >= 2 * std::max(pes_on_host, 1);
+    spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
+    changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
+  }
   const int world = boot.world();
   // GPU heaps send data through the inboxes (the provider cannot write GPU
   // memory without FI_HMEM). Host heaps are written directly, and
@@ -84,7 +98,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   void* p = host_fifo_mem_.get();
   std::size_t space = proxy::fifo_bytes(kFifoCapacity) + 64;
   host_fifo_ = make_fifo(std::align(64, proxy::fifo_bytes(kFifoCapacity), p, space));
-  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s);
+  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s, &bell_, &changes_);
 
   st_ = std::make_unique<State>(host_fifo_, settings::get("NVST_PROXY_TRACE").value_or(""));
   State& s = *st_;
@@ -137,6 +151,7 @@ bool Proxy::stop() {
     std::lock_guard<std::mutex> lock(watchdog_mu_);
     stop_.store(true);
   }
+  bell_.wake();
   watchdog_cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (thread_.get_id() == std::this_thread::get_id()) {
@@ -230,6 +245,7 @@ void Proxy::fail(const std::string& why) {
   failed_.store(true, std::memory_order_release);  // after the message: push() reads it once this is set
   st_->host_consumer.set_failed();
   if (st_->dev_consumer) st_->dev_consumer->set_failed();
+  changes_.ring();  // waiters look at `failed` now
   std::fprintf(stderr, "%s\n", why.c_str());
 }
 
@@ -242,16 +258,30 @@ void Proxy::run() {
       std::fprintf(stderr, "%sproxy thread for GPU %d bound to cores %s\n", detail::rank_prefix().c_str(), device_,
                    bound_cores_.empty() ? "(none: no preference)" : bound_cores_.c_str());
   }
-  // Idle policy: spin for 1 ms after the last activity (a reply usually
-  // comes within microseconds), then yield for up to 50 ms, then sleep 50 us
-  // per round: an idle proxy costs little CPU, a busy one reacts at once.
+  // Idle policy. A round that did something is followed by another at once,
+  // and rings changes_ (host threads waiting for a signal or a quiet block on
+  // it: wakeup.hpp). With nothing to do the thread spins spin_ (a reply
+  // often comes within microseconds; see the constructor), then:
+  //  - parks on bell_ (host producers ring it) and the provider's wait fd (a
+  //    peer's data or a completion), where the provider has one (tcp;ofi_rxm)
+  //    and no kernel feeds this proxy: it costs no core while idle, and the
+  //    first operation after a pause waits one wake-up, not a sleep;
+  //  - else yields: GPU producers cannot ring (a kernel cannot make a system
+  //    call), and a provider without a wait fd (shm) moves a peer's data only
+  //    inside our progress calls. A host-fed proxy idle for 50 ms there parks
+  //    with a 50 us limit: a host producer still wakes it at once.
+  // Parked with something outstanding, it looks again after 1 ms even if
+  // nothing woke it: a safety net for an event a provider does not report
+  // through its fd (then that operation waits up to 1 ms), never a hang.
   //
   // Refused posts: the provider takes no more until the peer has taken what
   // we sent (libfabric 1.17's shm takes one RMA at a time per peer). A peer
   // with a core of its own answers in microseconds; one that has not for
   // 100 us is waiting for a core, maybe ours: sleep 20 us per round. Spinning
   // or yielding instead made CI's two loaded cores up to 100x slower.
-  detail::PreciseSleep precise;  // its 20 and 50 us sleeps last that long, not 70 and 100 (backoff.hpp)
+  detail::PreciseSleep precise;  // its 20 us sleeps last that long, not 70 (backoff.hpp)
+  State& s = *st_;
+  const bool can_park = !s.dev_consumer && transport_->wait_fd() >= 0;
   auto last_busy = Clock::now();
   std::uint64_t last_refused = 0;
   bool refusing = false;
@@ -270,6 +300,7 @@ void Proxy::run() {
     last_refused = refusals;
     if (busy || !refused) refusing = false;
     if (busy) {
+      changes_.ring();
       last_busy = now;
       continue;
     }
@@ -280,8 +311,16 @@ void Proxy::run() {
       continue;
     }
     const auto idle = now - last_busy;
-    if (idle > std::chrono::milliseconds(50)) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else if (idle > std::chrono::milliseconds(1)) std::this_thread::yield();
+    if (idle < spin_) continue;
+    auto nothing_new = [&] { return !stop_.load() && !s.host_consumer.pending(); };
+    if (can_park) {
+      const std::chrono::microseconds limit(s.drained() ? 100000 : 1000);
+      bell_.park(transport_->wait_fd(), limit, [&] { return nothing_new() && transport_->may_block(); });
+    } else if (!s.dev_consumer && idle > std::chrono::milliseconds(50)) {
+      bell_.park(-1, std::chrono::microseconds(50), nothing_new);
+    } else {
+      std::this_thread::yield();
+    }
   }
   // After a failure keep taking commands so producers are not left waiting
   // for slots; they see `failed` and stop.
