@@ -2,7 +2,7 @@
 # Rebuilds nvshmem_tutorial._nvst for another Python (a build made with one
 # Python version, used on a machine whose Python differs) from a finished build:
 # libnvst.a and the module's device-link object do not depend on Python, so
-# only the three binding files are compiled again, then linked. Needs g++,
+# only the binding files are compiled again, then linked. Needs g++,
 # pybind11 and nvcc's cudart on that machine; takes ~30 s on 16 cores.
 #   bash scripts/build_python_module.sh [BUILD_DIR] [PYTHON]
 set -euo pipefail
@@ -23,7 +23,11 @@ if grep -aq nvshmemi "$DLINK" 2>/dev/null; then
   [[ -f "$NV/lib/libnvshmem_host.so.3" ]] || { echo "build_python_module: this build uses NVSHMEM and $NV/lib has no libnvshmem_host.so.3 (pip install nvidia-nvshmem-cu13==3.4.5)" >&2; exit 1; }
   NVSHMEM_LIBS=("$NV/lib/libnvshmem_device.a" "$NV/lib/libnvshmem_host.so.3" "-Wl,-rpath,$NV/lib")
 fi
-for f in "$LIBNVST" "$DLINK"; do
+# tma_copy's kernel object (the device-link object already covers its
+# device code), and the architectures the bindings report, as CMake built them.
+TMA="$BUILD/python/CMakeFiles/nvst_tma_copy.dir/src/tma_copy.cu.o"
+ARCHS="$(grep -o 'NVST_CUDA_ARCHITECTURES=[^ ]*' "$BUILD/build.ninja" 2>/dev/null | head -1 | tr -d '\\"' | cut -d= -f2)"
+for f in "$LIBNVST" "$DLINK" "$TMA"; do
   [[ -f "$f" ]] || { echo "build_python_module: $f is missing (run scripts/build.sh first)" >&2; exit 1; }
 done
 lib() {  # a shared library by its full name (runtime packages have no unversioned .so)
@@ -37,13 +41,14 @@ FABRIC="$(lib fabric)"; HWLOC="$(lib hwloc)"
 TMP="$(mktemp -d)"; trap 'rm -rf "$TMP"' EXIT
 INC=(-Iinclude -isystem "$CUDA/include" $("$PY" -m pybind11 --includes))
 pids=()
-for src in bindings bindings_device bindings_ep; do
-  g++ -O3 -DNDEBUG -std=gnu++20 -fPIC -fvisibility=hidden "${INC[@]}" -c "python/src/$src.cpp" -o "$TMP/$src.o" &
+for src in bindings bindings_device bindings_ep bindings_structures; do
+  g++ -O3 -DNDEBUG -std=gnu++20 -fPIC -fvisibility=hidden "-DNVST_CUDA_ARCHITECTURES=\"${ARCHS:-90}\"" "${INC[@]}" \
+    -c "python/src/$src.cpp" -o "$TMP/$src.o" &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done  # set -e: a failed compile stops here
 # The empty device_link.cu object only served CMake's device-link step; the
 # device-link object itself is reused as is.
-g++ -shared -o "$OUT/_nvst$SUFFIX" "$TMP"/bindings*.o "$DLINK" "$LIBNVST" "${NVSHMEM_LIBS[@]}" \
+g++ -shared -o "$OUT/_nvst$SUFFIX" "$TMP"/bindings*.o "$TMA" "$DLINK" "$LIBNVST" "${NVSHMEM_LIBS[@]}" \
   "$CUDA/lib64/libcudart_static.a" -L"$CUDA/lib64" -lcudadevrt -lrt -lpthread -ldl "$FABRIC" "$HWLOC"
 echo "built $OUT/_nvst$SUFFIX for $("$PY" --version)${NVSHMEM_LIBS:+ with NVSHMEM}"

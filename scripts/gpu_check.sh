@@ -9,6 +9,10 @@
 #   --sanitizers  add compute-sanitizer memcheck and racecheck passes
 #   --only REGEX  run only the suites whose name matches (e.g. 'nodes|ep')
 #   --out DIR     where the logs go (default: a new temporary folder)
+#   --peers DIR   also run other projects' own tests from DIR, unmodified, on
+#                 this package: DIR/deepep (DeepEP v1.2.1's deep_ep/ and tests/,
+#                 deep_ep/ re-exporting nvshmem_tutorial.ep) and DIR/seed (the
+#                 seed tutorial's tests/)
 #
 # With one GPU the PEs share it (NVST_TEST_SHARE_GPUS=1: correctness, not
 # timing). Logical nodes (NVST_NODE_SIZE) put the proxy and libfabric between
@@ -18,14 +22,15 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 
-QUICK=0 SAN=0 ONLY="" OUT_DIR=""
+QUICK=0 SAN=0 ONLY="" OUT_DIR="" PEERS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) QUICK=1 ;;
     --sanitizers) SAN=1 ;;
     --only) ONLY=${2:?--only needs a regular expression}; shift ;;
     --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --peers) PEERS=$(cd "${2:?--peers needs a folder}" && pwd) || exit 2; shift ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -41,7 +46,7 @@ if [ ! -x "$BUILD_DIR/bin/nvst_gpu_tests" ]; then
   bash scripts/install_deps.sh && bash scripts/build.sh || exit 1
 fi
 LOG_DIR=${OUT_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/nvst-gpu-check.XXXXXX")}
-mkdir -p "$LOG_DIR" || exit 2
+mkdir -p "$LOG_DIR" && LOG_DIR=$(cd "$LOG_DIR" && pwd) || exit 2
 source scripts/steps.sh
 B="$BUILD_DIR/bin"
 # Bounded waits, shorter than the library's defaults, so a failure shows fast.
@@ -72,6 +77,7 @@ suite device_api 2 "" 300 "$B/nvst_gpu_tests" --np 2
 suite device_errors 2 "" 300 "$B/nvst_gpu_tests" --mode errors --np 2
 suite collectives 2 "" 600 "$B/nvst_coll_tests" --np 2
 suite ep 2 "" 600 "$B/nvst_ep_tests" --np 2 "${EP[@]}"
+suite lifecycle 2 "" 300 "$B/nvst_lifecycle_tests" --np 2 --soak "$([ $QUICK -eq 1 ] && echo 2000 || echo 20000)"
 if [ "$FOUR" = 1 ]; then
   suite device_api_4pe 4 "" 400 "$B/nvst_gpu_tests" --np 4
   suite collectives_4pe 4 "" 600 "$B/nvst_coll_tests" --np 4
@@ -103,22 +109,37 @@ fi
 if [ -x "$B/nvst_gpu_tests_nvshmem" ]; then
   nvst_use_nvshmem_wheel
   suite nvshmem_device_api 2 "NVST_BACKEND=nvshmem" 300 "$B/nvst_gpu_tests_nvshmem" --np 2
+  suite nvshmem_lifecycle_1pe 1 "NVST_BACKEND=nvshmem" 300 "$B/nvst_lifecycle_tests_nvshmem" --np 1 \
+    --soak "$([ $QUICK -eq 1 ] && echo 2000 || echo 100000)"
+  suite nvshmem_collectives_1pe 1 "NVST_BACKEND=nvshmem" 600 "$B/nvst_coll_tests_nvshmem" --np 1
   if [ $QUICK -eq 0 ]; then
-    suite nvshmem_ep 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_ep_tests_nvshmem" --np 2 --stress 1000 --ll-stress 100
-    if [ "$GPUS" -ge 2 ]; then
-      suite nvshmem_collectives 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_coll_tests_nvshmem" --np 2
-    else
-      echo "gpu_check: the NVSHMEM backend's collective suite needs a GPU per PE: left out"
-    fi
+    suite nvshmem_lifecycle 2 "NVST_BACKEND=nvshmem" 300 "$B/nvst_lifecycle_tests_nvshmem" --np 2 --soak 10000
+    suite nvshmem_ep_1pe 1 "NVST_BACKEND=nvshmem" 600 "$B/nvst_ep_tests_nvshmem" --np 1
+    suite nvshmem_ep 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_ep_tests_nvshmem" --np 2 "${EP[@]}"
+    suite nvshmem_collectives 2 "NVST_BACKEND=nvshmem" 600 "$B/nvst_coll_tests_nvshmem" --np 2
   fi
 fi
 
 # Python and PyTorch: the pytest suite, then the job at 2 ranks on one node
 # and across 1+1 logical nodes (sharing the GPU where there is one).
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  export PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
+  PY_DIR=$(cd "$BUILD_DIR/python" && pwd)
+  export PYTHONPATH="$PY_DIR${PYTHONPATH:+:$PYTHONPATH}"
   nvst_use_nvshmem_wheel
+  # The module for this machine's Python (the build may come from another).
+  suite python_module 1 "" 300 bash scripts/build_python_module.sh "$BUILD_DIR" python3
   suite python_pytest 1 "" 900 python3 -m pytest -q -p no:cacheprovider tests/python
+  if [ -n "$PEERS" ]; then
+    [ -d "$PEERS/seed/tests" ] && suite peer_seed_tma_copy 1 "" 120 python3 "$PEERS/seed/tests/test_tma_copy.py"
+    if [ -d "$PEERS/deepep/tests" ]; then
+      # DeepEP's tests import their own utils and `deep_ep` from the parent folder.
+      DEEPEP=(env -u NVST_SYMMETRIC_SIZE PYTHONPATH="$PEERS/deepep:$PY_DIR" python3)
+      pushd "$PEERS/deepep/tests" > /dev/null
+      suite peer_deepep_intranode 1 "" 900 "${DEEPEP[@]}" test_intranode.py --num-processes 1
+      suite peer_deepep_low_latency 1 "" 600 "${DEEPEP[@]}" test_low_latency.py --num-processes 1
+      popd > /dev/null
+    fi
+  fi
   if [ -f tests/python/torch_job.py ]; then
     TR=(python3 -m torch.distributed.run --standalone --nproc_per_node=2 tests/python/torch_job.py)
     [ "$GPUS" -lt 2 ] && suite python_torch_job 2 "" 600 "${TR[@]}"

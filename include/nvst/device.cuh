@@ -13,8 +13,12 @@
 //   nvst::dev::wait_until                  nvshmem_wait_until
 //   nvst::dev::fence / quiet               nvshmem_fence / nvshmem_quiet
 //   nvst::dev::barrier_all[_warp|_block]   nvshmem[x]_barrier_all[_warp|_block]
+//   nvst::dev::atomic_fetch_add            nvshmem_TYPE_atomic_fetch_add
+//   nvst::dev::atomic_compare_swap         nvshmem_TYPE_atomic_compare_swap
+//   nvst::dev::atomic_swap / atomic_fetch  nvshmem_TYPE_atomic_swap / _fetch
 #pragma once
 
+#include "nvst/device/atomic.cuh"
 #include "nvst/device/copy.cuh"
 #include "nvst/device/rma.cuh"
 #include "nvst/device/signal.cuh"

@@ -13,12 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <cuda_runtime_api.h>
 
 #include "nvst/error.hpp"
+#include "nvst/proxy_fifo.hpp"
 
 namespace nvst {
 
@@ -190,6 +192,47 @@ void putmem_signal_on_stream(void* dest, const void* src, std::size_t bytes, std
 void signal_op_on_stream(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe,
                          cudaStream_t stream);
 void signal_wait_until_on_stream(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value, cudaStream_t stream);
+
+// ---- remote atomics (nvshmem_TYPE_atomic_*) --------------------------------
+// On a 4- or 8-byte integer word of the symmetric heap (dest symmetric and
+// aligned to its size) on PE `pe`; each returns the word's value before the
+// operation. Host heaps: through the proxy (the target's proxy applies it,
+// to this PE's own words too, so every atomic on a word is applied by the
+// same kind of operation); GPU heaps: a one-thread kernel running the device
+// API's atomic (<nvst/device/atomic.cuh>), waited for. Unordered with this
+// PE's other operations to other words unless fence() stands between.
+namespace detail {
+std::uint64_t atomic_word(proxy::AtomicOp op, void* dest, std::size_t width, std::uint64_t operand,
+                          std::uint64_t compare, int pe);
+template <typename T>
+std::uint64_t atomic_bits(T v) {
+  static_assert(std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8),
+                "nvst atomics: a 4- or 8-byte integer word");
+  return static_cast<std::uint64_t>(static_cast<std::make_unsigned_t<T>>(v));
+}
+template <typename T>
+T atomic_of(proxy::AtomicOp op, T* dest, T operand, T compare, int pe) {
+  const std::uint64_t old = atomic_word(op, dest, sizeof(T), atomic_bits(operand), atomic_bits(compare), pe);
+  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(old));
+}
+}  // namespace detail
+template <typename T>
+T atomic_fetch_add(T* dest, T value, int pe) {
+  return detail::atomic_of(proxy::AtomicOp::kFetchAdd, dest, value, T{}, pe);
+}
+// Stores `value` if the word equals `cond`; returns the value before either way.
+template <typename T>
+T atomic_compare_swap(T* dest, T cond, T value, int pe) {
+  return detail::atomic_of(proxy::AtomicOp::kCompareSwap, dest, value, cond, pe);
+}
+template <typename T>
+T atomic_swap(T* dest, T value, int pe) {
+  return detail::atomic_of(proxy::AtomicOp::kSwap, dest, value, T{}, pe);
+}
+template <typename T>
+T atomic_fetch(const T* dest, int pe) {
+  return detail::atomic_of(proxy::AtomicOp::kFetch, const_cast<T*>(dest), T{}, T{}, pe);
+}
 
 // How this PE reaches `pe`: "self", "nvlink" (load/store), or
 // "fabric:<provider>" (the proxy), or "none".

@@ -34,6 +34,7 @@
 //    whose ticket is below it has finished, data visible at its target.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace nvst::proxy {
@@ -45,6 +46,35 @@ enum class Op : std::uint8_t {
   kFence = 4,      // later commands to a PE land after earlier ones
   kQuiet = 5,      // completes everything before it; sets `completed`
   kNop = 6,        // nothing: measures the FIFO and the proxy's dispatch (`nvst bench fifo`)
+  kAtomic = 7,     // a remote atomic (AtomicOp in sig_op) whose old value comes back in the reply
+};
+
+// A remote atomic in a command: sig = heap offset of the word at the
+// target, sig_value = the operand, dest = the compare operand of kCompareSwap,
+// sig_op = atomic_code(op, width). The target's proxy applies it (provider
+// atomics are not used: libfabric 1.17's shm lost or garbled them, docs/06)
+// and its old value lands in replies(fifo)[ticket % capacity].
+enum class AtomicOp : std::uint8_t { kFetchAdd = 1, kCompareSwap = 2, kSwap = 3, kFetch = 4 };
+constexpr std::uint8_t kAtomicWide = 0x80;  // sig_op bit: a 64-bit word (else 32-bit)
+constexpr std::uint8_t atomic_code(AtomicOp op, std::uint64_t width) {
+  return static_cast<std::uint8_t>(static_cast<std::uint8_t>(op) | (width == 8 ? kAtomicWide : 0));
+}
+constexpr AtomicOp atomic_op(std::uint8_t code) { return static_cast<AtomicOp>(code & 0x7f); }
+constexpr std::uint64_t atomic_width(std::uint8_t code) { return (code & kAtomicWide) ? 8 : 4; }
+constexpr bool atomic_code_valid(std::uint8_t code) {
+  return (code & 0x7f) >= static_cast<std::uint8_t>(AtomicOp::kFetchAdd) &&
+         (code & 0x7f) <= static_cast<std::uint8_t>(AtomicOp::kFetch);
+}
+
+// The answer to the atomic of ticket t: the proxy stores `value`, then
+// `done` = t + 1 with release; the producer waits for exactly t + 1 and then
+// reads `value`. Slot t % capacity is written again only for ticket
+// t + capacity, which a producer can take only after the proxy took t; a
+// producer that sees a later ticket's answer was descheduled for a whole lap
+// of the FIFO and reports it rather than read a wrong value.
+struct AtomicReply {
+  std::uint64_t value;
+  std::uint64_t done;
 };
 
 // kSet and kAdd act on an 8-byte word. The narrow SETs store the low 1, 2
@@ -101,8 +131,16 @@ struct FifoShared {
   alignas(64) Command slots[1];         // really `capacity` of them
 };
 
+// The header, the slots, then one AtomicReply per slot.
 constexpr std::size_t fifo_bytes(std::uint32_t capacity) {
-  return sizeof(FifoShared) + (capacity - 1) * sizeof(Command);
+  return sizeof(FifoShared) + (capacity - 1) * sizeof(Command) + capacity * sizeof(AtomicReply);
+}
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline AtomicReply* replies(FifoShared* f, std::uint32_t capacity) {
+  return reinterpret_cast<AtomicReply*>(reinterpret_cast<char*>(f) + sizeof(FifoShared) +
+                                        (capacity - 1) * sizeof(Command));
 }
 
 }  // namespace nvst::proxy

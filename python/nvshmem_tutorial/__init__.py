@@ -7,12 +7,29 @@ half runs) without PyTorch:
    fabric transport; `launch(n, fn)` runs `fn(rank)` in n fresh processes
    joined into one job, which is how the CPU tests and examples start.
 With PyTorch installed, on GPUs (launched with torchrun):
- - init_from_torch, nvshmem_alloc_tensor / nvshmem_free_tensor,
-   peer_tensor, nvshmem_put_tensor / nvshmem_get_tensor (and _async),
-   nvshmem_barrier (tensors.py);
- - NvshmemBuffer, the seed tutorial's class (buffer.py);
+ - the seed tutorial's API, unchanged (below), and NvshmemBuffer (buffer.py);
+ - init_from_torch and our tensor forms (tensors.py);
  - nvshmem_tutorial.distributed: collectives named as in torch.distributed;
- - nvshmem_tutorial.ep: DeepEP's Buffer API.
+ - nvshmem_tutorial.ep: DeepEP's Buffer API;
+ - nvshmem_tutorial.pplx: pplx-kernels' AllToAll.
+
+Each call has one form. The seed's names keep the seed's arguments; our
+richer forms have names of their own:
+
+| the seed's call (module level)                               | what it does here                     | our form                             |
+|--------------------------------------------------------------|---------------------------------------|--------------------------------------|
+| get_unique_id() -> list of byte values                       | rank 0 makes the job's ID             | make_unique_id(host) -> str          |
+| init_with_unique_id(unique_id_vec, rank, world_size, low_latency_mode) | joins the job, returns the PE | init_from_torch(group, backend)      |
+| nvshmem_alloc_tensor(size, alignment) -> uint8 [size]        | collective symmetric allocation       | alloc_tensor(shape, dtype)           |
+| nvshmem_free_tensor(tensor)                                  | collective free (either form's tensor) | (the same)                          |
+| nvshmem_barrier()                                            | blocking barrier over every PE        | nvshmem_barrier_async() (on stream)  |
+| nvshmem_put_tensor(remote_tensor, local_tensor, nbytes, rank) | blocking put of nbytes to PE rank    | put_tensor(dst, src, pe)             |
+| nvshmem_put_tensor_async(remote_tensor, local_tensor, nbytes, rank) | the same on the current stream | put_tensor_async(dst, src, pe)     |
+| nvshmem_get_tensor(local_tensor, remote_tensor, nbytes, rank) | blocking get of nbytes from PE rank  | get_tensor(dst, src, pe)             |
+| nvshmem_get_tensor_async(local_tensor, remote_tensor, nbytes, rank) | the same on the current stream | get_tensor_async(dst, src, pe)     |
+| tma_copy(input, output)                                      | Hopper bulk copy (cp.async.bulk)      | -                                    |
+| NvshmemBuffer(group, rank, num_ranks, num_nvl_bytes, num_rdma_bytes, low_latency_mode) | send/recv, all-gather | nvshmem_tutorial.distributed |
+| -                                                            | PE `pe`'s copy as a tensor (nvshmem_ptr) | peer_tensor(tensor, pe)           |
 """
 import ctypes as _ctypes
 import os as _os
@@ -58,16 +75,18 @@ from ._nvst import (  # noqa: F401
     all_gather,
     all_reduce,
     alloc,
+    atomic_compare_swap,
+    atomic_fetch,
+    atomic_fetch_add,
+    atomic_swap,
     barrier_all,
     broadcast,
     coll_prepare,
     fence,
     finalize,
     free,
-    get_unique_id,
     heap_kind,
     init,
-    init_with_unique_id,
     initialized,
     my_pe,
     n_pes,
@@ -85,6 +104,7 @@ from ._nvst import (  # noqa: F401
     team_translate_pe,
     transport_to,
 )
+from .bootstrap import get_unique_id, init_with_unique_id, make_unique_id  # noqa: F401
 from .launch import launch  # noqa: F401
 
 try:  # the PyTorch half; absent without torch
@@ -94,6 +114,9 @@ except ImportError:  # pragma: no cover - depends on the machine
 if _torch is not None:
     from .buffer import NvshmemBuffer  # noqa: F401
     from .tensors import (  # noqa: F401
+        alloc_tensor,
+        get_tensor,
+        get_tensor_async,
         init_from_torch,
         nvshmem_alloc_tensor,
         nvshmem_barrier,
@@ -104,4 +127,7 @@ if _torch is not None:
         nvshmem_put_tensor,
         nvshmem_put_tensor_async,
         peer_tensor,
+        put_tensor,
+        put_tensor_async,
+        tma_copy,
     )

@@ -1,13 +1,15 @@
 """The seed tutorial's two tables, measured from PyTorch:
 
     torchrun --nproc_per_node=2 -m nvshmem_tutorial.bench [--json FILE] [-n ITERS] [-w WARMUP]
-                                                          [--nvshmem auto|on|off]
+                          [--nvshmem auto|on|off] [--table p2p|allgather|both] [--max-bytes N]
+
+(benchmarks/bench_p2p.py and benchmarks/bench_allgather.py run one table each.)
 
 P2P (rank 0 -> rank 1, one direction): NCCL send/recv (torch.distributed),
 CUDA IPC (torch's own IPC handle of rank 1's tensor, opened on rank 0,
 copied into with copy_), NVSHMEM (nvshmem4py's put between its own
 symmetric tensors, where nvshmem4py is installed: NVSHMEM runs beside our
-runtime, each with its own heap), and ours (nvshmem_put_tensor_async into a
+runtime, each with its own heap), and ours (put_tensor_async into a
 symmetric tensor). All-gather: NCCL's all_gather_into_tensor against ours
 (nvshmem_tutorial.distributed). Every row is checked: the receiver compares
 the bytes with what was sent (#wrong). Times are CUDA events around ITERS
@@ -35,7 +37,12 @@ import nvshmem_tutorial.distributed as nd
 
 P2P_SIZES = [16 << 10, 256 << 10, 1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30]
 AG_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20,
-            64 << 20]
+            64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30]  # the seed's all-gather sizes
+
+
+def kind():
+    """The seed's Type column: whether the ranks share one node."""
+    return "intranode" if nt.team_n_pes(nt.TEAM_NODE) == nt.n_pes() else "internode"
 
 
 def say(line):
@@ -90,18 +97,18 @@ def ratio(t, a, b):
     return f"{t[a] / t[b]:8.2f}x" if a in t and b in t else f"{'n/a':>9}"
 
 
-def p2p_table(iters, warmup, rows, nvshmem):
+def p2p_table(iters, warmup, rows, nvshmem, max_bytes):
     rank, dev = dist.get_rank(), torch.cuda.current_device()
     say("# P2P, rank 0 -> rank 1 (one direction), GB/s; #wrong counts bytes")
-    say(f"{'size':>8} {'NCCL':>9} {'CUDA IPC':>9} {'NVSHMEM':>9} {'ours':>9} {'ours/NCCL':>9} {'ours/IPC':>9} "
-        f"{'ours/NVSH':>9} {'#wrong':>7}")
-    for nbytes in P2P_SIZES:
+    say(f"{'type':>9} {'size':>8} {'NCCL':>9} {'CUDA IPC':>9} {'NVSHMEM':>9} {'ours':>9} {'ours/NCCL':>9} "
+        f"{'ours/IPC':>9} {'ours/NVSH':>9} {'#wrong':>7}")
+    for nbytes in [b for b in P2P_SIZES if b <= max_bytes]:
         n = nbytes // 2
         g = torch.Generator(device="cpu").manual_seed(nbytes)
         # Random bf16 bit patterns (NCCL moves no int16); compared as bytes.
         src = torch.randint(-30000, 30000, (n,), generator=g, dtype=torch.int16).view(torch.bfloat16).to(dev)
         dst = torch.full((n,), -1, dtype=torch.bfloat16, device=dev)
-        sym = nt.nvshmem_alloc_tensor((n,), torch.bfloat16)
+        sym = nt.alloc_tensor((n,), torch.bfloat16)
         t, wrong = {}, 0
         if not SHARED:  # NCCL: rank 0 sends, rank 1 receives.
             t["nccl"] = timed(lambda: dist.send(src, 1) if rank == 0 else dist.recv(dst, 0) if rank == 1 else None,
@@ -127,12 +134,12 @@ def p2p_table(iters, warmup, rows, nvshmem):
             nvshmem.free_tensor(nv_src)
             nvshmem.free_tensor(nv_dst)
         # Ours: a put into rank 1's symmetric tensor.
-        t["ours"] = timed(lambda: nt.nvshmem_put_tensor_async(sym, src, 1) if rank == 0 else None, iters, warmup)
+        t["ours"] = timed(lambda: nt.put_tensor_async(sym, src, 1) if rank == 0 else None, iters, warmup)
         wrong = max(wrong, count_wrong(sym, src) if rank == 1 else count_wrong(src, src))
         nt.nvshmem_free_tensor(sym)
         gbps = {k: nbytes / v / 1e3 for k, v in t.items()}
         cols = " ".join(f"{gbps[k]:9.2f}" if k in gbps else f"{'n/a':>9}" for k in ("nccl", "ipc", "nvshmem", "ours"))
-        say(f"{size_name(nbytes):>8} {cols} {ratio(gbps, 'ours', 'nccl')} {ratio(gbps, 'ours', 'ipc')} "
+        say(f"{kind():>9} {size_name(nbytes):>8} {cols} {ratio(gbps, 'ours', 'nccl')} {ratio(gbps, 'ours', 'ipc')} "
             f"{ratio(gbps, 'ours', 'nvshmem')} {wrong:7d}")
         rows.append({"table": "p2p", "bytes": nbytes, "us": t, "gbps": gbps, "wrong": wrong})
     if SHARED:
@@ -142,12 +149,13 @@ def p2p_table(iters, warmup, rows, nvshmem):
             "`nvst bench p2p` has NVSHMEM's column)")
 
 
-def allgather_table(iters, warmup, rows):
+def allgather_table(iters, warmup, rows, max_bytes):
     world, dev = dist.get_world_size(), torch.cuda.current_device()
     say(f"# all-gather over {world} ranks; size = bytes per rank; busbw GB/s as nccl-tests")
-    say(f"{'size':>8} {'NCCL us':>9} {'NCCL bw':>9} {'ours us':>9} {'ours bw':>9} {'speed-up':>9} {'#wrong':>7}")
+    say(f"{'type':>9} {'size':>8} {'NCCL us':>9} {'NCCL bw':>9} {'ours us':>9} {'ours bw':>9} {'speed-up':>9} "
+        f"{'#wrong':>7}")
     bus = lambda nbytes, us: world * nbytes / us / 1e3 * (world - 1) / world  # noqa: E731
-    for nbytes in AG_SIZES:
+    for nbytes in [b for b in AG_SIZES if b <= max_bytes]:
         n = nbytes // 4
         g = torch.Generator(device="cpu").manual_seed(nbytes + dist.get_rank())
         x = torch.rand((n,), generator=g).to(dev)
@@ -164,7 +172,7 @@ def allgather_table(iters, warmup, rows):
         wrong = count_wrong(out, ref)
         nccl = (f"{t['nccl']:9.1f} {bus(nbytes, t['nccl']):9.2f}" if "nccl" in t else f"{'n/a':>9} {'n/a':>9}")
         speed = f"{t['nccl'] / t['ours']:8.2f}x" if "nccl" in t else f"{'n/a':>9}"
-        say(f"{size_name(nbytes):>8} {nccl} {t['ours']:9.1f} {bus(nbytes, t['ours']):9.2f} {speed} {wrong:7d}")
+        say(f"{kind():>9} {size_name(nbytes):>8} {nccl} {t['ours']:9.1f} {bus(nbytes, t['ours']):9.2f} {speed} {wrong:7d}")
         rows.append({"table": "allgather", "bytes": nbytes, "us": t,
                      "busbw": {k: bus(nbytes, v) for k, v in t.items()}, "wrong": wrong})
 
@@ -197,15 +205,19 @@ def start_nvshmem4py(mode, local):
     return nvshmem
 
 
-def main():
+def main(argv=None):
+    """argv: the command line's arguments (None: sys.argv's); the seed's
+    benchmarks/bench_p2p.py and bench_allgather.py pass --table."""
     global GLOO, SHARED
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--table", choices=("p2p", "allgather", "both"), default="both")
+    ap.add_argument("--max-bytes", type=int, default=1 << 30, help="skip rows above this size")
     ap.add_argument("--json", help="write the rows here (rank 0)")
     ap.add_argument("-n", "--iters", type=int, default=20)
     ap.add_argument("-w", "--warmup", type=int, default=5)
     ap.add_argument("--nvshmem", choices=("auto", "on", "off"), default="auto",
                     help="the P2P table's NVSHMEM column through nvshmem4py (auto: where it is installed)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     if a.iters < 1 or a.warmup < 0:
         sys.exit("nvshmem_tutorial.bench: -n must be >= 1 and -w >= 0")
     if "RANK" not in os.environ:
@@ -227,8 +239,10 @@ def main():
     nd.set_argument_checks(False)  # the loop times the collective itself
     rows = []
     t0 = time.time()
-    p2p_table(a.iters, a.warmup, rows, nvshmem)
-    allgather_table(a.iters, a.warmup, rows)
+    if a.table in ("p2p", "both"):
+        p2p_table(a.iters, a.warmup, rows, nvshmem, a.max_bytes)
+    if a.table in ("allgather", "both"):
+        allgather_table(a.iters, a.warmup, rows, a.max_bytes)
     if dist.get_rank() == 0:
         print(f"# done in {time.time() - t0:.0f} s; {torch.cuda.get_device_name()}, torch {torch.__version__}"
               + (", ranks sharing one GPU" if SHARED else ""), flush=True)

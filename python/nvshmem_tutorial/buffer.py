@@ -18,8 +18,8 @@ import torch.distributed as dist
 
 from . import _nvst
 from . import distributed as nd
-from .tensors import (check_tensor, current_stream, init_from_torch, nvshmem_alloc_tensor, nvshmem_barrier,
-                      nvshmem_free_tensor)
+from .tensors import (alloc_tensor, check_tensor, current_stream, init_from_torch, nvshmem_barrier, nvshmem_free_tensor,
+                      reserve_heap)
 
 _MIN_SLOT = 1 << 20
 
@@ -28,6 +28,8 @@ class NvshmemBuffer:
     def __init__(self, group, rank, num_ranks, num_nvl_bytes, num_rdma_bytes, low_latency_mode=False,
                  backend=""):
         # backend: as init_from_torch's ('' = the job's, NVST_BACKEND), which checks it.
+        # A job this constructor starts gets a heap that holds its staging area.
+        reserve_heap(2 * max(_MIN_SLOT * num_ranks, num_nvl_bytes, num_rdma_bytes) + (4 << 20))
         init_from_torch(group, backend)
         self.group = group
         self.group_size = dist.get_world_size(group)
@@ -41,18 +43,22 @@ class NvshmemBuffer:
         self.num_nvl_bytes = num_nvl_bytes
         self.num_rdma_bytes = num_rdma_bytes
         self.low_latency_mode = low_latency_mode
+        # The seed's "RDMA ranks" are nodes: PEs that reach each other by NVLink.
+        self._node_size = _nvst.team_n_pes(_nvst.TEAM_NODE)
+        self.num_rdma_ranks = num_ranks // self._node_size
         slot = max(_MIN_SLOT, max(num_nvl_bytes, num_rdma_bytes) // max(num_ranks, 1)) // 16 * 16
         self.slot_bytes = slot
-        self._slots = nvshmem_alloc_tensor((num_ranks, slot), torch.uint8)  # [src] at the receiver
+        self._slots = alloc_tensor((num_ranks, slot), torch.uint8)  # [src] at the receiver
         # Peers reached through the proxy, which reads from the symmetric heap
         # (a staging slot). With several nodes every PE has such a peer, so
         # all PEs make the same (collective) allocation.
         self._via_proxy = [_nvst.transport_to(p).startswith("fabric") for p in range(num_ranks)]
-        self._stage = nvshmem_alloc_tensor((slot,), torch.uint8) if any(self._via_proxy) else None
-        self._data_sig = nvshmem_alloc_tensor((num_ranks,), torch.int64)  # [src]: pieces that arrived
-        self._credit_sig = nvshmem_alloc_tensor((num_ranks,), torch.int64)  # [dst]: pieces dst consumed
+        self._stage = alloc_tensor((slot,), torch.uint8) if any(self._via_proxy) else None
+        self._data_sig = alloc_tensor((num_ranks,), torch.int64)  # [src]: pieces that arrived
+        self._credit_sig = alloc_tensor((num_ranks,), torch.int64)  # [dst]: pieces dst consumed
         self._sent = [0] * num_ranks
         self._received = [0] * num_ranks
+        _nvst.coll_prepare(_nvst.TEAM_NODE)  # intranode_barrier's workspace (collective)
         nvshmem_barrier()
 
     def destroy(self):
@@ -69,7 +75,21 @@ class NvshmemBuffer:
         return torch.cuda.get_device_properties(_nvst.device()).multi_processor_count
 
     def barrier(self):
+        """Blocking barrier over every rank."""
         nvshmem_barrier()
+
+    def intranode_barrier(self):
+        """Blocking barrier over the ranks of this node."""
+        stream = current_stream()
+        _nvst.coll.barrier(stream, _nvst.TEAM_NODE)
+        torch.cuda.current_stream().synchronize()
+
+    def is_same_rdma_rank(self, rank):
+        """Whether `rank` is on this rank's node (the seed: the same RDMA rank)."""
+        if not 0 <= rank < self.num_ranks:
+            raise ValueError(f"nvshmem_tutorial.NvshmemBuffer.is_same_rdma_rank: rank {rank} is not in "
+                             f"[0, {self.num_ranks})")
+        return rank // self._node_size == self.rank // self._node_size
 
     # ---- point to point ---------------------------------------------------------
     def _peer(self, peer, fn):
@@ -80,9 +100,11 @@ class NvshmemBuffer:
     def _sig(self, words, index):
         return words.data_ptr() + 8 * index
 
-    def send(self, tensor, dst_rank):
-        """Sends `tensor` to dst_rank's matching recv; ordered on the current
-        stream (returns before the data has arrived)."""
+    def send(self, tensor, rank):
+        """Sends `tensor` to `rank`'s matching recv; ordered on the current
+        stream (returns before the data has arrived). Any rank: another
+        node's is reached through the proxy."""
+        dst_rank = rank
         check_tensor(tensor, "NvshmemBuffer.send", "tensor")
         self._peer(dst_rank, "send")
         stream = current_stream()
@@ -100,9 +122,10 @@ class NvshmemBuffer:
                                           self._sig(self._data_sig, self.rank), 1, True, dst_rank, stream)
             self._sent[dst_rank] += 1
 
-    def recv(self, tensor, src_rank):
-        """Receives src_rank's matching send into `tensor` (same byte size);
+    def recv(self, tensor, rank):
+        """Receives `rank`'s matching send into `tensor` (same byte size);
         ordered on the current stream."""
+        src_rank = rank
         check_tensor(tensor, "NvshmemBuffer.recv", "tensor")
         self._peer(src_rank, "recv")
         stream = current_stream()
@@ -115,21 +138,23 @@ class NvshmemBuffer:
             piece.copy_(self._slots[src_rank, : piece.numel()])
             _nvst.signal_op_on_stream(self._sig(self._credit_sig, self.rank), 1, True, src_rank, stream)
 
-    def intranode_send(self, tensor, dst_rank):
-        self.send(tensor, dst_rank)
+    def intranode_send(self, tensor, rank):
+        self.send(tensor, rank)
 
-    def intranode_recv(self, tensor, src_rank):
-        self.recv(tensor, src_rank)
+    def intranode_recv(self, tensor, rank):
+        self.recv(tensor, rank)
 
-    def internode_send(self, tensor, dst_rank):
-        self.send(tensor, dst_rank)
+    def internode_send(self, tensor, rank):
+        self.send(tensor, rank)
 
-    def internode_recv(self, tensor, src_rank):
-        self.recv(tensor, src_rank)
+    def internode_recv(self, tensor, rank):
+        self.recv(tensor, rank)
 
     # ---- all-gather -----------------------------------------------------------------
-    def all_gather_into_tensor(self, output, input, async_op=False):
-        return nd.all_gather_into_tensor(output, input, async_op=async_op)
+    def all_gather_into_tensor(self, output_tensor, tensor, async_op=False):
+        """output_tensor [num_ranks, ...] (or num_ranks x tensor's elements)
+        <- every rank's tensor, in rank order."""
+        return nd.all_gather_into_tensor(output_tensor, tensor, async_op=async_op)
 
     def _check_gather(self, fn, tensor_list, tensor):
         if len(tensor_list) != self.num_ranks:
@@ -151,6 +176,10 @@ class NvshmemBuffer:
         return work
 
     def intranode_all_gather(self, tensor_list, tensor, async_op=False):
+        """all_gather; tensor_list may also be one tensor of num_ranks rows
+        (the seed's all_gather_into_tensor passes that)."""
+        if isinstance(tensor_list, torch.Tensor):
+            return self.all_gather_into_tensor(tensor_list, tensor, async_op)
         return self.all_gather(tensor_list, tensor, async_op)
 
     def internode_all_gather(self, tensor_list, tensor, async_op=False):

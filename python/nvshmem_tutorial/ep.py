@@ -4,67 +4,106 @@ expert-parallel kernels (nvst::ep, chapter 9 of the book).
     import nvshmem_tutorial.ep as deep_ep      # instead of `import deep_ep`
     buffer = deep_ep.Buffer(group, num_nvl_bytes, num_rdma_bytes)
 
-Method names, arguments and return values follow DeepEP:
+Method names, arguments, defaults and return values follow DeepEP v1.2.1:
 get_dispatch_layout, dispatch, combine, low_latency_dispatch,
 low_latency_combine, get_next_low_latency_combine_buffer,
-get_local_buffer_tensor, EventOverlap, Config, the size hints. Differences,
-all checked with a clear error rather than silently ignored:
+clean_low_latency_buffer, get_local_buffer_tensor, get_comm_stream,
+capture, is_sm90_compiled, EventOverlap, Config (positional, DeepEP's
+defaults), the size hints. Handles are tuples in DeepEP's order, so code
+that indexes them runs: normal mode (rank_prefix_matrix, ...,
+recv_src_idx, is_token_in_rank, ...), across nodes DeepEP's internode
+layout (is_token_in_rank first, recv_gbl_rank_prefix_sum fourth from
+last), low latency (recv_src_info, recv_layout_range,
+num_max_dispatch_tokens_per_rank, hidden, num_experts). The symmetric heap
+is sized from num_nvl_bytes and num_rdma_bytes when the Buffer starts the
+job (no environment variable needed). Differences, each an error that says
+so rather than a silent change:
+ - handle elements that describe DeepEP's channels (channel_prefix_matrix,
+   send_head, the RDMA channel matrices, recv_src_meta) have no
+   counterpart: our kernels do not cut tokens into channels. Reading one
+   raises; passing the handle back works;
+ - low-latency rows of one expert are packed in arrival order, not grouped
+   by source rank: recv_layout_range (computed when read) gives each
+   source's count, and its begin offsets only where the rows are grouped
+   (one rank, or as it happened); otherwise reading it raises. Each row's
+   source, token and top-k slot are in handle.src_info;
  - across nodes the normal mode is hierarchical, as DeepEP's (a token
    crosses to a node once, then NVLink), but its stages come out of the
    symmetric heap beside num_nvl_bytes (three more halves of it), not out
    of num_rdma_bytes; the low-latency mode is flat, as DeepEP's;
  - the dispatch computes its layout itself: the layout tensors a caller
-   passes (num_tokens_per_rank, ...) are checked for shape, not read;
+   passes (num_tokens_per_rank, ...) are checked for shape; without
+   topk_idx, is_token_in_rank says where each token goes;
  - num_worst_tokens pads the outputs to that many rows (topk_idx -1,
    weights 0), as DeepEP's, but the dispatch still learns the exact count
    on the host first: it saves no synchronisation;
- - Config's chunk sizes are accepted and unused (our kernels do not chunk);
+ - Config's chunk sizes are checked as DeepEP checks them and unused (our
+   kernels do not chunk); num_qps_per_rank is unused (no queue pairs);
+   allow_nvlink_for_low_latency_mode=False is refused (node peers are
+   always reached over NVLink); an mpi4py comm instead of a group is
+   refused;
  - the low-latency buffers are sized at the first low_latency_dispatch
    (call it once before capturing a CUDA graph); num_rdma_bytes must cover
-   get_low_latency_rdma_size_hint for that shape;
- - low_latency_combine's zero_copy only checks that x is the tensor
-   get_next_low_latency_combine_buffer gave: our combine reads x in place
-   either way; use_logfmt=True sends LogFMT-10 as DeepEP's (our own
-   encoding of the same idea, src/ep/logfmt.hpp: groups of 128 channels
-   under 1 in magnitude as 10 bits a value), decoded per sending rank;
+   get_low_latency_rdma_size_hint for that shape; clean_low_latency_buffer
+   only checks its shape (our counters reset themselves and the normal mode
+   has memory of its own, so nothing is left dirty);
+ - low_latency_combine with zero_copy=True reads the tensor
+   get_next_low_latency_combine_buffer gave (x is checked for shape only),
+   as DeepEP's; without it, x is read in place (no copy either);
+   use_logfmt=True sends LogFMT-10 as DeepEP's (our own encoding of the
+   same idea, src/ep/logfmt.hpp: groups of 128 channels under 1 in
+   magnitude as 10 bits a value), decoded per sending rank;
  - get_local_buffer_tensor gives the normal-mode receive region (half of
    num_nvl_bytes), or with use_rdma_buffer=True the low-latency block
-   (which exists from the first low_latency_dispatch);
- - handles are objects, not tuples; pass them back as DeepEP's are.
+   (which exists from the first low_latency_dispatch).
 Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
 outputs are views of the buffer, valid until the dispatch after next, as in
 DeepEP, with the scales' last two dimensions column-major as DeepEP's.
 """
 import contextlib
 import math
+import os
+import re
 
 import torch
 import torch.distributed as dist
 
 from . import _nvst
-from .tensors import check_tensor, current_stream, init_from_torch, tensor_at
+from . import distributed as nd
+from .bootstrap import spans_hosts
+from .tensors import check_tensor, current_stream, init_from_torch, reserve_heap, tensor_at
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
 
 
 class Config:
-    """DeepEP's Config(num_sms, nvl send/recv chunk, rdma send/recv chunk).
-    num_sms is the number of blocks of the normal-mode kernels; the chunk
-    sizes are kept for compatibility and not used."""
+    """DeepEP's Config(num_sms, nvl send chunk, nvl recv chunk, rdma send
+    chunk, rdma recv chunk), with DeepEP's defaults and checks. num_sms is
+    the number of blocks of the normal-mode kernels; the chunk sizes are
+    checked and not used (our kernels do not chunk). threads_per_block is
+    ours (the blocks' width)."""
 
-    def __init__(self, num_sms=24, num_max_nvl_chunked_send_tokens=6, num_max_nvl_chunked_recv_tokens=256,
+    def __init__(self, num_sms=20, num_max_nvl_chunked_send_tokens=6, num_max_nvl_chunked_recv_tokens=256,
                  num_max_rdma_chunked_send_tokens=6, num_max_rdma_chunked_recv_tokens=256, threads_per_block=512):
         if not isinstance(num_sms, int) or num_sms < 1:
             raise ValueError(f"nvshmem_tutorial.ep.Config: num_sms must be a positive int, got {num_sms!r}")
         if threads_per_block % 32 or not 64 <= threads_per_block <= 1024:
             raise ValueError(f"nvshmem_tutorial.ep.Config: threads_per_block {threads_per_block} must be a "
                              "multiple of 32 in [64, 1024]")
+        for kind, send, recv in (("nvl", num_max_nvl_chunked_send_tokens, num_max_nvl_chunked_recv_tokens),
+                                 ("rdma", num_max_rdma_chunked_send_tokens, num_max_rdma_chunked_recv_tokens)):
+            if not 0 < send < recv:
+                raise ValueError(f"nvshmem_tutorial.ep.Config: the {kind} chunks must satisfy 0 < send < recv "
+                                 f"(DeepEP's invariant), got send {send}, recv {recv}")
         self.num_sms = num_sms
         self.threads_per_block = threads_per_block
         self.num_max_nvl_chunked_send_tokens = num_max_nvl_chunked_send_tokens
         self.num_max_nvl_chunked_recv_tokens = num_max_nvl_chunked_recv_tokens
         self.num_max_rdma_chunked_send_tokens = num_max_rdma_chunked_send_tokens
-        self.num_max_rdma_chunked_recv_tokens = num_max_rdma_chunked_recv_tokens
+        # DeepEP rounds the RDMA receive chunk up to a multiple of the send chunk.
+        self.num_max_rdma_chunked_recv_tokens = (-(-num_max_rdma_chunked_recv_tokens
+                                                   // num_max_rdma_chunked_send_tokens)
+                                                 * num_max_rdma_chunked_send_tokens)
 
     def get_nvl_buffer_size_hint(self, hidden_bytes, num_ranks):
         """Bytes of num_nvl_bytes for dispatching 4096 tokens per rank of
@@ -96,16 +135,74 @@ class EventOverlap:
         self.current_stream_wait()
 
 
-class DispatchHandle:
-    """What dispatch returns for the combine and for cached dispatches."""
+class _Later:
+    """A handle element computed when it is read (see _Handle)."""
 
-    def __init__(self, cpp, topk_idx, topk_weights, num_experts, recv_src_idx, num_worst_tokens=0):
-        self.cpp = cpp
-        self.topk_idx = topk_idx
-        self.topk_weights = topk_weights
-        self.num_experts = num_experts
-        self.recv_src_idx = recv_src_idx
-        self.num_worst_tokens = num_worst_tokens  # > 0: outputs padded to this many rows
+    def __repr__(self):
+        return "<computed when read>"
+
+
+_LATER = _Later()
+
+
+class _Handle(tuple):
+    """A DeepEP handle: a tuple in DeepEP's order. Elements that cost GPU
+    work to build are computed when first read (so a call that only passes
+    the handle back pays nothing for them); those with no counterpart here
+    raise when read. What our calls need rides in attributes."""
+    names = ()
+
+    def __new__(cls, items, **attrs):
+        h = tuple.__new__(cls, items)
+        h.__dict__.update(attrs)
+        return h
+
+    def _element(self, i):
+        v = tuple.__getitem__(self, i)
+        if v is not _LATER:
+            return v
+        cache = self.__dict__.setdefault("_computed", {})
+        if i not in cache:
+            cache[i] = self._compute(self.names[i])
+        return cache[i]
+
+    def _compute(self, name):
+        raise NotImplementedError(f"nvshmem_tutorial.ep: the handle's {name} has no counterpart here: our kernels "
+                                  "do not cut tokens into channels (pass the handle back to dispatch/combine "
+                                  "as it is)")
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self._element(j) for j in range(len(self))[i])
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"nvshmem_tutorial.ep: handle index {i} out of range ({n} elements)")
+        return self._element(i % n)
+
+    def __iter__(self):
+        return (self._element(j) for j in range(len(self)))
+
+
+class DispatchHandle(_Handle):
+    """What dispatch returns: DeepEP's intranode handle (rank_prefix_matrix,
+    channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx,
+    is_token_in_rank, send_head), or across nodes its internode one.
+    Attributes: cpp (the routing), recv_src_idx, topk_idx, topk_weights,
+    num_experts, num_worst_tokens (> 0: outputs padded to this many rows)."""
+    INTRANODE = ("rank_prefix_matrix", "channel_prefix_matrix", "recv_channel_prefix_matrix", "recv_src_idx",
+                 "is_token_in_rank", "send_head")
+    INTERNODE = ("is_token_in_rank", "rdma_channel_prefix_matrix", "gbl_channel_prefix_matrix",
+                 "recv_rdma_channel_prefix_matrix", "recv_rdma_rank_prefix_sum", "recv_gbl_channel_prefix_matrix",
+                 "recv_gbl_rank_prefix_sum", "recv_src_meta", "send_rdma_head", "send_nvl_head")
+
+    @classmethod
+    def make(cls, internode, recv_src_idx, is_token_in_rank, **attrs):
+        names = cls.INTERNODE if internode else cls.INTRANODE
+        known = {"recv_src_idx": recv_src_idx, "is_token_in_rank": is_token_in_rank}
+        h = cls.__new__(cls, [_LATER if known.get(n) is None else known[n] for n in names], recv_src_idx=recv_src_idx,
+                        **attrs)
+        h.__dict__["names"] = names
+        return h
 
     @property
     def num_recv_tokens(self):
@@ -115,6 +212,56 @@ class DispatchHandle:
     def num_rows(self):
         """Rows of the dispatch's outputs (and of the combine's x)."""
         return self.num_worst_tokens or self.cpp.num_recv_tokens
+
+    def _counts(self):
+        n = self.cpp.n_pes
+        return torch.tensor(list(self.cpp.count), dtype=torch.int32).view(n, n)  # [src, dst]
+
+    def _compute(self, name):
+        me = _nvst.my_pe()
+        if name == "rank_prefix_matrix":  # [i][j]: tokens ranks 0..i send to rank j
+            return self._counts().cumsum(0, dtype=torch.int32).to(self.device)
+        if name == "recv_gbl_rank_prefix_sum":  # [i]: rows this rank received from ranks 0..i
+            return self._counts()[:, me].cumsum(0, dtype=torch.int32).to(self.device)
+        if name == "is_token_in_rank":
+            n = self.cpp.n_pes
+            rank_of = torch.where(self.topk_idx >= 0, self.topk_idx // (self.num_experts // n), n)
+            hit = torch.zeros((self.topk_idx.shape[0], n + 1), dtype=torch.bool, device=self.device)
+            return hit.scatter_(1, rank_of, True)[:, :n].contiguous()
+        return super()._compute(name)
+
+
+class LowLatencyHandle(_Handle):
+    """What low_latency_dispatch returns: DeepEP's (recv_src_info,
+    recv_layout_range, num_max_dispatch_tokens_per_rank, hidden,
+    num_experts). recv_src_info [E_local, ranks x M] int32 is each row's
+    token index on its source rank; recv_layout_range [E_local, ranks]
+    int64 (begin << 32 | count) is computed when read. Attributes:
+    buffer_index, src_info ([E_local, ranks x M, 3]: source rank, token,
+    top-k slot), recv_count."""
+    names = ("recv_src_info", "recv_layout_range", "num_max_dispatch_tokens_per_rank", "hidden", "num_experts")
+
+    def _compute(self, name):
+        if name != "recv_layout_range":
+            return super()._compute(name)
+        info, count = self.src_info, self.recv_count
+        E, R, _ = info.shape
+        n = _nvst.n_pes()
+        valid = torch.arange(R, device=info.device).unsqueeze(0) < count.unsqueeze(1)
+        src = torch.where(valid, info[:, :, 0].long(), n)
+        per = torch.zeros((E, n + 1), dtype=torch.int64, device=info.device)
+        per.scatter_add_(1, src, torch.ones_like(src))
+        per = per[:, :n]
+        begin = per.cumsum(1) - per
+        # Rows land in arrival order: a begin offset exists only where each
+        # source's rows are contiguous and in rank order.
+        if n > 1 and bool(((src[:, 1:] < src[:, :-1]) & valid[:, 1:]).any()):
+            raise NotImplementedError(
+                "nvshmem_tutorial.ep: recv_layout_range cannot describe this dispatch: our low-latency rows of "
+                "one expert are packed in arrival order, not grouped by source rank. Each source's count is "
+                "(handle.src_info[e, :recv_count[e], 0] == rank).sum(); handle.src_info holds every row's "
+                "(source rank, token, top-k slot)")
+        return (begin << 32) | per
 
 
 class _CurrentStream:
@@ -147,26 +294,32 @@ class _LowLatencyOwner:
         self.ll = ll
 
 
-class LowLatencyHandle:
-    """What low_latency_dispatch returns for low_latency_combine."""
-
-    def __init__(self, recv_src_info, buffer_index, num_max_dispatch_tokens_per_rank, hidden, num_experts):
-        self.recv_src_info = recv_src_info
-        self.buffer_index = buffer_index
-        self.num_max_dispatch_tokens_per_rank = num_max_dispatch_tokens_per_rank
-        self.hidden = hidden
-        self.num_experts = num_experts
-
-
 def _fail(fn, msg, exc=ValueError):
     raise exc(f"nvshmem_tutorial.ep.Buffer.{fn}: {msg}")
 
 
 class Buffer:
-    num_sms = 24
+    """DeepEP's Buffer (see the module's docstring for what differs)."""
+    num_sms = 20
 
     def __init__(self, group, num_nvl_bytes=0, num_rdma_bytes=0, low_latency_mode=False, num_qps_per_rank=24,
-                 allow_nvlink_for_low_latency_mode=True, allow_mnnvl=False, explicitly_destroy=False):
+                 allow_nvlink_for_low_latency_mode=True, allow_mnnvl=False, explicitly_destroy=False, comm=None):
+        """Collective over `group` (None: the world). Starts the job when it
+        is not running yet, with a symmetric heap sized for num_nvl_bytes and
+        num_rdma_bytes (unless NVST_SYMMETRIC_SIZE says otherwise)."""
+        if group is None and comm is not None:
+            _fail("__init__", "an mpi4py comm is not supported: pass a torch.distributed group")
+        if num_nvl_bytes < 0 or num_rdma_bytes < 0:
+            _fail("__init__", "num_nvl_bytes and num_rdma_bytes must be >= 0")
+        if not allow_nvlink_for_low_latency_mode:
+            _fail("__init__", "allow_nvlink_for_low_latency_mode=False is not supported: node peers are always "
+                  "reached over NVLink here")
+        num_nvl_bytes, num_rdma_bytes = int(num_nvl_bytes), int(num_rdma_bytes)
+        # The normal mode takes num_nvl_bytes (five halves of it across
+        # nodes); the low-latency buffers take up to num_rdma_bytes (about
+        # twice across nodes): ep.hpp's Buffer constructor.
+        nodes = spans_hosts() or "NVST_NODE_SIZE" in os.environ
+        reserve_heap((5 if nodes else 2) * (num_nvl_bytes // 2) + (2 if nodes else 1) * num_rdma_bytes)
         init_from_torch(group)
         self.group = group
         self.rank = dist.get_rank(group)
@@ -174,15 +327,13 @@ class Buffer:
         if self.group_size != _nvst.n_pes():
             _fail("__init__", f"the group has {self.group_size} ranks but the job has {_nvst.n_pes()} PEs; "
                   "only the group the job was joined from is supported")
-        if num_nvl_bytes < 0 or num_rdma_bytes < 0:
-            _fail("__init__", "num_nvl_bytes and num_rdma_bytes must be >= 0")
         self.num_nvl_bytes = num_nvl_bytes
         self.num_rdma_bytes = num_rdma_bytes
         self.low_latency_mode = low_latency_mode
         self.explicitly_destroy = explicitly_destroy
         self._normal = _nvst.ep.Buffer(num_nvl_bytes) if num_nvl_bytes > 0 else None
         self._ll = None  # created by the first low_latency_dispatch
-        self._ll_views = {}  # (address, shape, dtype) -> a tensor over the low-latency buffers: _ll_view
+        self._ll_views = {}  # (address, shape, dtype, column) -> a tensor over the low-latency buffers: _ll_view
         self._ll_owner = None  # what those tensors keep alive: _LowLatencyOwner
         self._ll_shape = None
         self._zero_copy_x = {}  # buffer set -> get_next_low_latency_combine_buffer's tensor
@@ -193,10 +344,26 @@ class Buffer:
 
     # ---- DeepEP's static helpers ------------------------------------------------
     @staticmethod
+    def is_sm90_compiled():
+        """Whether the kernels were built for compute capability 9.0 or
+        newer (CMAKE_CUDA_ARCHITECTURES)."""
+        archs = [int(m) for m in re.findall(r"\d+", _nvst.cuda_architectures)]
+        return any(a >= 90 for a in archs)
+
+    @staticmethod
     def set_num_sms(new_num_sms):
-        if new_num_sms < 1:
-            raise ValueError("nvshmem_tutorial.ep.Buffer.set_num_sms: must be >= 1")
+        if not isinstance(new_num_sms, int) or new_num_sms < 2 or new_num_sms % 2:
+            raise ValueError(f"nvshmem_tutorial.ep.Buffer.set_num_sms: the SM count must be even and >= 2 "
+                             f"(DeepEP's rule), got {new_num_sms!r}")
         Buffer.num_sms = new_num_sms
+
+    @staticmethod
+    def capture():
+        """An EventOverlap with an event recorded on the current stream (for
+        previous_event)."""
+        event = torch.cuda.Event()
+        event.record()
+        return EventOverlap(event)
 
     @staticmethod
     def get_dispatch_config(num_ranks):
@@ -212,6 +379,21 @@ class Buffer:
         plus num_topk, which our per-(token, expert) slots depend on)."""
         return _nvst.ep.low_latency_size_hint(num_max_dispatch_tokens_per_rank, hidden, num_ranks, num_experts,
                                               num_topk)
+
+    def get_comm_stream(self):
+        """The stream the normal-mode kernels (and async_finish calls) run on."""
+        return self._comm
+
+    def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank, hidden, num_experts):
+        """DeepEP zeroes its low-latency counters here (after normal-mode
+        calls reused that memory). Ours reset themselves at every receive and
+        the normal mode has memory of its own, so this only checks the shape
+        against the low-latency buffers' (when they exist)."""
+        if self._ll_shape is not None:
+            M, H, E, _ = self._ll_shape
+            if (num_max_dispatch_tokens_per_rank, hidden, num_experts) != (M, H, E):
+                _fail("clean_low_latency_buffer", f"shape ({num_max_dispatch_tokens_per_rank}, {hidden}, "
+                      f"{num_experts}) differs from the low-latency buffers' ({M}, {H}, {E})")
 
     def get_local_buffer_tensor(self, dtype, size=None, offset=0, use_rdma_buffer=False):
         """DeepEP's raw view of this rank's buffer: `size` (a shape, or None
@@ -318,10 +500,12 @@ class Buffer:
                  is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None, topk_weights=None,
                  expert_alignment=1, num_worst_tokens=0, config=None, previous_event=None, async_finish=False,
                  allocate_on_comm_stream=False):
-        """x: bf16 [T, H], or (fp8 e4m3 [T, H], float32 scales [T, H / 128]).
-        Returns (recv_x, recv_topk_idx, recv_topk_weights,
-        num_recv_tokens_per_expert_list, handle, event); with a handle
-        (cached) only recv_x and the event are returned, as in DeepEP."""
+        """x: bf16 [T, H], or (fp8 e4m3 [T, H], float32 scales [T, H / 128],
+        row- or column-major as DeepEP's). Returns (recv_x, recv_topk_idx,
+        recv_topk_weights, num_recv_tokens_per_expert_list, handle, event);
+        with a handle (cached) only recv_x and the event are returned, as in
+        DeepEP. Without topk_idx each token goes where is_token_in_rank says
+        (recv_topk_idx and recv_topk_weights are then None)."""
         fn = "dispatch"
         if self._normal is None:
             _fail(fn, "this Buffer has no normal-mode memory (num_nvl_bytes = 0)")
@@ -339,6 +523,8 @@ class Buffer:
             _fail(fn, f"x must be [num_tokens, hidden], got shape {tuple(x.shape)}")
         T, H = x.shape
         if fp8:
+            if isinstance(x_scales, torch.Tensor) and x_scales.dim() == 2 and not x_scales.is_contiguous():
+                x_scales = x_scales.contiguous()  # DeepEP's column-major scales; our kernels read rows
             check_tensor(x_scales, where, "x_scales", [torch.float32])
             if tuple(x_scales.shape) != (T, H // 128):
                 _fail(fn, f"x_scales must be [{T}, {H // 128}], got {tuple(x_scales.shape)}")
@@ -349,18 +535,32 @@ class Buffer:
             topk_idx, topk_weights, num_experts = handle.topk_idx, handle.topk_weights, handle.num_experts
             cpp = handle.cpp
         else:
-            if topk_idx is None:
-                _fail(fn, "topk_idx is required without a handle")
-            check_tensor(topk_idx, where, "topk_idx", [torch.int64])
-            if topk_idx.dim() != 2 or topk_idx.shape[0] != T:
-                _fail(fn, f"topk_idx must be [{T}, num_topk], got {tuple(topk_idx.shape)}")
             if num_tokens_per_expert is None:
                 _fail(fn, "num_tokens_per_expert (from get_dispatch_layout) is required without a handle")
             num_experts = num_tokens_per_expert.numel()
-            for name, t, shape in (("num_tokens_per_rank", num_tokens_per_rank, (self.group_size,)),
-                                   ("is_token_in_rank", is_token_in_rank, (T, self.group_size))):
+            n = self.group_size
+            if num_experts < n or num_experts % n:
+                _fail(fn, f"num_tokens_per_expert has {num_experts} experts: a positive multiple of the {n} "
+                      "ranks is needed")
+            for name, t, shape in (("num_tokens_per_rank", num_tokens_per_rank, (n,)),
+                                   ("is_token_in_rank", is_token_in_rank, (T, n))):
                 if t is not None and tuple(t.shape) != shape:
                     _fail(fn, f"{name} must have shape {shape}, got {tuple(t.shape)}")
+            if topk_idx is None:
+                if is_token_in_rank is None:
+                    _fail(fn, "without a handle, topk_idx or is_token_in_rank must say where tokens go")
+                check_tensor(is_token_in_rank, where, "is_token_in_rank", [torch.bool])
+                if topk_weights is not None:
+                    _fail(fn, "topk_weights needs topk_idx")
+                # Each token to the first expert of every rank it goes to.
+                first = torch.arange(n, device=x.device, dtype=torch.int64) * (num_experts // n)
+                topk_idx = torch.where(is_token_in_rank, first, -1)
+                topk_given = False
+            else:
+                check_tensor(topk_idx, where, "topk_idx", [torch.int64])
+                if topk_idx.dim() != 2 or topk_idx.shape[0] != T:
+                    _fail(fn, f"topk_idx must be [{T}, num_topk], got {tuple(topk_idx.shape)}")
+                topk_given = True
             cpp = _nvst.ep.DispatchHandle()
         K = topk_idx.shape[1]
         if topk_weights is not None:
@@ -410,12 +610,30 @@ class Buffer:
         recv = (recv_x, recv_scales) if fp8 else recv_x
         if cached:
             return recv, None, None, None, None, event
-        new_handle = DispatchHandle(cpp, topk_idx, topk_weights, num_experts, got["recv_src_idx"], num_worst_tokens)
+        new_handle = DispatchHandle.make(self._num_nodes > 1, got["recv_src_idx"], is_token_in_rank, cpp=cpp,
+                                         topk_idx=topk_idx, topk_weights=topk_weights, num_experts=num_experts,
+                                         num_worst_tokens=num_worst_tokens, device=x.device)
         # With num_worst_tokens DeepEP returns no per-expert counts (it did not
         # wait for them); so do we, to be a drop-in.
-        per_expert = [] if num_worst_tokens else list(cpp.num_recv_tokens_per_expert)
+        if num_worst_tokens:
+            per_expert = []
+        elif topk_given:
+            per_expert = list(cpp.num_recv_tokens_per_expert)
+        else:  # the routing named no experts: the counts come from num_tokens_per_expert, summed over ranks
+            per_expert = self._experts_received(num_tokens_per_expert, expert_alignment)
+        if not topk_given:
+            return recv, None, None, per_expert, new_handle, event
         return (recv, got["recv_topk_idx"], got["recv_topk_weights"] if topk_weights is not None else None,
                 per_expert, new_handle, event)
+
+    def _experts_received(self, num_tokens_per_expert, expert_alignment):
+        """This rank's experts' token counts over all ranks, each rounded up
+        to expert_alignment (collective)."""
+        total = num_tokens_per_expert.to(torch.int32).contiguous().clone()
+        nd.all_reduce(total)
+        E_local = total.numel() // self.group_size
+        mine = total[self.rank * E_local:(self.rank + 1) * E_local].tolist()
+        return [-(-c // expert_alignment) * expert_alignment for c in mine]
 
     def combine(self, x, handle, topk_weights=None, bias=None, config=None, previous_event=None,
                 async_finish=False, allocate_on_comm_stream=False):
@@ -485,16 +703,21 @@ class Buffer:
             _fail(fn, "the hook's Buffer was destroyed (destroy()) before the hook was called")
         return owner.ll
 
-    def _ll_view(self, addr, shape, dtype):
+    def _ll_view(self, addr, shape, dtype, column=None):
         """tensor_at for the low-latency outputs. Their buffers never move
-        while self._ll lives, so each (address, shape, dtype) goes through
-        DLPack once; later calls get a new view of that tensor (a fresh
-        object, as DeepEP's from_blob gives): 5 us less a tensor."""
-        key = (addr, shape, dtype)
+        while self._ll lives, so each goes through DLPack once; later calls
+        get a new view of that tensor (a fresh object, as DeepEP's from_blob
+        gives): 5 us less a tensor. With `column`: the last dimension's
+        column `column` (a strided view, metadata for the handle), the same
+        object every call (a view costs a microsecond of host time)."""
+        key = (addr, shape, dtype, column)
         base = self._ll_views.get(key)
         if base is None:
-            base = self._ll_views[key] = tensor_at(addr, shape, dtype, self._ll_owner)
-        return base.view(shape)
+            base = tensor_at(addr, shape, dtype, self._ll_owner)
+            if column is not None:
+                base = base[..., column]
+            self._ll_views[key] = base
+        return base if column is not None else base.view(shape)
 
     def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
                              cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
@@ -546,7 +769,9 @@ class Buffer:
             recv_x = (recv_x, self._ll_view(out["recv_x_scales"], (E_local, columns, rows), dtype).transpose(1, 2))
         recv_count = self._ll_view(out["recv_count"], (E_local,), torch.int32)
         src_info = self._ll_view(out["recv_src_info"], (E_local, rows, 3), torch.int32)
-        handle = LowLatencyHandle(src_info, out["buffer_index"], M, H, num_experts)
+        token = self._ll_view(out["recv_src_info"], (E_local, rows, 3), torch.int32, 1)  # DeepEP's recv_src_info
+        handle = LowLatencyHandle((token, _LATER, M, H, num_experts), buffer_index=out["buffer_index"],
+                                  src_info=src_info, recv_count=recv_count)
 
         def count(on):  # the statistics add the counts once they are received, on that stream (None: current)
             if stats is not None:
@@ -577,10 +802,10 @@ class Buffer:
 
     def get_next_low_latency_combine_buffer(self, handle):
         """DeepEP's zero-copy combine input: a bf16 [E_local, ranks x M, H]
-        tensor to write the experts' output into, then pass as x with
-        zero_copy=True. One per buffer set, kept by this Buffer. Our combine
-        reads x in place anyway, so this saves nothing; it is here so that
-        code written for DeepEP runs unchanged."""
+        tensor to write the experts' output into; a combine with
+        zero_copy=True then reads it (DeepEP's form). One per buffer set,
+        kept by this Buffer. Our combine reads any x in place, so this saves
+        nothing; it is here so that code written for DeepEP runs unchanged."""
         fn = "get_next_low_latency_combine_buffer"
         if not isinstance(handle, LowLatencyHandle):
             _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
@@ -607,8 +832,11 @@ class Buffer:
             _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
         if self._ll is None:
             _fail(fn, "call low_latency_dispatch first")
-        if zero_copy and x is not self._zero_copy_x.get(handle.buffer_index):
-            _fail(fn, "zero_copy=True needs x to be get_next_low_latency_combine_buffer(handle)")
+        source = x
+        if zero_copy:  # DeepEP's: the data is already in the combine buffer; x gives only its shape
+            source = self._zero_copy_x.get(handle.buffer_index)
+            if source is None:
+                _fail(fn, "zero_copy=True needs get_next_low_latency_combine_buffer(handle), filled, first")
         wait_stats = self._check_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
                                        torch.int64, self.group_size, "one per rank")
         M, H, E, K = self._ll_shape
@@ -631,7 +859,7 @@ class Buffer:
         stream = self._comm if async_finish else None  # None: the caller's current stream
         compute = self._begin(None) if async_finish else None
         phase = "send" if return_recv_hook else "both"
-        args = (x.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
+        args = (source.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
                 out.data_ptr())
         self._ll.low_latency_combine(*args, self._raw(stream), phase, wait_stats, bool(use_logfmt))
         self._settle(stream)

@@ -61,8 +61,8 @@ def check_tensor(t, fn, name, dtypes=None, device=None):
         raise TypeError(f"nvshmem_tutorial.{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_cuda:
         raise ValueError(f"nvshmem_tutorial.{fn}: {name} is on {t.device}; it must be a CUDA tensor")
-    if t.device.index != _nvst.device():
-        raise ValueError(f"nvshmem_tutorial.{fn}: {name} is on {t.device}, but this PE's GPU is cuda:{_nvst.device()}")
+    if t.device.index != device:
+        raise ValueError(f"nvshmem_tutorial.{fn}: {name} is on {t.device}, but this PE's GPU is cuda:{device}")
     if not t.is_contiguous():
         raise ValueError(f"nvshmem_tutorial.{fn}: {name} is not contiguous (call .contiguous() first)")
     if dtypes is not None and t.dtype not in dtypes:
@@ -128,6 +128,22 @@ def init_from_torch(group=None, backend=""):
     _state["group"] = group
 
 
+# The runtime's default heap (NVST_SYMMETRIC_SIZE unset): what collectives,
+# workspaces and small tensors use beside a Buffer's own memory.
+_DEFAULT_HEAP = 1 << 30
+
+
+def reserve_heap(nbytes):
+    """Before the job starts (init_from_torch): makes the symmetric heap the
+    default plus `nbytes` (a Buffer's own memory), in whole MiB, unless
+    NVST_SYMMETRIC_SIZE is set. Every rank asks for the same size, as the
+    Buffer's arguments agree. Once the job runs the heap is what it is: a
+    Buffer that does not fit says how much it needs."""
+    if _nvst.initialized() or "NVST_SYMMETRIC_SIZE" in os.environ or nbytes <= 0:
+        return
+    os.environ["NVST_SYMMETRIC_SIZE"] = str(_DEFAULT_HEAP + -(-int(nbytes) // (1 << 20)) * (1 << 20))
+
+
 def nvst_group():
     """The torch.distributed group the job was joined from (None = world)."""
     return _state["group"]
@@ -143,20 +159,45 @@ def tensor_at(addr, shape, dtype, owner):
     return raw.view(dtype).view(shape)
 
 
-def nvshmem_alloc_tensor(shape, dtype=torch.float32):
+def alloc_tensor(shape, dtype=torch.float32):
     """Collective: a zeroed tensor in the symmetric heap (the same shape and
     dtype on every PE, checked). Free it with nvshmem_free_tensor."""
-    require_initialized("nvshmem_alloc_tensor")
+    require_initialized("alloc_tensor")
     if isinstance(shape, int):
         shape = (shape,)
     if any(int(s) < 0 for s in shape):
-        raise ValueError(f"nvshmem_tutorial.nvshmem_alloc_tensor: negative dimension in {tuple(shape)}")
+        raise ValueError(f"nvshmem_tutorial.alloc_tensor: negative dimension in {tuple(shape)}")
     nbytes = math.prod(shape) * dtype.itemsize
     addr = _nvst.malloc(nbytes)  # every PE's size is checked; a mismatch raises everywhere
     if addr == 0:
         return torch.empty(tuple(shape), dtype=dtype, device=f"cuda:{_nvst.device()}")
     _allocations.add(addr)
     return tensor_at(addr, shape, dtype, None)
+
+
+# Every allocation starts at least this aligned (the runtime's default).
+_HEAP_ALIGNMENT = 256
+
+
+def nvshmem_alloc_tensor(size, alignment):
+    """The seed's form. Collective: `size` bytes of the symmetric heap as a
+    zeroed uint8 tensor, its address a multiple of `alignment` (a power of
+    two). Free it with nvshmem_free_tensor."""
+    fn = "nvshmem_alloc_tensor"
+    require_initialized(fn)
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ValueError(f"nvshmem_tutorial.{fn}: size must be a byte count >= 0, got {size!r}")
+    if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+        raise ValueError(f"nvshmem_tutorial.{fn}: alignment must be a power of two, got {alignment!r}")
+    if alignment <= _HEAP_ALIGNMENT or size == 0:
+        return alloc_tensor((size,), torch.uint8)
+    addr = _nvst.align(alignment, size)  # collective and checked as malloc; not zeroed
+    _allocations.add(addr)
+    t = tensor_at(addr, (size,), torch.uint8, None)
+    t.zero_()
+    torch.cuda.current_stream().synchronize()
+    _nvst.barrier_all()  # zero everywhere before any PE's put can land
+    return t
 
 
 def nvshmem_free_tensor(tensor):
@@ -189,41 +230,70 @@ def peer_tensor(tensor, pe):
     return tensor_at(addr, tensor.shape, tensor.dtype, tensor)
 
 
-def _copy(fn, copy_on_stream, dst, src, pe, blocking):
-    """One-sided copy of a whole tensor, ordered on the current stream;
-    blocking: then waits for that stream."""
+def _copy(fn, copy_on_stream, dst, src, nbytes, pe, blocking):
+    """One-sided copy of nbytes (None: all of src, which must match dst),
+    ordered on the current stream; blocking: then waits for that stream."""
     device = require_initialized(fn)
     check_tensor(dst, fn, "dst", device=device)
     check_tensor(src, fn, "src", device=device)
-    nbytes = src.nbytes
-    if dst.nbytes != nbytes:
-        raise ValueError(f"nvshmem_tutorial.{fn}: dst has {dst.nbytes} bytes, src {nbytes}")
+    if nbytes is None:
+        nbytes = src.nbytes
+        if dst.nbytes != nbytes:
+            raise ValueError(f"nvshmem_tutorial.{fn}: dst has {dst.nbytes} bytes, src {nbytes}")
+    elif not isinstance(nbytes, int) or not 0 <= nbytes <= min(dst.nbytes, src.nbytes):
+        raise ValueError(f"nvshmem_tutorial.{fn}: nbytes {nbytes!r} must be in [0, {min(dst.nbytes, src.nbytes)}] "
+                         f"(dst has {dst.nbytes} bytes, src {src.nbytes})")
     copy_on_stream(dst.data_ptr(), src.data_ptr(), nbytes, pe, current_stream(device))
     if blocking:
         torch.cuda.current_stream(device).synchronize()
 
 
-def nvshmem_put_tensor_async(dst, src, pe):
-    """dst (symmetric) on PE `pe` <- src (any CUDA tensor here)."""
-    _copy("nvshmem_put_tensor_async", _nvst.putmem_on_stream, dst, src, pe, False)
+# Our forms: whole tensors, destination first (as torch's copy_).
+def put_tensor_async(dst, src, pe):
+    """dst (symmetric) on PE `pe` <- src (any CUDA tensor here), same bytes."""
+    _copy("put_tensor_async", _nvst.putmem_on_stream, dst, src, None, pe, False)
 
 
-def nvshmem_put_tensor(dst, src, pe):
+def put_tensor(dst, src, pe):
     """Blocking: returns once the data is in PE `pe`'s dst."""
-    _copy("nvshmem_put_tensor", _nvst.putmem_on_stream, dst, src, pe, True)
+    _copy("put_tensor", _nvst.putmem_on_stream, dst, src, None, pe, True)
 
 
-def nvshmem_get_tensor_async(dst, src, pe):
+def get_tensor_async(dst, src, pe):
     """dst (any CUDA tensor here) <- src (symmetric) on PE `pe`."""
-    _copy("nvshmem_get_tensor_async", _nvst.getmem_on_stream, dst, src, pe, False)
+    _copy("get_tensor_async", _nvst.getmem_on_stream, dst, src, None, pe, False)
 
 
-def nvshmem_get_tensor(dst, src, pe):
-    _copy("nvshmem_get_tensor", _nvst.getmem_on_stream, dst, src, pe, True)
+def get_tensor(dst, src, pe):
+    _copy("get_tensor", _nvst.getmem_on_stream, dst, src, None, pe, True)
+
+
+# The seed's forms: a byte count and the peer's rank last.
+def nvshmem_put_tensor(remote_tensor, local_tensor, nbytes, rank):
+    """The first nbytes of local_tensor into remote_tensor (symmetric) on PE
+    `rank`; returns once they are there."""
+    _copy("nvshmem_put_tensor", _nvst.putmem_on_stream, remote_tensor, local_tensor, nbytes, rank, True)
+
+
+def nvshmem_put_tensor_async(remote_tensor, local_tensor, nbytes, rank):
+    """As nvshmem_put_tensor, ordered on the current stream (no host wait)."""
+    _copy("nvshmem_put_tensor_async", _nvst.putmem_on_stream, remote_tensor, local_tensor, nbytes, rank, False)
+
+
+def nvshmem_get_tensor(local_tensor, remote_tensor, nbytes, rank):
+    """The first nbytes of remote_tensor (symmetric) on PE `rank` into
+    local_tensor; returns once they are here."""
+    _copy("nvshmem_get_tensor", _nvst.getmem_on_stream, local_tensor, remote_tensor, nbytes, rank, True)
+
+
+def nvshmem_get_tensor_async(local_tensor, remote_tensor, nbytes, rank):
+    """As nvshmem_get_tensor, ordered on the current stream (no host wait)."""
+    _copy("nvshmem_get_tensor_async", _nvst.getmem_on_stream, local_tensor, remote_tensor, nbytes, rank, False)
 
 
 def nvshmem_barrier():
-    """Blocking barrier over every PE (waits for this GPU's work first)."""
+    """The seed's barrier: blocking, over every PE (waits for this GPU's
+    work first)."""
     require_initialized("nvshmem_barrier")
     _nvst.barrier_all()
 
@@ -232,3 +302,23 @@ def nvshmem_barrier_async():
     """The barrier ordered on the current stream (no host wait)."""
     require_initialized("nvshmem_barrier_async")
     _nvst.barrier_all_on_stream(current_stream())
+
+
+def tma_copy(input, output):
+    """The seed's experiment: output <- input (CUDA tensors of the same byte
+    size, on one GPU) with Hopper's bulk copy engine (cp.async.bulk, TMA):
+    where the two addresses agree mod 16, all but a head and a tail of under
+    16 bytes go global -> shared -> global through it; those bytes (or all,
+    where they differ mod 16) one by one. Ordered on the current stream.
+    Needs no running job."""
+    fn = "tma_copy"
+    if not isinstance(input, torch.Tensor) or not input.is_cuda:
+        raise ValueError(f"nvshmem_tutorial.{fn}: input must be a CUDA tensor")
+    device = input.get_device()
+    check_tensor(input, fn, "input", device=device)
+    check_tensor(output, fn, "output", device=device)
+    if input.nbytes != output.nbytes:
+        raise ValueError(f"nvshmem_tutorial.{fn}: input has {input.nbytes} bytes, output {output.nbytes}")
+    if input.dtype != output.dtype:
+        raise TypeError(f"nvshmem_tutorial.{fn}: input is {input.dtype}, output {output.dtype}")
+    _nvst.tma_copy(output.data_ptr(), input.data_ptr(), input.nbytes, current_stream(device))

@@ -102,6 +102,7 @@ PYBIND11_MODULE(_nvst, m) {
   py::register_exception<nvst::Error>(m, "NvstError", PyExc_RuntimeError);
   nvst_py::bind_device(m);
   nvst_py::bind_ep(m);
+  nvst_py::bind_structures(m);
 
   m.def(
       "get_unique_id",
@@ -141,6 +142,7 @@ PYBIND11_MODULE(_nvst, m) {
   m.def("nvshmem_backend_built", &nvst::nvshmem_backend_built,
         "True when this build links NVSHMEM (the nvidia-nvshmem wheel was found at build time).");
   m.def("nvshmem_backend_version", &nvst::nvshmem_backend_version);
+  m.attr("cuda_architectures") = NVST_CUDA_ARCHITECTURES;  // CMAKE_CUDA_ARCHITECTURES, comma-separated
   m.def("check_backend", [](const std::string& backend, const std::string& fn) { check_backend(backend, fn.c_str()); },
         py::arg("backend"), py::arg("fn"), "Raises ValueError (naming fn) for a backend init would refuse.");
   m.def("finalize", [] {
@@ -241,6 +243,58 @@ PYBIND11_MODULE(_nvst, m) {
         return nvst::signal_wait_until(static_cast<std::uint64_t*>(sig.ptr) + index, c, value);
       },
       py::arg("signal"), py::arg("index"), py::arg("cmp"), py::arg("value"));
+
+  // Remote atomics on one word of a symmetric buffer (index in words of
+  // `dtype`): host heaps through the proxy, GPU heaps through a kernel.
+  auto atomic = [](const char* fn, Symmetric& buf, std::size_t index, const std::string& dtype,
+                   nvst::proxy::AtomicOp op, std::uint64_t operand, std::uint64_t compare, int pe) -> py::object {
+    const bool wide = dtype == "int64" || dtype == "uint64";
+    if (!wide && dtype != "int32" && dtype != "uint32")
+      throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": dtype '" + dtype +
+                            "' is not one of int32, uint32, int64, uint64");
+    const std::size_t width = wide ? 8 : 4;
+    check_range(buf, index * width, width, fn);
+    std::uint64_t old;
+    {
+      py::gil_scoped_release nogil;
+      old = nvst::detail::atomic_word(op, static_cast<char*>(buf.ptr) + index * width, width, operand, compare, pe);
+    }
+    if (dtype == "int64") return py::int_(static_cast<std::int64_t>(old));
+    if (dtype == "int32") return py::int_(static_cast<std::int32_t>(static_cast<std::uint32_t>(old)));
+    return py::int_(wide ? old : static_cast<std::uint32_t>(old));
+  };
+  // Python ints of either sign become the word's bits (two's complement).
+  auto bits = [](py::int_ v) {
+    return PyLong_AsUnsignedLongLongMask(v.ptr());
+  };
+  m.def(
+      "atomic_fetch_add",
+      [atomic, bits](Symmetric& buf, std::size_t index, py::int_ value, int pe, const std::string& dtype) {
+        return atomic("atomic_fetch_add", buf, index, dtype, nvst::proxy::AtomicOp::kFetchAdd, bits(value), 0, pe);
+      },
+      py::arg("buffer"), py::arg("index"), py::arg("value"), py::arg("pe"), py::arg("dtype") = "int64",
+      "Adds value to word `index` of buffer on PE pe; returns the word before.");
+  m.def(
+      "atomic_compare_swap",
+      [atomic, bits](Symmetric& buf, std::size_t index, py::int_ cond, py::int_ value, int pe,
+                     const std::string& dtype) {
+        return atomic("atomic_compare_swap", buf, index, dtype, nvst::proxy::AtomicOp::kCompareSwap, bits(value),
+                      bits(cond), pe);
+      },
+      py::arg("buffer"), py::arg("index"), py::arg("cond"), py::arg("value"), py::arg("pe"),
+      py::arg("dtype") = "int64", "Stores value if the word equals cond; returns the word before either way.");
+  m.def(
+      "atomic_swap",
+      [atomic, bits](Symmetric& buf, std::size_t index, py::int_ value, int pe, const std::string& dtype) {
+        return atomic("atomic_swap", buf, index, dtype, nvst::proxy::AtomicOp::kSwap, bits(value), 0, pe);
+      },
+      py::arg("buffer"), py::arg("index"), py::arg("value"), py::arg("pe"), py::arg("dtype") = "int64");
+  m.def(
+      "atomic_fetch",
+      [atomic](Symmetric& buf, std::size_t index, int pe, const std::string& dtype) {
+        return atomic("atomic_fetch", buf, index, dtype, nvst::proxy::AtomicOp::kFetch, 0, 0, pe);
+      },
+      py::arg("buffer"), py::arg("index"), py::arg("pe"), py::arg("dtype") = "int64");
 
   m.def(
       "all_reduce",

@@ -43,8 +43,10 @@ inline nvst::Cmp cmp_of(const std::string& c) {
   throw pybind11::value_error("nvshmem_tutorial: comparison '" + c + "' is not one of eq, ne, gt, ge, lt, le");
 }
 
-// Each adds its functions to the module (bindings_device.cpp, bindings_ep.cpp).
+// Each adds its functions to the module (bindings_device.cpp, bindings_ep.cpp,
+// bindings_structures.cpp).
 void bind_device(pybind11::module_& m);
 void bind_ep(pybind11::module_& m);
+void bind_structures(pybind11::module_& m);
 
 }  // namespace nvst_py

@@ -15,6 +15,7 @@
 #include "bindings_common.hpp"
 #include "nvst/coll.hpp"
 #include "nvst/nvst.hpp"
+#include "tma_copy.hpp"
 
 namespace py = pybind11;
 
@@ -129,6 +130,22 @@ void bind_device(py::module_& m) {
         return addr(nvst::calloc(1, nbytes));
       },
       py::arg("nbytes"), "Collective: a zeroed symmetric allocation; returns its address (0 for 0 bytes).");
+  m.def(
+      "align",
+      [](std::size_t alignment, std::size_t nbytes) {
+        py::gil_scoped_release nogil;
+        return addr(nvst::align(alignment, nbytes));
+      },
+      py::arg("alignment"), py::arg("nbytes"),
+      "Collective: a symmetric allocation at a multiple of alignment (a power of two), not zeroed; its address.");
+  m.def(
+      "tma_copy",
+      [](std::uintptr_t dst, std::uintptr_t src, std::size_t nbytes, std::uintptr_t stream) {
+        py::gil_scoped_release nogil;
+        tma_copy(as<>(dst), as<const void>(src), nbytes, as_stream(stream));
+      },
+      py::arg("dst"), py::arg("src"), py::arg("nbytes"), py::arg("stream"),
+      "dst <- src (this GPU's memory) through the bulk copy engine (cp.async.bulk), ordered on stream.");
   m.def(
       "free_addr",
       [](std::uintptr_t addr) {

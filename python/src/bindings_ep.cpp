@@ -56,6 +56,9 @@ void bind_ep(py::module_& m) {
       .def_readonly("num_experts", &ep::DispatchHandle::num_experts)
       .def_readonly("num_recv_tokens", &ep::DispatchHandle::num_recv_tokens)
       .def_readonly("num_recv_tokens_per_expert", &ep::DispatchHandle::num_recv_tokens_per_expert)
+      .def_readonly("n_pes", &ep::DispatchHandle::n_pes)
+      .def_readonly("pes_per_node", &ep::DispatchHandle::pes_per_node)
+      .def_readonly("count", &ep::DispatchHandle::count, "[src * n_pes + dst]: tokens src sends to dst")
       .def("valid", &ep::DispatchHandle::valid);
 
   e.def(

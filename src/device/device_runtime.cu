@@ -131,6 +131,58 @@ void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t st
 }
 
 namespace {
+__global__ void remote_atomic_kernel(void* word, std::uint8_t code, std::uint64_t operand, std::uint64_t compare,
+                                     std::uint64_t* old) {
+  const proxy::AtomicOp op = proxy::atomic_op(code);
+  std::uint64_t v;
+  if (proxy::atomic_width(code) == 8)
+    v = dev::detail::apply_atomic<unsigned long long>(static_cast<unsigned long long*>(word), op, operand, compare);
+  else
+    v = dev::detail::apply_atomic<unsigned int>(static_cast<unsigned int*>(word), op, static_cast<unsigned int>(operand),
+                                                static_cast<unsigned int>(compare));
+  *reinterpret_cast<volatile std::uint64_t*>(old) = v;
+  __threadfence_system();
+}
+}  // namespace
+
+namespace {
+template <typename T>
+__device__ T atomic_by_code(T* dest, proxy::AtomicOp op, T operand, T compare, int pe) {
+  switch (op) {
+    case proxy::AtomicOp::kFetchAdd: return dev::atomic_fetch_add(dest, operand, pe);
+    case proxy::AtomicOp::kCompareSwap: return dev::atomic_compare_swap(dest, compare, operand, pe);
+    case proxy::AtomicOp::kSwap: return dev::atomic_swap(dest, operand, pe);
+    case proxy::AtomicOp::kFetch: return dev::atomic_fetch(dest, pe);
+  }
+  return 0;
+}
+__global__ void atomic_kernel(void* dest, std::uint8_t code, std::uint64_t operand, std::uint64_t compare, int pe,
+                              std::uint64_t* old) {
+  const proxy::AtomicOp op = proxy::atomic_op(code);
+  std::uint64_t v;
+  if (proxy::atomic_width(code) == 8)
+    v = atomic_by_code<unsigned long long>(static_cast<unsigned long long*>(dest), op, operand, compare, pe);
+  else
+    v = atomic_by_code<unsigned int>(static_cast<unsigned int*>(dest), op, static_cast<unsigned int>(operand),
+                                     static_cast<unsigned int>(compare), pe);
+  *reinterpret_cast<volatile std::uint64_t*>(old) = v;
+  __threadfence_system();
+}
+}  // namespace
+
+void launch_atomic(void* dest, std::uint8_t code, std::uint64_t operand, std::uint64_t compare, int pe,
+                   std::uint64_t* old, cudaStream_t stream) {
+  atomic_kernel<<<1, 1, 0, stream>>>(dest, code, operand, compare, pe, old);
+  NVST_CHECK_LAUNCH();
+}
+
+void launch_remote_atomic(void* word, std::uint8_t code, std::uint64_t operand, std::uint64_t compare,
+                          std::uint64_t* old, cudaStream_t stream) {
+  remote_atomic_kernel<<<1, 1, 0, stream>>>(word, code, operand, compare, old);
+  NVST_CHECK_LAUNCH();
+}
+
+namespace {
 __global__ void signal_op_kernel(std::uint64_t* sig, std::uint64_t value, int op, int pe) {
   // Stream order put any earlier copy (copy engine) before this kernel; the
   // signal is a release after this thread's stores.
@@ -173,7 +225,9 @@ void preload_runtime_kernels() {
                    reinterpret_cast<const void*>(signal_op_kernel),
                    reinterpret_cast<const void*>(putmem_signal_block_kernel),
                    reinterpret_cast<const void*>(signal_wait_until_kernel),
-                   reinterpret_cast<const void*>(barrier_all_kernel)});
+                   reinterpret_cast<const void*>(barrier_all_kernel),
+                   reinterpret_cast<const void*>(remote_atomic_kernel),
+                   reinterpret_cast<const void*>(atomic_kernel)});
 }
 
 void launch_barrier_all(cudaStream_t stream) {

@@ -22,6 +22,16 @@ void launch_barrier_all(cudaStream_t stream);
 // *word += value on the GPU, ordered in `stream` (the proxy applies a
 // signal ADD that arrived through its inbox).
 void launch_signal_add(std::uint64_t* word, std::uint64_t value, cudaStream_t stream);
+// A remote atomic that arrived through the proxy's inbox, applied by a
+// one-thread kernel on `stream` to the word at `word` (code:
+// proxy::atomic_code), its old value written to `old` (mapped host memory).
+void launch_remote_atomic(void* word, std::uint8_t code, std::uint64_t operand, std::uint64_t compare,
+                          std::uint64_t* old, cudaStream_t stream);
+// The host API's atomics on GPU heaps: one thread runs the device API's
+// atomic (any PE) on `stream`, its old value written to `old` (mapped host
+// memory).
+void launch_atomic(void* dest, std::uint8_t code, std::uint64_t operand, std::uint64_t compare, int pe,
+                   std::uint64_t* old, cudaStream_t stream);
 // dst[0, bytes) = src[0, bytes) by a kernel on `stream`: the proxy stages a
 // source the driver no longer knows (stream-ordered memory freed on the host
 // side while the GPU still maps it) into mapped host memory `dst`.

@@ -72,11 +72,13 @@ __device__ __forceinline__ void launch_end(LaunchCounters* c, unsigned long long
 // earlier stores come first). A PE of another node is told the launch's
 // total instead, `far_total` (see tell_far), by block 0 alone; with
 // far_total 0 it is left out: the caller tells it after its puts to it.
-__device__ __forceinline__ void signal_all_pes(std::uint64_t* counters, std::uint64_t far_total) {
+// With skip_self, this PE's own word is left alone (see count_self).
+__device__ __forceinline__ void signal_all_pes(std::uint64_t* counters, std::uint64_t far_total,
+                                               bool skip_self = false) {
   __syncthreads();
   const dev::DeviceState& s = dev::state();
   const int p = static_cast<int>(threadIdx.x);
-  if (p >= s.n_pes) return;
+  if (p >= s.n_pes || (skip_self && p == s.my_pe)) return;
   if (dev::on_node(p)) dev::detail::atom_add_release_sys(pe_ptr(counters + s.my_pe, p), 1);
   else if (far_total != 0 && blockIdx.x == 0) dev::signal_op(counters + s.my_pe, far_total, dev::SignalOp::kSet, p);
 }
@@ -122,16 +124,20 @@ __device__ __forceinline__ void put_runs_then_tell(const FarRun* runs, int n, st
 // Called by every thread of every block after its stores: true in the one
 // block that arrives last, whose threads then see every block's stores
 // (each block fences at system scope before it counts itself, so the
-// proxy's copy engine sees them too). Resets the count for the next launch.
-__device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count) {
+// proxy's copy engine sees them too; with system = false at GPU scope, for
+// a last block that only reads what this GPU wrote). Resets the count for
+// the next launch.
+__device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count, bool system = true) {
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    __threadfence_system();
+    if (system) __threadfence_system();
+    else __threadfence();
     last = atomicAdd(count, 1ull) == gridDim.x - 1;
     if (last) {
       *reinterpret_cast<volatile unsigned long long*>(count) = 0;
-      __threadfence_system();
+      if (system) __threadfence_system();
+      else __threadfence();
     }
   }
   __syncthreads();
@@ -141,14 +147,13 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count) 
 // Threads 0..count-1 each wait until counters[first + i * stride] >=
 // target; then the block proceeds (acquire, then a barrier: the whole block
 // sees the peers' data). The PE `skip` (-1: none) is left out. With `cost`
-// (block 0 only), each thread adds the GPU clock cycles it waited to
-// cost[pe] (DeepEP's wait_recv_cost_stats; atomically: receive halves on
-// two streams may share one array).
+// (one block of the launch passes it), each thread adds the GPU clock
+// cycles it waited to cost[pe] (DeepEP's wait_recv_cost_stats; atomically:
+// receive halves on two streams may share one array).
 __device__ __forceinline__ void wait_pes(const std::uint64_t* counters, int first, int count, int stride,
                                          std::uint64_t target, int skip = -1, std::int64_t* cost = nullptr) {
   const int i = static_cast<int>(threadIdx.x);
   const int pe = first + i * stride;
-  if (blockIdx.x != 0) cost = nullptr;
   if (i < count && pe != skip) {
     const long long start = cost != nullptr ? clock64() : 0;
     dev::detail::wait_until_impl<std::uint64_t>(counters + pe, dev::Cmp::kGe, target, dev::FailKind::kWaitTimeout,
@@ -195,12 +200,28 @@ __device__ __forceinline__ T load_cg(const T* p) {
 // reading: without it, in the low-latency mode a fast PE's dispatch i + 2
 // needs only a slow PE's dispatch i + 1 *send* to have finished, and could
 // overwrite the slow PE's result of dispatch i while that is still in use
-// (the promise is: valid until the dispatch after next).
-__device__ __forceinline__ unsigned long long enter_send_half(const LaunchCounters* c, std::uint64_t* ready) {
+// (the promise is: valid until the dispatch after next). With skip_self
+// (every launch that uses `ready` must pass the same), a PE neither tells
+// nor waits for itself: that it started is true by the time it runs, and
+// at one PE the handshake is then no work at all.
+__device__ __forceinline__ unsigned long long enter_send_half(const LaunchCounters* c, std::uint64_t* ready,
+                                                              bool skip_self = false) {
   const unsigned long long base = launch_base(c);
-  signal_all_pes(ready, base + gridDim.x);
-  wait_all_pes(ready, base + 1);
+  signal_all_pes(ready, base + gridDim.x, skip_self);
+  wait_pes(ready, 0, dev::state().n_pes, 1, base + 1, skip_self ? dev::state().my_pe : -1);
   return base;
+}
+
+// A send half whose receive half follows it on the same stream (Phase::kBoth)
+// needs no signal from itself to itself: the receive half runs after it in
+// stream order (or, fused, after every block arrived). Its blocks then leave
+// counters[me] alone (signal_all_pes with skip_self) and one thread adds the
+// launch's B here at once, so that the word keeps counting every block of
+// every launch, as a later split launch's wait for itself expects.
+__device__ __forceinline__ void count_self(std::uint64_t* counters) {
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(counters + dev::state().my_pe),
+              static_cast<unsigned long long>(gridDim.x));
 }
 
 // 8 bf16 values in a 16-byte vector as floats; summed into fp32

@@ -5,18 +5,25 @@
 // Dispatch send: a block per token. Thread k claims a row for top-k slot k
 // in the expert's receive buffer on the owning PE with one remote atomic add
 // on that expert's slot counter and writes (source PE, token, k) there;
-// meanwhile the block loads the token's first pass. Then the row is quantised once (to
-// fp8 e4m3 with one scale per 128 channels, if asked) and every piece is
-// stored to all top-k rows. Rows land packed per expert, so the receiver
-// needs no copy. Each block
-// then adds 1 to dispatch_done[me] on every PE.
+// meanwhile the block loads the token's first pass. Then the row is
+// quantised once (to fp8 e4m3 with one scale per 128 channels, if asked)
+// and every piece is stored to all top-k rows. Rows land packed per expert,
+// so the receiver needs no copy. Each block then adds 1 to dispatch_done[me]
+// on every PE.
 // Dispatch receive: wait until every PE's blocks have all signalled, then
 // hand the slot counters out as recv_count and zero them for the next use.
+// A whole call (Phase::kBoth) on one node is one launch: the send half's
+// last block does the receive half (a second kernel would add a launch
+// and its wait to every call).
 //
 // Combine send: each received row goes to its token's PE, into that PE's
 // combine buffer at [token][k]: as bf16, a warp a row, or, with use_logfmt,
 // as LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels
 // is under 1 in magnitude), a block a row (encoding is compute-bound).
+// In a whole call with bf16 rows, a row for this PE's own token stays where
+// it is: its slot gets the row's index, and the receive half reads the row
+// in x (a copy into the slot and a read back would triple what the sum
+// reads).
 // Each PE first tells every PE which of the two it sends (combine_format),
 // so a receiver decodes each row as its sender chose. Combine receive: wait for every PE, then out[t] = sum over k of
 // w[t][k] * row[t][k] in fp32 (k in order, one fused multiply-add each),
@@ -37,8 +44,8 @@
 //
 // Buffers alternate between two sets (DeepEP's double buffering): a result
 // stays valid until the dispatch after next. Each send half first waits
-// until every PE has reached it (one NVLink round trip), so a fast PE never
-// writes into a slow PE's buffers early.
+// until every other PE has reached it (one NVLink round trip), so a fast PE
+// never writes into a slow PE's buffers early.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -226,7 +233,9 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
 
 // One batch of a token's combine slots, k0 .. k0 + kBatch - 1, summed into
 // acc (k in order): the lane's 8 channels [8 v, 8 v + 8) of each slot,
-// weighted by its top-k weight (lane k of wt_lane). `used` and `logfmt` say,
+// weighted by its top-k weight (lane k of wt_lane). A bf16 slot's row is
+// read at lane k's row_lane: the slot itself, or the expert output row it
+// names (a row of this PE's own, see ll_combine_send). `used` and `logfmt` say,
 // bit k, which slots hold a row and which came as LogFMT. Every lane calls
 // it (ballots, shuffles); `active` lanes own channels. The loads of all the
 // batch's slots go out together, in three rounds at most: bf16 vectors with
@@ -236,8 +245,9 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
 // LogFMT, a receive of 30 us against 10 us for bf16.
 template <bool kMayLogfmt, int kBatch>
 __device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t slot_bytes, int k0, int num_topk,
-                                                 unsigned used, unsigned logfmt, float wt_lane, int hidden, int v,
-                                                 bool active, int lane, float (&acc)[8]) {
+                                                 unsigned used, unsigned logfmt, float wt_lane,
+                                                 const char* row_lane, int hidden, int v, bool active, int lane,
+                                                 float (&acc)[8]) {
   const unsigned all = 0xffffffffu;
   const int groups = hidden / kLogfmtGroup, g = v / (kLogfmtGroup / 8), sub = v % (kLogfmtGroup / 8);
   const auto has = [&](int j, unsigned kinds) { return k0 + j < num_topk && ((kinds >> (k0 + j)) & 1u); };
@@ -246,8 +256,10 @@ __device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t 
   float2 rr[kBatch];
 #pragma unroll
   for (int j = 0; j < kBatch; ++j) {
+    const auto* row = reinterpret_cast<const int4*>(__shfl_sync(all, reinterpret_cast<std::uintptr_t>(row_lane),
+                                                                (k0 + j) & 31));
     if (!active) continue;
-    if (has(j, used & ~logfmt)) q[j] = load_cg(reinterpret_cast<const int4*>(slots + (k0 + j) * slot_bytes) + v);
+    if (has(j, used & ~logfmt)) q[j] = load_cg(row + v);
     else if (kMayLogfmt && has(j, logfmt)) rr[j] = load_cg(ranges(j) + g);
   }
   if constexpr (kMayLogfmt) {
@@ -330,13 +342,25 @@ struct DispatchDest {
   bool near;
 };
 
-__global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in) {
+// The receive half on one node: wait until every PE's send half has
+// signalled, then hand the slot counters out as recv_count and zero them
+// for the next use. One block.
+__device__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std::uint64_t target,
+                               std::int64_t* cost) {
+  wait_all_pes(a.dispatch_done, target, cost);
+  for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
+    a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
+    a.slot_counter[e] = 0;
+  }
+}
+
+// With `fused` (Phase::kBoth on one node) the block that arrives last also
+// does the receive half (publish_counts), so that the call is one launch.
+__global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, LowLatencyDispatchInput in,
+                                                            bool fused) {
   __shared__ DispatchDest dest[32];  // top-k is at most 32 (the Buffer checks)
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
-  const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready);
-  // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
-  if (a.far_x == nullptr) allow_next_kernel();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, K = a.num_topk;
   const int experts_per_pe = a.num_experts / npes;
   const int rows_per_expert = npes * a.max_tokens;
@@ -346,25 +370,44 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
   // store of e4m3), 8 for bf16 (one vector in, one out). hidden % 128 == 0,
   // so a 128-channel group is 8 whole fp8 units.
   const int units = a.hidden / (a.use_fp8 ? 16 : 8);
+  const int4* src = nullptr;  // the current token's row
+  int4 q[2] = {make_int4(0, 0, 0, 0), make_int4(0, 0, 0, 0)};
+  const auto load = [&](int u) {
+    if (a.use_fp8) {
+      q[0] = load_cg(src + 2 * u);
+      q[1] = load_cg(src + 2 * u + 1);
+    } else {
+      q[0] = load_cg(src + u);
+    }
+  };
+  const auto row_of = [&](int t) {
+    return reinterpret_cast<const int4*>(static_cast<const __nv_bfloat16*>(in.x) + static_cast<std::size_t>(t) * a.hidden);
+  };
+  // The block's first token: its row's loads and its top-k ids go out
+  // before the handshake (they read only this PE's inputs), so that their
+  // latency hides under the handshake's.
+  std::int64_t first_e = -1;
+  if (static_cast<int>(blockIdx.x) < in.num_tokens) {
+    src = row_of(static_cast<int>(blockIdx.x));
+    if (tid < units) load(tid);
+    if (tid < K) first_e = in.topk_idx[static_cast<int>(blockIdx.x) * K + tid];
+  }
+  const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready, true);
+  if (fused) count_self(a.dispatch_done);
+  // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
+  if (a.far_x == nullptr) allow_next_kernel();
   // A block per token: the row is loaded and quantised once and each unit
   // stored to all its top-k destinations (a warp per (token, k) quantised
   // every token 8 times: fp8 cost 11 us more than bf16 at one PE).
   for (int t = blockIdx.x; t < in.num_tokens; t += gridDim.x) {
-    const auto* src = reinterpret_cast<const int4*>(static_cast<const __nv_bfloat16*>(in.x) +
-                                                    static_cast<std::size_t>(t) * a.hidden);
-    int4 q[2] = {make_int4(0, 0, 0, 0), make_int4(0, 0, 0, 0)};
-    const auto load = [&](int u) {
-      if (a.use_fp8) {
-        q[0] = load_cg(src + 2 * u);
-        q[1] = load_cg(src + 2 * u + 1);
-      } else {
-        q[0] = load_cg(src + u);
-      }
-    };
-    if (tid < units) load(tid);  // in flight while the slots are claimed
+    const bool first = t == static_cast<int>(blockIdx.x);
+    if (!first) {
+      src = row_of(t);
+      if (tid < units) load(tid);  // in flight while the slots are claimed
+    }
     if (tid < K) {
       const int task = t * K + tid;
-      const std::int64_t e = in.topk_idx[task];
+      const std::int64_t e = first ? first_e : in.topk_idx[task];
       DispatchDest d{nullptr, nullptr, 0, 0, 0, true};
       if (e < -1 || e >= a.num_experts)
         dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
@@ -424,8 +467,13 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
     }
     __syncthreads();
   }
-  signal_all_pes(a.dispatch_done, 0);
-  if (a.far_x != nullptr && last_block_to_arrive(&a.dispatch_counters->blocks_packed)) {
+  signal_all_pes(a.dispatch_done, 0, fused);
+  if (fused) {
+    // This GPU's blocks are all done (GPU scope: the last block reads only
+    // the slot counters, which the done signals order for the peers' adds).
+    if (last_block_to_arrive(&a.dispatch_counters->blocks_packed, false))
+      publish_counts(a, experts_per_pe, base + gridDim.x, in.wait_recv_cost_stats);
+  } else if (a.far_x != nullptr && last_block_to_arrive(&a.dispatch_counters->blocks_packed)) {
     put_far_counts(a, experts_per_pe, base + gridDim.x);
     if (threadIdx.x == 0) dev::proxy_quiet();  // every block's puts read their records by now
   }
@@ -436,18 +484,17 @@ __global__ void __launch_bounds__(kThreads) ll_dispatch_send(LowLatencyArgs a, L
 // peers stored are slot_counter[e] rows; records from PEs of other nodes
 // move in behind them, source by source. recv_count gets the total and the
 // slot counter is reset. One block per expert (one block when on one node).
-__global__ void ll_dispatch_recv(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
-  wait_previous_kernel();
+// The receive halves' names hold neither "dispatch" nor "combine": a
+// profiler (DeepEP's bench_kineto, say) finds one kernel of each per call.
+__global__ void ll_receive_tokens(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long target = launch_base(a.dispatch_counters);
-  wait_all_pes(a.dispatch_done, target, wait_cost);
+  std::int64_t* cost = blockIdx.x == 0 ? wait_cost : nullptr;
   if (a.far_x == nullptr) {
-    for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
-      a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
-      a.slot_counter[e] = 0;
-    }
+    publish_counts(a, experts_per_pe, target, cost);
     return;
   }
+  wait_all_pes(a.dispatch_done, target, cost);
   const int rows_per_expert = s.n_pes * a.max_tokens;
   const std::size_t row_bytes = static_cast<std::size_t>(a.hidden) * (a.use_fp8 ? 1 : 2);
   const int scales_per_row = a.hidden / 128;
@@ -545,9 +592,15 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
   }
 }
 
-__global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in) {
+// With `both` (Phase::kBoth: the receive half follows on the stream), this
+// PE's own combine_done is counted at once (count_self); with self_direct
+// as well (bf16 rows), a row for this PE's own token is not copied: its slot
+// gets the row's index instead, and the receive half reads the row in x.
+__global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLatencyArgs a, LowLatencyCombineInput in,
+                                                                          bool both, bool self_direct) {
   const dev::DeviceState& s = dev::state();
-  const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready);
+  const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready, true);
+  if (both) count_self(a.combine_done);
   // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
   if (a.far_x == nullptr) allow_next_kernel();
   // Every receiver learns how this PE sends. It reads the word only after
@@ -576,7 +629,9 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLat
         const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
         const CombineRoute to = combine_route(a, row, slot_bytes);
         const char* from = x + row * row_bytes;
-        if (dev::on_node(to.src)) {
+        if (self_direct && to.src == s.my_pe) {
+          if (w.lane == 0) *reinterpret_cast<int*>(a.combine_x + to.to) = static_cast<int>(row);
+        } else if (dev::on_node(to.src)) {
           char* dst = pe_ptr(a.combine_x, to.src) + to.to;
           warp_copy_row_multi<1>(&dst, 1, from, row_bytes);
         } else {
@@ -585,7 +640,7 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLat
       }
     }
   }
-  signal_all_pes(a.combine_done, 0);
+  signal_all_pes(a.combine_done, 0, both);
   // PEs of other nodes: combine_done = base + B after every block's puts, then a
   // quiet (x and the stage may be rewritten once the send half is done).
   if (a.far_x != nullptr && last_block_to_arrive(&a.combine_counters->blocks_packed)) {
@@ -597,14 +652,17 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2) ll_combine_send(LowLat
   launch_end(a.combine_counters, base);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a, LowLatencyCombineInput in,
-                                                            __nv_bfloat16* out) {
+// self_direct: as the send half's (rows of this PE's own tokens are read
+// where they are, in.x, at the row their slot names).
+__global__ void __launch_bounds__(kThreads, 2) ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in,
+                                                            __nv_bfloat16* out, bool self_direct) {
   wait_previous_kernel();
   const unsigned long long target = launch_base(a.combine_counters);
-  wait_all_pes(a.combine_done, target, in.wait_recv_cost_stats);
+  wait_all_pes(a.combine_done, target, blockIdx.x == 0 ? in.wait_recv_cost_stats : nullptr);
   const WarpGrid w = warp_grid();
-  const int experts_per_pe = a.num_experts / dev::state().n_pes;
-  const std::size_t slot_bytes = ll_combine_slot_bytes(a.hidden);
+  const int me = dev::state().my_pe, experts_per_pe = a.num_experts / dev::state().n_pes;
+  const std::size_t slot_bytes = ll_combine_slot_bytes(a.hidden), row_bytes = static_cast<std::size_t>(a.hidden) * 2;
+  const int own_rows = experts_per_pe * dev::state().n_pes * a.max_tokens;
   // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
   // A slice is two LogFMT groups; every lane stays to the end (ballots).
   // Lane k first loads the token's k-th expert, weight and that sender's
@@ -627,18 +685,26 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
     const bool logfmt_lane = e >= 0 && load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt;
     const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, logfmt_lane);
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
-    // 4 slots a batch: 64 registers (two blocks an SM, so that 128
-    // tokens' tasks run in one wave) leave no room for 8 (the LogFMT
-    // batch spills 64 bytes even so). A token without LogFMT rows skips the
-    // LogFMT steps.
+    const char* row_lane = slots + w.lane * slot_bytes;
+    if (self_direct && e >= 0 && e / experts_per_pe == me) {  // the slot names the row in x
+      const int row = load_cg(reinterpret_cast<const int*>(row_lane));
+      if (row < 0 || row >= own_rows)
+        dev::fail(dev::FailKind::kBadArgument, me, static_cast<std::uint64_t>(tk_lane), static_cast<std::uint64_t>(row),
+                  static_cast<std::uint64_t>(own_rows), -1);
+      row_lane = static_cast<const char*>(in.x) + static_cast<std::size_t>(row) * row_bytes;
+    }
+    // With LogFMT rows, 4 slots a batch: 64 registers (two blocks an SM,
+    // so that 128 tokens' tasks run in one wave) leave no room for 8.
+    // Without, 8: one round of loads for DeepEP's top-8 (the kernel spills
+    // registers even so).
     if (logfmt == 0)
-      for (int k0 = 0; k0 < a.num_topk; k0 += 4)
-        accumulate_slots<false, 4>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, a.hidden, v, active, w.lane,
-                                   acc);
+      for (int k0 = 0; k0 < a.num_topk; k0 += 8)
+        accumulate_slots<false, 8>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, row_lane, a.hidden, v, active,
+                                   w.lane, acc);
     else
       for (int k0 = 0; k0 < a.num_topk; k0 += 4)
-        accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, wt_lane, a.hidden, v, active, w.lane,
-                                  acc);
+        accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, wt_lane, row_lane, a.hidden, v,
+                                  active, w.lane, acc);
     if (active) reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc);
   }
 }
@@ -647,41 +713,43 @@ __global__ void __launch_bounds__(kThreads, 2) ll_combine_recv(LowLatencyArgs a,
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
   const int sms = device_sm_count();
+  // The whole call on one node is one launch: the send half's last block
+  // does the receive half. Called alone (the hook), or across nodes (many
+  // blocks move the far records), the receive half is a kernel of its own.
+  const bool fused = phase == Phase::kBoth && a.far_x == nullptr;
   if (phase != Phase::kReceive) {
-    ll_dispatch_send<<<sms, kThreads, 0, stream>>>(a, in);
+    ll_dispatch_send<<<sms, kThreads, 0, stream>>>(a, in, fused);
     NVST_CHECK_LAUNCH();
   }
-  if (phase != Phase::kSend) {
+  if (phase != Phase::kSend && !fused) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    // Right behind its send half, on one node, the receive half may be
-    // launched while the send half runs; called alone (the hook), or across
-    // nodes (the send half then waits on the proxy), it launches plainly.
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_dispatch_recv, blocks, 256, stream, a,
-                               experts_per_pe, in.wait_recv_cost_stats);
+    ll_receive_tokens<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
+    NVST_CHECK_LAUNCH();
   }
 }
 
 void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in, void* combined_x, Phase phase,
                        cudaStream_t stream) {
   const int sms = device_sm_count();
+  const bool both = phase == Phase::kBoth, self_direct = both && !in.use_logfmt;
   if (phase != Phase::kReceive) {
-    ll_combine_send<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in);
+    ll_combine_send<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in, both, self_direct);
     NVST_CHECK_LAUNCH();
   }
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_combine_recv, blocks, kThreads, stream,
-                               a, in, static_cast<__nv_bfloat16*>(combined_x));
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, ll_reduce_results, blocks, kThreads, stream,
+                               a, in, static_cast<__nv_bfloat16*>(combined_x), self_direct);
   }
 }
 
 void preload_ll_kernels() {
   nvst::detail::preload_kernels({reinterpret_cast<const void*>(ll_dispatch_send),
-                                 reinterpret_cast<const void*>(ll_dispatch_recv),
+                                 reinterpret_cast<const void*>(ll_receive_tokens),
                                  reinterpret_cast<const void*>(ll_combine_send),
-                                 reinterpret_cast<const void*>(ll_combine_recv)});
+                                 reinterpret_cast<const void*>(ll_reduce_results)});
 }
 
 }  // namespace nvst::ep::detail

@@ -62,6 +62,19 @@ struct Runtime {
 std::unique_ptr<Runtime> g_rt;
 std::uint64_t g_init_generation = 0;
 
+// A PE that exits without finalize() (an exception out of main, exit() in a
+// handler, a crash a provider's signal handler turns into exit) must not
+// run the runtime's destructors at static destruction: its proxy thread
+// would copy through a CUDA that has torn itself down, and the NVSHMEM
+// heap's nvshmem_free is collective (peers may be gone) and takes a lock
+// NVSHMEM's own exit handler has destroyed by then ("mutex lock failed",
+// then a hang in exit). So the proxy stops and the rest is left to the OS.
+void abandon_at_exit() {
+  if (!g_rt) return;
+  g_rt->proxy.reset();
+  (void)g_rt.release();  // deliberately leaked: the process is ending
+}
+
 Runtime& rt(const char* fn) {
   NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called before nvst::init()");
   return *g_rt;
@@ -279,17 +292,6 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
                                   : static_cast<int>(r->node_pes.size()) < r->launch.world;
   const bool proxy_on = settings::get("NVST_PROXY").value_or("1") != "0";
   if (someone_remote && proxy_on) {
-    // A program that exits without finalize() (an exception out of main)
-    // must stop the proxy thread before CUDA tears itself down at exit, or
-    // the thread's next copy crashes. Handlers run in reverse order of
-    // registration, and CUDA registered its own when the device was set.
-    static const bool stop_at_exit_registered = [] {
-      std::atexit([] {
-        if (g_rt) g_rt->proxy.reset();
-      });
-      return true;
-    }();
-    (void)stop_at_exit_registered;
     r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
                                       r->heap->on_device() ? r->device : -1, settings::host_timeout_s(),
                                       r->launch.local_world));
@@ -307,6 +309,10 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   r->bootstrap->barrier("init: heaps ready");
+  // After the heap: CUDA and NVSHMEM have registered their exit handlers by
+  // now, and handlers run in reverse order of registration, so this one
+  // runs before theirs (once per init: a later init may start NVSHMEM).
+  std::atexit(abandon_at_exit);
 }
 }  // namespace
 
@@ -603,7 +609,7 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
   if (with_signal) check_signal_word(r, sig, fn);
   // Load/store reach: written here. Except signals to this PE when it has a
   // proxy: its proxy thread applies the peers' signals to the same words
-  // (inbox pieces), so it applies ours too (see the host path in proxy.cpp).
+  // (inbox pieces), so it applies ours too (advance_direct, proxy_send.cpp).
   const bool signal_via_proxy = with_signal && r.proxy && !r.heap->on_device();
   if (void* near = bytes ? ptr(dest, pe) : ptr(with_signal ? static_cast<void*>(sig) : dest, pe);
       near != nullptr && !signal_via_proxy) {
@@ -749,6 +755,9 @@ void detail::check_gpu_heap(const char* fn) {
 }
 
 Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }
+Proxy* detail::runtime_proxy(const char* fn) { return rt(fn).proxy.get(); }
+bool detail::heap_on_device(const char* fn) { return rt(fn).heap->on_device(); }
+std::uint64_t detail::heap_offset(const void* sym) { return offset_of(rt("heap_offset"), sym); }
 
 double host_timeout_seconds() { return settings::host_timeout_s(); }
 double device_timeout_seconds() { return settings::device_timeout_s(); }

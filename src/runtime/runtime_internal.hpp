@@ -9,6 +9,7 @@
 
 namespace nvst {
 class Bootstrap;
+class Proxy;
 namespace detail {
 Bootstrap& runtime_bootstrap();
 // Counts nvst::init calls in this process, so libraries on top can tell
@@ -20,6 +21,12 @@ void check_pe(int pe, const char* fn);
 void check_symmetric(const void* addr, std::size_t bytes, const char* fn, const char* what);
 void check_signal_word(const std::uint64_t* sig, const char* fn);
 void check_gpu_heap(const char* fn);
+// The host API's other files (atomics.cpp): this PE's proxy (nullptr when
+// it has none), whether its heap is GPU memory, and a symmetric address's
+// offset in it.
+Proxy* runtime_proxy(const char* fn);
+bool heap_on_device(const char* fn);
+std::uint64_t heap_offset(const void* sym);
 // True while `stream` is being captured into a CUDA graph (checked call).
 bool stream_capturing(cudaStream_t stream);
 }  // namespace detail

@@ -45,6 +45,17 @@ class HostProducer {
     return t;
   }
 
+  // Waits for the answer of the atomic with this ticket (proxy::AtomicReply)
+  // and returns the old value it carries.
+  std::uint64_t wait_answer(std::uint64_t ticket) {
+    AtomicReply& r = replies(fifo_, fifo_->capacity)[ticket & (fifo_->capacity - 1)];
+    std::uint64_t done = 0;
+    wait("the answer of a remote atomic", [&] { return (done = word(r.done).load(std::memory_order_acquire)) > ticket; });
+    NVST_REQUIRE(done == ticket + 1, "the answer of remote atomic ", ticket, " was overwritten by that of ", done - 1,
+                 " (this thread was descheduled for a whole lap of the FIFO)");
+    return word(r.value).load(std::memory_order_relaxed);
+  }
+
   // Waits until every command up to and including `ticket` has finished.
   void wait_completed(std::uint64_t ticket) {
     wait("the proxy to complete earlier commands (quiet)",

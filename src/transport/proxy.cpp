@@ -110,6 +110,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   s.me = boot.rank();
   s.heap = heap;
   s.heap_bytes = heap_bytes;
+  s.host_fifo = host_fifo_;
   s.pool = reinterpret_cast<InFlight*>(scratch_);
   for (int i = kMaxInFlight - 1; i >= 0; --i) s.free_ops.push_back(i);
   s.stage = scratch_ + pool_bytes;
@@ -123,6 +124,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     void* mem = nullptr;
     NVST_CHECK_CUDA(cudaHostAlloc(&mem, proxy::fifo_bytes(kFifoCapacity), cudaHostAllocMapped));
     dev_fifo_ = make_fifo(mem);
+    s.dev_fifo = dev_fifo_;
     NVST_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_fifo_dev_), mem, 0));
     // The tail and the producers' cached copy of head, on separate lines.
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_tail_), 256));
@@ -136,6 +138,9 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
       s.free_events.push_back(e);
     }
     for (cudaEvent_t& e : s.copied) NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.atomic_results),
+                                  sizeof(std::uint64_t) * kInboxSlots * static_cast<std::size_t>(world),
+                                  cudaHostAllocMapped));
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
@@ -209,6 +214,7 @@ Proxy::~Proxy() {
     cudaStreamDestroy(s.stream);
     cudaStreamDestroy(s.stage_stream);
     cudaFreeHost(dev_fifo_);
+    cudaFreeHost(s.atomic_results);
     cudaFree(dev_tail_);
     cudaHostUnregister(scratch_);
     cudaHostUnregister(control_);
@@ -226,6 +232,16 @@ void Proxy::quiet() {
   const std::uint64_t t = push(proxy::Command{}, proxy::Op::kQuiet);
   try {
     host_producer_->wait_completed(t);
+  } catch (const Error&) {
+    if (std::string f = failure(); !f.empty()) throw Error(f);
+    throw;
+  }
+}
+
+std::uint64_t Proxy::atomic(const proxy::Command& c) {
+  const std::uint64_t t = push(c, proxy::Op::kAtomic);
+  try {
+    return host_producer_->wait_answer(t);
   } catch (const Error&) {
     if (std::string f = failure(); !f.empty()) throw Error(f);
     throw;
@@ -357,6 +373,7 @@ bool Proxy::step() {
   if (debug_) s.debug_report();
   s.check_ages();
   busy |= s.send_signals();
+  busy |= s.send_answers();
   busy |= s.take_landed();
   busy |= s.finish_landings();
   busy |= s.post_acks();
@@ -450,6 +467,12 @@ bool Proxy::State::intake() {
       case proxy::Op::kSignal:
         start(c, from);
         break;
+      case proxy::Op::kAtomic:
+        NVST_REQUIRE(proxy_atomic::request_valid(c.sig_op, c.sig, heap_bytes), "proxy: atomic command (ticket ",
+                     proxy::tag_ticket(c.tag), ") with op code ", static_cast<int>(c.sig_op), " on heap offset ", c.sig,
+                     " is malformed");
+        start(c, from);
+        break;
       case proxy::Op::kNop:
         break;
       case proxy::Op::kFence:
@@ -470,12 +493,13 @@ bool Proxy::State::intake() {
   return any;
 }
 
-// A put or signal taken from `from` becomes the active command
-// (advance_active sends it).
+// A put, signal or atomic taken from `from` becomes the active command
+// (advance_active sends it). Only puts carry data.
 void Proxy::State::start(const proxy::Command& c, proxy::Consumer* from) {
   const proxy::Op kind = proxy::tag_op(c.tag);
+  const bool data = kind == proxy::Op::kPut || kind == proxy::Op::kPutSignal;
   // The symmetric heap (most kernel sources) is known without asking.
-  cur_by_kernel = from == dev_consumer.get() && kind != proxy::Op::kSignal && c.bytes && !in_heap(c.src);
+  cur_by_kernel = from == dev_consumer.get() && data && c.bytes && !in_heap(c.src);
   if (cur_by_kernel) {
     CallWatch::Mark mark(*cuda_call, "cudaPointerGetAttributes on a put's source");
     cur_by_kernel = !driver_knows(reinterpret_cast<const void*>(c.src));
@@ -484,8 +508,10 @@ void Proxy::State::start(const proxy::Command& c, proxy::Consumer* from) {
   cur_since = Clock::now();
   cur = c;
   trace.add(from == &host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel, static_cast<int>(c.pe),
-            kind == proxy::Op::kSignal ? 0 : c.bytes);
-  if (kind == proxy::Op::kSignal) cur.bytes = 0;
+            data ? c.bytes : 0);
+  if (!data) cur.bytes = 0;
+  // An atomic's answer names its ticket and FIFO (proxy_atomic::token).
+  if (kind == proxy::Op::kAtomic) cur.reserved = proxy_atomic::token(proxy::tag_ticket(c.tag), from != &host_consumer);
   cur_done = 0;
   cur_signal_sent = false;
   cur_group = -1;

@@ -69,9 +69,12 @@ class Proxy {
   // Waits until every command pushed so far (by any host thread) finished.
   void quiet();
   // Rung whenever the proxy thread changed something (a signal applied to a
-  // host heap, a quiet released, a FIFO slot freed): host threads waiting
-  // for such a change block on it (transport/wakeup.hpp).
+  // host heap, a quiet released, a FIFO slot freed, an atomic answered):
+  // host threads waiting for such a change block on it (wakeup.hpp).
   detail::Wakeup& changes() { return changes_; }
+  // A remote atomic (host threads; c as proxy_fifo.hpp's kAtomic): posts it
+  // and returns the old value once the target's proxy answered.
+  std::uint64_t atomic(const proxy::Command& c);
   // The failure, if the proxy stopped on one ("" otherwise).
   std::string failure() const;
   // Stops the proxy thread and waits for it. False when it cannot: the

@@ -1,7 +1,9 @@
 // The proxy's receiving phases (proxy_state.hpp): inbox pieces whose
 // doorbell rang are applied to this PE's heap in order per sender (host
 // heaps by this thread, GPU heaps by copies on the proxy's stream), then
-// acknowledged to their sender, which frees the inbox slot.
+// acknowledged to their sender, which frees the inbox slot. An atomic
+// request is applied like a signal and its old value queued as an answer
+// (send_answers); an answer goes to the reply slot its producer waits on.
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -45,6 +47,27 @@ bool Proxy::State::landing_pending(const Applying& a) {
   return false;
 }
 
+// An inbox piece's kind and what it names are sound (a peer's header is
+// checked before anything is applied).
+bool Proxy::State::piece_kind_valid(const InboxHeader& h) const {
+  switch (h.kind) {
+    case proxy_atomic::kData: return true;
+    case proxy_atomic::kDataSignal:
+      return heap_bytes >= proxy::signal_width(h.sig_op) && h.sig <= heap_bytes - proxy::signal_width(h.sig_op);
+    case proxy_atomic::kAtomicRequest: return h.bytes == 0 && proxy_atomic::request_valid(h.sig_op, h.sig, heap_bytes);
+    case proxy_atomic::kAtomicAnswer:
+      return h.bytes == 0 && (!proxy_atomic::token_from_kernels(h.token) || dev_fifo != nullptr);
+    default: return false;
+  }
+}
+
+// The old value of one of this PE's atomics, into the reply slot its
+// producer waits on.
+void Proxy::State::deliver_answer(std::uint64_t token, std::uint64_t value) {
+  proxy_atomic::deliver(proxy_atomic::token_from_kernels(token) ? dev_fifo : host_fifo,
+                        proxy_atomic::token_ticket(token), value);
+}
+
 // Takes every piece whose doorbell rang, in order per source.
 bool Proxy::State::take_landed() {
   bool any = false;
@@ -55,15 +78,18 @@ bool Proxy::State::take_landed() {
       if (landed[static_cast<std::size_t>(src) * kInboxSlots + k] != next + 1 || (gpu && free_events.empty())) break;
       const auto* h = reinterpret_cast<const InboxHeader*>(control + layout.slot(src, k));
       NVST_REQUIRE(h->seq == next && h->bytes <= (layout.data ? kPieceBytes : 0) && h->dest <= heap_bytes &&
-                       h->bytes <= heap_bytes - h->dest &&
-                       (!h->has_signal || h->sig <= heap_bytes - proxy::signal_width(h->sig_op)),
+                       h->bytes <= heap_bytes - h->dest && piece_kind_valid(*h),
                    "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ", h->dest,
-                   ", bytes ", h->bytes, ")");
+                   ", bytes ", h->bytes, ", kind ", static_cast<int>(h->kind), ")");
       const char* data = reinterpret_cast<const char*>(h) + kInboxHeader;
       any = true;
+      if (h->kind == proxy_atomic::kAtomicAnswer) deliver_answer(h->token, h->sig_value);
       if (!gpu) {  // host heap: applied now, by this thread (the only writer of inbox data)
         if (h->bytes) std::memcpy(heap + h->dest, data, h->bytes);
-        if (h->has_signal) apply_host_signal(heap, h->sig, h->sig_op, h->sig_value);
+        if (h->kind == proxy_atomic::kDataSignal) apply_host_signal(heap, h->sig, h->sig_op, h->sig_value);
+        if (h->kind == proxy_atomic::kAtomicRequest)
+          answers.push_back(
+              {src, h->token, proxy_atomic::apply_host(heap, h->sig, h->sig_op, h->sig_value, h->compare)});
         trace.add(ProxyTrace::kLanded, src, next);
         ack(src, next);
         ++pieces_taken;
@@ -72,7 +98,13 @@ bool Proxy::State::take_landed() {
       }
       CallWatch::Mark mark(*cuda_call, "landing a peer's put in the GPU heap");
       if (h->bytes) NVST_CHECK_CUDA(cudaMemcpyAsync(heap + h->dest, data, h->bytes, cudaMemcpyHostToDevice, stream));
-      if (h->has_signal) {
+      const std::uint64_t* result = nullptr;
+      if (h->kind == proxy_atomic::kAtomicRequest) {  // applied by a kernel, answered once it is done
+        std::uint64_t* out = &atomic_results[static_cast<std::size_t>(src) * kInboxSlots + k];
+        detail::launch_remote_atomic(heap + h->sig, h->sig_op, h->sig_value, h->compare, out, stream);
+        result = out;
+      }
+      if (h->kind == proxy_atomic::kDataSignal) {
         auto* word = reinterpret_cast<std::uint64_t*>(heap + h->sig);
         if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
           detail::launch_signal_add(word, h->sig_value, stream);
@@ -83,7 +115,7 @@ bool Proxy::State::take_landed() {
       cudaEvent_t e = free_events.back();
       free_events.pop_back();
       NVST_CHECK_CUDA(cudaEventRecord(e, stream));
-      applying.push_back({src, e, Clock::now()});
+      applying.push_back({src, e, Clock::now(), h->token, result});
       trace.add(ProxyTrace::kLanding, src, next);
       ++pieces_taken;
       ++next;
@@ -97,9 +129,11 @@ bool Proxy::State::finish_landings() {
   bool any = false;
   while (!applying.empty()) {
     if (landing_pending(applying.front())) break;
-    const int src = applying.front().src;
+    const Applying& a = applying.front();
+    const int src = a.src;
+    if (a.result) answers.push_back({src, a.token, *a.result});  // an atomic request: its old value goes back
     trace.add(ProxyTrace::kLanded, src, applied[static_cast<std::size_t>(src)]);
-    free_events.push_back(applying.front().done);
+    free_events.push_back(a.done);
     applying.pop_front();
     ack(src, applied[static_cast<std::size_t>(src)]);  // copies finish in order per source
     any = true;

@@ -1,6 +1,7 @@
 // The proxy's sending phases (proxy_state.hpp): the active command cut into
 // pieces, each staged and posted as resources allow; host-path signals
-// posted once their data completed.
+// posted once their data completed; atomic requests, and the answers to
+// peers' atomics applied here (proxy_atomic.hpp).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -54,12 +55,13 @@ bool Proxy::State::post_staged() {
 
 // Stages the next inbox piece to PE `pe`: `bytes` of `src` for heap offset
 // `dest` (a GPU source is copied on stage_stream, posted by post_staged once
-// done; a host one at once), carrying c's signal when `with_signal` (its
+// done; a host one at once), carrying c's signal when `kind` says so (its
 // target applies it after the data). A piece of 0 bytes with a signal is a
-// signal on its own. False when no staging slot or inbox slot at `pe` is
+// signal on its own; an atomic request or answer has no data either
+// (proxy_atomic.hpp). False when no staging slot or inbox slot at `pe` is
 // free yet.
 bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src,
-                               std::size_t bytes, bool with_signal) {
+                               std::size_t bytes, proxy_atomic::PieceKind kind) {
   auto& seq = sent[static_cast<std::size_t>(pe)];
   if (free_slots.empty() || !slot_free(pe, seq)) return false;
   const int slot = free_slots.back();
@@ -69,10 +71,12 @@ bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t de
   h->seq = seq;
   h->dest = dest;
   h->bytes = bytes;
-  h->has_signal = with_signal;
+  h->kind = kind;
   h->sig = c.sig;
   h->sig_value = c.sig_value;
   h->sig_op = c.sig_op;
+  h->compare = c.dest;    // kAtomicRequest (the command's dest: proxy_fifo.hpp)
+  h->token = c.reserved;  // atomics: set when the proxy took the command (start)
   const bool copying = bytes && gpu;
   if (copying) {
     CallWatch::Mark mark(*cuda_call, "staging a put's source from the GPU");
@@ -99,7 +103,7 @@ bool Proxy::State::send_signals() {
   while (!ready_signals.empty()) {
     const int g = ready_signals.front();
     const proxy::Command& cmd = groups[static_cast<std::size_t>(g)].cmd;
-    if (!stage_piece(static_cast<int>(cmd.pe), cmd, 0, nullptr, 0, true)) break;
+    if (!stage_piece(static_cast<int>(cmd.pe), cmd, 0, nullptr, 0, proxy_atomic::kDataSignal)) break;
     ready_signals.pop_front();
     free_groups.push_back(g);
     any = true;
@@ -107,8 +111,43 @@ bool Proxy::State::send_signals() {
   return any;
 }
 
+// Old values of peers' atomics applied here (take_landed, finish_landings),
+// each an answer piece back to its sender.
+bool Proxy::State::send_answers() {
+  bool any = false;
+  while (!answers.empty()) {
+    const Answer a = answers.front();
+    proxy::Command reply{};
+    reply.sig_value = a.value;
+    reply.reserved = a.token;
+    if (!stage_piece(a.pe, reply, 0, nullptr, 0, proxy_atomic::kAtomicAnswer)) break;
+    answers.pop_front();
+    any = true;
+  }
+  return any;
+}
+
 // The active command, piece by piece, as resources allow.
-bool Proxy::State::advance_active() { return layout.data ? advance_inbox() : advance_direct(); }
+bool Proxy::State::advance_active() {
+  if (active && proxy::tag_op(cur.tag) == proxy::Op::kAtomic) return advance_atomic();
+  return layout.data ? advance_inbox() : advance_direct();
+}
+
+// An atomic: a request piece to its target, whose proxy applies it and
+// answers (take_landed); to this PE's own host heap, applied and answered
+// here (kernels reach their own GPU heap by load/store, never through here).
+bool Proxy::State::advance_atomic() {
+  const proxy::Command& c = cur;
+  const int pe = static_cast<int>(c.pe);
+  if (pe == me) {
+    NVST_REQUIRE(!gpu, "proxy: an atomic to this PE's own GPU heap (ticket ", proxy::tag_ticket(c.tag), ")");
+    deliver_answer(c.reserved, proxy_atomic::apply_host(heap, c.sig, c.sig_op, c.sig_value, c.dest));
+  } else if (!stage_piece(pe, c, 0, nullptr, 0, proxy_atomic::kAtomicRequest)) {
+    return false;
+  }
+  active = false;
+  return true;
+}
 
 // Inbox path: one piece per inbox slot; the last one carries the signal.
 bool Proxy::State::advance_inbox() {
@@ -125,7 +164,9 @@ bool Proxy::State::advance_inbox() {
     const char* src = reinterpret_cast<const char*>(c.src) + cur_done;
     const std::size_t piece = std::min<std::size_t>({left, kPieceBytes, transport->max_write() - kInboxHeader});
     const bool signal_here = with_signal && piece == left;  // the last piece carries it
-    if (!stage_piece(static_cast<int>(c.pe), c, c.dest + cur_done, src, piece, signal_here)) break;
+    if (!stage_piece(static_cast<int>(c.pe), c, c.dest + cur_done, src, piece,
+                     signal_here ? proxy_atomic::kDataSignal : proxy_atomic::kData))
+      break;
     cur_since = Clock::now();  // progress: the age check measures time without it
     cur_done += piece;
     if (signal_here) cur_signal_sent = true;
@@ -153,7 +194,7 @@ bool Proxy::State::advance_direct() {
       return true;
     }
     if (kind == proxy::Op::kSignal) {
-      if (!stage_piece(pe, c, 0, nullptr, 0, true)) break;
+      if (!stage_piece(pe, c, 0, nullptr, 0, proxy_atomic::kDataSignal)) break;
       active = false;
       return true;
     }

@@ -4,11 +4,12 @@
 //   complete()        proxy.cpp        completions of our operations; peers' doorbells
 //   check_ages()      proxy_watch.cpp  operations or peers that stopped moving
 //   send_signals()    proxy_send.cpp   host-path signals whose data completed
+//   send_answers()    proxy_send.cpp   old values of peers' atomics applied here
 //   take_landed()     proxy_land.cpp   landed inbox pieces into the heap
 //   finish_landings() proxy_land.cpp   landing copies done: acks queued
 //   post_acks()       proxy_land.cpp   acks onto the wire
 //   post_staged()     proxy_send.cpp   staged pieces onto the wire
-//   advance_active()  proxy_send.cpp   the command being sent, piece by piece
+//   advance_active()  proxy_send.cpp   the command being sent, piece by piece (or an atomic)
 //   unblock()         proxy.cpp        a fence or quiet whose work drained
 //   intake()          proxy.cpp        new commands from the FIFOs
 // Only the proxy thread touches a State.
@@ -29,6 +30,7 @@
 #include "transport/fabric.hpp"
 #include "transport/fifo_host.hpp"
 #include "transport/proxy.hpp"
+#include "transport/proxy_atomic.hpp"
 #include "transport/proxy_trace.hpp"
 
 namespace nvst::proxy_impl {
@@ -64,10 +66,12 @@ struct InboxHeader {
   std::uint64_t dest;       // heap offset
   std::uint64_t bytes;      // data bytes after the header
   std::uint64_t sig;        // heap offset of the signal word
-  std::uint64_t sig_value;
-  std::uint8_t has_signal;  // apply the signal after the data
-  std::uint8_t sig_op;      // proxy::SignalOp
-  std::uint8_t pad[22];
+  std::uint64_t sig_value;  // an atomic's operand, or an answer's old value
+  std::uint8_t kind;        // proxy_atomic::PieceKind: data, + signal, atomic request or answer
+  std::uint8_t sig_op;      // proxy::SignalOp, or an atomic's proxy::atomic_code
+  std::uint8_t pad[6];
+  std::uint64_t compare;    // an atomic request's compare operand
+  std::uint64_t token;      // an atomic's ticket and FIFO (proxy_atomic::token), echoed in its answer
 };
 static_assert(sizeof(InboxHeader) == kInboxHeader);
 
@@ -143,6 +147,8 @@ struct Proxy::State {
   int me = 0;
   char* heap = nullptr;
   std::size_t heap_bytes = 0;
+  proxy::FifoShared* host_fifo = nullptr;  // where answers to host threads' atomics go
+  proxy::FifoShared* dev_fifo = nullptr;   // kernels' (GPU heaps only)
   proxy::Consumer host_consumer;
   std::unique_ptr<proxy::Consumer> dev_consumer;
   InFlight* pool = nullptr;
@@ -178,6 +184,18 @@ struct Proxy::State {
     std::uint64_t value;
   };
   std::deque<ControlWord> control_words;
+  // Atomic requests from peers applied here, whose old values are yet to be
+  // sent back (as answer pieces, when an inbox slot at the sender is free).
+  // Never waited for by the receiving loop, so two PEs asking each other
+  // cannot block each other's inboxes.
+  struct Answer {
+    int pe;
+    std::uint64_t token, value;
+  };
+  std::deque<Answer> answers;
+  // GPU heaps: old values written by the atomic kernels, one word per
+  // (source, inbox slot), pinned.
+  std::uint64_t* atomic_results = nullptr;
   // Inbox path: pieces staged (a GPU source's copy queued on stage_stream),
   // posted in order once their copy is done. Meanwhile the thread keeps
   // driving the provider: a software provider (tcp) moves bytes only inside
@@ -202,6 +220,8 @@ struct Proxy::State {
     int src;
     cudaEvent_t done;
     Clock::time_point since;
+    std::uint64_t token = 0;                // an atomic request's, answered once done
+    const std::uint64_t* result = nullptr;  // its old value (atomic_results), or null
   };
   std::deque<Applying> applying;
   std::vector<cudaEvent_t> free_events;
@@ -234,6 +254,7 @@ struct Proxy::State {
   void check_ages();
   void debug_report();
   bool send_signals();
+  bool send_answers();
   bool take_landed();
   bool finish_landings();
   bool post_acks();
@@ -244,13 +265,16 @@ struct Proxy::State {
 
   // Parts of them.
   bool stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
-                   bool with_signal);
+                   proxy_atomic::PieceKind kind);
+  bool advance_atomic();  // advance_active for an atomic: a request piece, or applied here
   bool advance_inbox();   // advance_active on the inbox path
   bool advance_direct();  // advance_active on the host path
+  bool piece_kind_valid(const proxy_impl::InboxHeader& h) const;
+  void deliver_answer(std::uint64_t token, std::uint64_t value);
   bool copy_pending(const Staged& f);
   bool landing_pending(const Applying& a);
   void release_blocked();
-  void start(const proxy::Command& c, proxy::Consumer* from);  // intake: a put or signal becomes active
+  void start(const proxy::Command& c, proxy::Consumer* from);  // intake: a put, signal or atomic becomes active
 
   InFlight* take(int kind, int pe) {
     const int id = free_ops.back();

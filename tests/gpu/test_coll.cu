@@ -505,10 +505,16 @@ int run_pe() {
           ++salt;
           std::vector<std::vector<std::uint8_t>> all_in;
           for (int p = 0; p < n; ++p) all_in.push_back(make_input(t, count, p, salt, g_seed));
-          // x reduces pairs (2k, 2k+1) in order; y then reduces the pairs in order.
+          // x reduces pairs (2k, 2k+1) in order (with an odd count the last
+          // PE is a pair alone); y then reduces, in order, the pair sums of
+          // the PEs of this PE's parity. On an even count that is the world.
+          auto pair_sum = [&](int p) {
+            const int first = p - p % 2;
+            return first + 1 < n ? reduce_expected(t, RedOp::kSum, {all_in[first], all_in[first + 1]})
+                                 : all_in[first];
+          };
           std::vector<std::vector<std::uint8_t>> pair_sums;
-          for (int p = 0; p + 1 < n; p += 2)
-            pair_sums.push_back(reduce_expected(t, RedOp::kSum, {all_in[p], all_in[p + 1]}));
+          for (int p = me % 2; p < n; p += 2) pair_sums.push_back(pair_sum(p));
           const auto want = reduce_expected(t, RedOp::kSum, pair_sums);
           bad += run_case(all_in[me], 0, 0, want, [&](char* i, char* o) {
             nvst::coll::all_reduce(i, o, count, t, RedOp::kSum, s, Algo::kAuto, x);
@@ -516,13 +522,14 @@ int run_pe() {
           });
           (void)es;
         }
-        check(bad == 0, "all_reduce on x then y equals the world reduced in that order" +
+        check(bad == 0, "all_reduce on x then y equals its pairs reduced in that order" +
                             (bad ? ": " + std::to_string(bad) + " bytes wrong" : std::string()));
       }
       {  // barrier(x): a peer's put from an earlier kernel is visible after it
         // (a store over NVLink; across nodes a command the proxy delivers
         // before the barrier's own signal)
-        const int partner = nvst::team_translate_pe(x, 1 - nvst::team_my_pe(x));
+        const int partner =  // a PE alone in its pair (1 PE, the last of an odd count) puts to itself
+            nvst::team_n_pes(x) > 1 ? nvst::team_translate_pe(x, 1 - nvst::team_my_pe(x)) : me;
         auto* flag = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
         const std::uint64_t v = 0xBA770000u + static_cast<std::uint64_t>(me);
         put_word_kernel<<<1, 1, 0, s>>>(flag, v, partner);

@@ -4,10 +4,13 @@
 // byte on the CPU (or, for signal ordering, inside the receiving kernel).
 //   nvst_gpu_tests --np N [--seed S] [--rounds R]   device/host API cases
 //   nvst_gpu_tests --np 2 --mode errors             device-side failures
+//   nvst_gpu_tests --np N --mode atomics            the remote atomics case alone
 // Exits 77 (ctest: skipped) when fewer than N GPUs are visible.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -577,6 +580,157 @@ void fence_case(Suite& suite, char* sym_src, char* sym_dst, std::uint64_t* flag,
   suite.check("fence orders put before flag; quiet completes put_nbi (200 rounds)", static_cast<long long>(b));
 }
 
+// ---- remote atomics under contention ---------------------------------------
+// Every thread of every PE hits shared words on random PEs at once; the host
+// then checks what a sequential execution allows (as tests/host/test_atomics):
+// fetch_add and CAS-increment old values are exactly base, base + 1, ...;
+// swap's returned values plus the last are the first plus those swapped in.
+// One thread per PE also runs random ops of both widths on its own words on
+// every PE, each result compared with a sequential model in the kernel.
+
+constexpr int kAtomicThreads = 128, kAtomicIters = 8;
+constexpr std::uint64_t kAtomicBase64 = (1ull << 40) + 7;
+constexpr std::uint32_t kAtomicBase32 = 0xFFFFFF00u;
+
+struct AtomicWords {
+  unsigned long long add64, cas64, swap64;
+  unsigned int add32, pad;
+  unsigned long long priv64[8][4];  // [source PE][word]
+  unsigned int priv32[8][4];
+};
+// Per op: the target and the old value (or value swapped in).
+struct AtomicRecord {
+  int target[kAtomicThreads * kAtomicIters];
+  unsigned long long add64[kAtomicThreads * kAtomicIters], cas64[kAtomicThreads * kAtomicIters],
+      swap_out[kAtomicThreads * kAtomicIters], swap_in[kAtomicThreads * kAtomicIters];
+  unsigned int add32[kAtomicThreads * kAtomicIters];
+};
+
+__device__ std::uint64_t mix(std::uint64_t x) {
+  x ^= x >> 31;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 29;
+  return x;
+}
+
+__global__ void atomic_hammer(AtomicWords* w, AtomicRecord* rec, int me, int n, std::uint64_t seed,
+                              unsigned long long* bad) {
+  const int tid = blockIdx.x * blockDim.x + threadIdx.x;
+  for (int j = 0; j < kAtomicIters; ++j) {
+    const int i = tid * kAtomicIters + j;
+    const int t = static_cast<int>(mix(seed + static_cast<std::uint64_t>(me) * 7919 + i) % n);
+    rec->target[i] = t;
+    rec->add64[i] = dev::atomic_fetch_add(&w->add64, 1ull, t);
+    rec->add32[i] = dev::atomic_fetch_add(&w->add32, 1u, t);
+    rec->cas64[i] = ~0ull;  // CAS increments from one thread in 8: all 128 contending would take O(128^2) tries
+    for (; tid % 8 == 0;) {
+      const unsigned long long cur = dev::atomic_fetch(&w->cas64, t);
+      if (dev::atomic_compare_swap(&w->cas64, cur, cur + 1, t) == cur) {
+        rec->cas64[i] = cur;
+        break;
+      }
+    }
+    const unsigned long long mine = (static_cast<unsigned long long>(me + 1) << 32) | static_cast<unsigned>(i);
+    rec->swap_in[i] = mine;
+    rec->swap_out[i] = dev::atomic_swap(&w->swap64, mine, t);
+  }
+  if (tid != 0) return;
+  unsigned long long m64[8][4] = {};
+  unsigned int m32[8][4] = {};
+  for (int i = 0; i < 400; ++i) {
+    const std::uint64_t v = mix(seed * 31 + static_cast<std::uint64_t>(me) * 1000003 + i);
+    const int t = static_cast<int>((v >> 40) % n), k = static_cast<int>((v >> 50) & 3), op = static_cast<int>(v & 3);
+    if ((v >> 2) & 1) {
+      unsigned long long* a = &w->priv64[me][k];
+      const unsigned long long want = m64[t][k];
+      unsigned long long got;
+      if (op == 0) got = dev::atomic_fetch_add(a, static_cast<unsigned long long>(v), t), m64[t][k] += v;
+      else if (op == 1) {
+        const unsigned long long cond = ((v >> 3) & 1) ? want : want + 1;
+        got = dev::atomic_compare_swap(a, cond, static_cast<unsigned long long>(v), t);
+        if (cond == want) m64[t][k] = v;
+      } else if (op == 2) got = dev::atomic_swap(a, static_cast<unsigned long long>(v), t), m64[t][k] = v;
+      else got = dev::atomic_fetch(a, t);
+      if (got != want) atomicAdd(bad, 1ull);
+    } else {
+      unsigned int* a = &w->priv32[me][k];
+      const unsigned int want = m32[t][k], v32 = static_cast<unsigned int>(v >> 8);
+      unsigned int got;
+      if (op == 0) got = dev::atomic_fetch_add(a, v32, t), m32[t][k] += v32;
+      else if (op == 1) {
+        const unsigned int cond = ((v >> 3) & 1) ? want : want + 1;
+        got = dev::atomic_compare_swap(a, cond, v32, t);
+        if (cond == want) m32[t][k] = v32;
+      } else if (op == 2) got = dev::atomic_swap(a, v32, t), m32[t][k] = v32;
+      else got = dev::atomic_fetch(a, t);
+      if (got != want) atomicAdd(bad, 1ull);
+    }
+  }
+}
+
+void atomic_case(Suite& suite, unsigned long long* bad) {
+  const int me = nvst::my_pe(), n = nvst::n_pes();
+  if (n > 8) return;  // the private words are sized for 8 PEs
+  auto* w = static_cast<AtomicWords*>(nvst::calloc(1, sizeof(AtomicWords)));
+  AtomicWords init{};
+  init.add64 = kAtomicBase64;
+  init.cas64 = kAtomicBase64;
+  init.swap64 = 0xAAAA;
+  init.add32 = kAtomicBase32;
+  NVST_CHECK_CUDA(cudaMemcpy(w, &init, sizeof(init), cudaMemcpyHostToDevice));
+  AtomicRecord* rec = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(&rec, sizeof(AtomicRecord)));
+  NVST_CHECK_CUDA(cudaMemset(bad, 0, sizeof(*bad)));
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+  atomic_hammer<<<kAtomicThreads / 64, 64>>>(w, rec, me, n, g_seed, bad);
+  NVST_CHECK_LAUNCH();
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+  unsigned long long model_errors = 0;
+  NVST_CHECK_CUDA(cudaMemcpy(&model_errors, bad, sizeof(model_errors), cudaMemcpyDeviceToHost));
+  std::vector<AtomicRecord> all(static_cast<std::size_t>(n));
+  {
+    auto host = std::make_unique<AtomicRecord>();
+    NVST_CHECK_CUDA(cudaMemcpy(host.get(), rec, sizeof(AtomicRecord), cudaMemcpyDeviceToHost));
+    auto bytes = nvst::bootstrap_allgather(host.get(), sizeof(AtomicRecord));
+    std::memcpy(all.data(), bytes.data(), bytes.size());
+  }
+  AtomicWords final_words{};
+  NVST_CHECK_CUDA(cudaMemcpy(&final_words, w, sizeof(final_words), cudaMemcpyDeviceToHost));
+  std::vector<unsigned long long> a64, c64, out, in;
+  std::vector<unsigned int> a32;
+  for (const AtomicRecord& r : all)
+    for (int i = 0; i < kAtomicThreads * kAtomicIters; ++i)
+      if (r.target[i] == me) {
+        a64.push_back(r.add64[i]);
+        if (r.cas64[i] != ~0ull) c64.push_back(r.cas64[i]);
+        a32.push_back(r.add32[i]);
+        out.push_back(r.swap_out[i]);
+        in.push_back(r.swap_in[i]);
+      }
+  long long errors = 0;
+  std::sort(a64.begin(), a64.end());
+  std::sort(c64.begin(), c64.end());
+  for (std::size_t j = 0; j < a64.size(); ++j) errors += a64[j] != kAtomicBase64 + j;
+  for (std::size_t j = 0; j < c64.size(); ++j) errors += c64[j] != kAtomicBase64 + j;
+  errors += final_words.add64 != kAtomicBase64 + a64.size();
+  errors += final_words.cas64 != kAtomicBase64 + c64.size();
+  std::sort(a32.begin(), a32.end(), [](unsigned a, unsigned b) { return a - kAtomicBase32 < b - kAtomicBase32; });
+  for (std::size_t j = 0; j < a32.size(); ++j) errors += a32[j] != static_cast<unsigned>(kAtomicBase32 + j);
+  errors += final_words.add32 != static_cast<unsigned>(kAtomicBase32 + a32.size());
+  out.push_back(final_words.swap64);
+  in.push_back(0xAAAA);
+  std::sort(out.begin(), out.end());
+  std::sort(in.begin(), in.end());
+  errors += out != in;
+  NVST_CHECK_CUDA(cudaFree(rec));
+  nvst::free(w);
+  suite.check("remote atomics: fetch_add 32/64, compare_swap, swap under contention; random ops = sequential model",
+              errors + static_cast<long long>(model_errors),
+              "(model mismatches " + std::to_string(model_errors) + ")");
+}
+
 int finish_api_mode(Suite& suite, int me, unsigned long long* bad, std::uint64_t* flag, std::uint64_t* sig,
                     char* sym_small, char* sym_dst, char* sym_src) {
   NVST_CHECK_CUDA(cudaFree(bad));
@@ -587,6 +741,18 @@ int finish_api_mode(Suite& suite, int me, unsigned long long* bad, std::uint64_t
   nvst::free(sym_src);
   nvst::finalize();
   if (me == 0) std::printf("%d passed, %d failed\n", suite.passed, suite.failed);
+  return suite.failed == 0 ? 0 : 1;
+}
+
+// Only the remote atomics (--mode atomics): a short run of that one case.
+int atomics_mode() {
+  nvst::init();
+  Suite suite;
+  unsigned long long* bad = nullptr;
+  NVST_CHECK_CUDA(cudaMalloc(&bad, sizeof(*bad)));
+  atomic_case(suite, bad);
+  NVST_CHECK_CUDA(cudaFree(bad));
+  nvst::finalize();
   return suite.failed == 0 ? 0 : 1;
 }
 
@@ -652,6 +818,7 @@ int api_mode() {
   barrier_case<Scope::kWarp>(suite, "barrier_all_warp", 32, sym_small, bad);
   barrier_case<Scope::kBlock>(suite, "barrier_all_block", 256, sym_small, bad);
 
+  atomic_case(suite, bad);
   if (!internode) host_api_cases(suite, sym_src, sym_dst, bad);
   return finish_api_mode(suite, me, bad, flag, sig, sym_small, sym_dst, sym_src);
 }
@@ -750,18 +917,18 @@ int main(int argc, char** argv) {
     else if (a == "--seed") g_seed = std::strtoull(next().c_str(), nullptr, 10);
     else if (a == "--rounds") g_rounds = std::atoi(next().c_str());
     else if (a == "--mode") mode = next();
-    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--rounds R] [--mode api|errors]\n", argv[0]); return 2; }
+    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--rounds R] [--mode api|errors|atomics]\n", argv[0]); return 2; }
   }
-  if (np < 2 || g_rounds < 1 || (mode != "api" && mode != "errors")) {
-    std::fprintf(stderr, "need --np >= 2, --rounds >= 1, --mode api|errors\n");
+  if (np < 2 || g_rounds < 1 || (mode != "api" && mode != "errors" && mode != "atomics")) {
+    std::fprintf(stderr, "need --np >= 2, --rounds >= 1, --mode api|errors|atomics\n");
     return 2;
   }
   try {
     if (const char* sc = std::getenv("NVST_TEST_SCENARIO"); sc && nvst::is_pe_process()) return error_scenario(sc);
-    if (nvst::is_pe_process()) return api_mode();
+    if (nvst::is_pe_process()) return mode == "atomics" ? atomics_mode() : api_mode();
     if (int skip = nvst::test::skip_unless_gpus(np)) return skip;
     std::vector<std::string> args(argv, argv + argc);
-    if (mode == "api") return nvst::spawn_and_wait({np, args, {}, 15});
+    if (mode == "api" || mode == "atomics") return nvst::spawn_and_wait({np, args, {}, 15});
     int failed = 0, passed = 0;
     for (const char* sc : {"timeout", "badpe", "notsym", "deadpeer_host", "deadpeer_device"}) {
       int rc = nvst::spawn_and_wait(

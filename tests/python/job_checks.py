@@ -2,6 +2,7 @@
 nvshmem4py_job.py): joining torch.distributed, and named checks that print
 PASS or FAIL (with the traceback) per rank, count the failures, and end
 with a barrier so the ranks move to the next check together."""
+import os
 import traceback
 
 import torch
@@ -48,3 +49,12 @@ class Checks:
         """Prints the rank's verdict; returns the failure count (the exit status)."""
         print(f"[rank {self.rank}] DONE {len(self.failures)} failure(s)", flush=True)
         return len(self.failures)
+
+
+def start_job():
+    """A torchrun rank of a job of checks: (rank, world, device, checks).
+    Ranks share GPUs with NVST_TEST_SHARE_GPUS=1 (torch.distributed on gloo)."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dev = join_torch(int(os.environ.get("LOCAL_RANK", "0")), os.environ.get("NVST_TEST_SHARE_GPUS") == "1")
+    return rank, world, dev, Checks(rank, dist.barrier)
+

@@ -7,7 +7,9 @@ NVST_TEST_SHARE_GPUS=1 lets ranks share one GPU (torch.distributed on gloo).
 What it checks, every result against data computed here:
  - nvshmem4py starts NVSHMEM (UID bootstrap, the UID sent over torch);
    init_from_torch(backend="nvshmem") joins it instead of starting its own;
- - nvshmem4py's tensors as sources of our puts, into our symmetric tensors;
+ - nvshmem4py's tensors as sources of our puts, into our symmetric tensors,
+   and the reverse: our symmetric tensors as nvshmem4py's put destination
+   and source (on this backend our heap lies inside NVSHMEM's);
  - our kernels on that NVSHMEM (NvshmemBuffer send/recv calls nvshmem_*
    from device code: the device state nvst set up for its own module);
  - nvshmem4py's own put and reduce on its tensors still work beside ours.
@@ -62,13 +64,38 @@ def _():
     n = 100_003
     theirs = nvshmem.tensor((n,), dtype=torch.float32)
     theirs.copy_(rand(n, 10 + RANK))
-    ours = nt.nvshmem_alloc_tensor((n,), torch.float32)
+    ours = nt.alloc_tensor((n,), torch.float32)
     ours.fill_(-7)
     nt.nvshmem_barrier()
-    nt.nvshmem_put_tensor(ours, theirs, (RANK + 1) % WORLD)
+    nt.put_tensor(ours, theirs, (RANK + 1) % WORLD)
     nt.nvshmem_barrier()
     assert torch.equal(ours, rand(n, 10 + (RANK - 1) % WORLD)), "received rows differ"
     nt.nvshmem_free_tensor(ours)
+    nvshmem.free_tensor(theirs)
+
+
+@check("nvst symmetric tensors in nvshmem4py's put, as destination and as source")
+def _():
+    n = 65_537
+    stream = torch.cuda.current_stream()
+    ours_dst = nt.alloc_tensor((n,), torch.float32)
+    ours_src = nt.alloc_tensor((n,), torch.float32)
+    ours_src.copy_(rand(n, 40 + RANK))
+    ours_dst.fill_(-3)
+    theirs = nvshmem.tensor((n,), dtype=torch.float32)
+    theirs.fill_(-5)
+    nt.nvshmem_barrier()
+    peer = (RANK + 1) % WORLD
+    nvshmem.put(ours_dst, ours_src, remote_pe=peer, stream=stream)  # ours -> ours, by nvshmem4py
+    nvshmem.put(theirs, ours_src, remote_pe=peer, stream=stream)  # ours -> theirs
+    nvshmem.barrier_all(stream=stream)
+    stream.synchronize()
+    want = rand(n, 40 + (RANK - 1) % WORLD)
+    assert torch.equal(ours_dst, want), "nvshmem4py's put into our tensor"
+    assert torch.equal(theirs, want), "nvshmem4py's put from our tensor"
+    nt.nvshmem_barrier()
+    nt.nvshmem_free_tensor(ours_dst)
+    nt.nvshmem_free_tensor(ours_src)
     nvshmem.free_tensor(theirs)
 
 

@@ -166,12 +166,13 @@ def test_device_layer_refuses_clearly_without_a_gpu():
 
 
 def test_unique_id_for_a_job_across_hosts():
-    uid = nt.get_unique_id("10.1.2.3")
+    uid = nt.make_unique_id("10.1.2.3")
     kind, host, port, cookie = uid.split(":")
     assert (kind, host) == ("nvst1", "10.1.2.3") and 0 < int(port) < 65536 and len(cookie) == 32
-    assert nt.get_unique_id().split(":")[1] == "127.0.0.1"
+    assert nt.make_unique_id().split(":")[1] == "127.0.0.1"
+    assert bytes(nt.get_unique_id()).decode().split(":")[1] == "127.0.0.1"  # the seed form
     with pytest.raises(RuntimeError, match="host"):
-        nt.get_unique_id("bad:host")
+        nt.make_unique_id("bad:host")
 
 
 def test_backend_choice_is_checked():
@@ -192,9 +193,39 @@ def test_backend_choice_is_checked():
     import sys
     code = ("import nvshmem_tutorial as nt\n"
             "try:\n"
-            "    nt.init_with_unique_id(nt.get_unique_id(), 0, 1, backend='nvshmem')\n"
+            "    nt.init_with_unique_id(nt.make_unique_id(), 0, 1, backend='nvshmem')\n"
             "except nt.NvstError as e:\n"
             "    print('REFUSED', e)\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
     assert "REFUSED" in r.stdout and "needs a GPU" in r.stdout, (r.stdout, r.stderr)
+
+
+def test_seed_bootstrap_forms_start_a_job():
+    """The seed's get_unique_id() (a list of byte values) and
+    init_with_unique_id(unique_id_vec, rank, world_size, low_latency_mode)
+    start a 2-PE job on host heaps; bad IDs and ranks are refused by name."""
+    import subprocess
+    import sys
+    uid = nt.get_unique_id()
+    assert isinstance(uid, list) and all(isinstance(b, int) and 0 <= b < 256 for b in uid)
+    code = ("import sys, nvshmem_tutorial as nt\n"
+            "uid = [int(b) for b in sys.argv[2].split(',')]\n"
+            "pe = nt.init_with_unique_id(uid, int(sys.argv[1]), 2, False)\n"
+            "nt.barrier_all()\n"
+            "print('PE', pe, 'OF', nt.n_pes())\n"
+            "nt.finalize()\n")
+    env = {**__import__("os").environ, "NVST_HEAP": "host"}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r), ",".join(map(str, uid))], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    for r, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0 and f"PE {r} OF 2" in out, (out, err[-2000:])
+    with pytest.raises(TypeError, match="unique_id_vec"):
+        nt.init_with_unique_id(3.5, 0, 1, False)
+    with pytest.raises(ValueError, match="NVSHMEM's own"):
+        nt.init_with_unique_id([0xff, 0xfe], 0, 1, False)
+    with pytest.raises(ValueError, match=r"rank 2 is not in \[0, 2\)"):
+        nt.init_with_unique_id(uid, 2, 2, False)
+    with pytest.raises(TypeError, match="low_latency_mode"):
+        nt.init_with_unique_id(uid, 0, 1, "no")

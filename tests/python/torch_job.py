@@ -85,7 +85,7 @@ def _():
 
 @check("symmetric tensors: peer views read and write the peer's copy")
 def _():
-    t = nt.nvshmem_alloc_tensor((1000, 3), torch.float32)
+    t = nt.alloc_tensor((1000, 3), torch.float32)
     assert t.device == DEV and (t == 0).all()
     t.copy_(rand((1000, 3), torch.float32, 100 + RANK))
     nt.nvshmem_barrier()
@@ -108,14 +108,14 @@ def _():
     left = (RANK - 1) % WORLD
     for i, dtype in enumerate([torch.float32, torch.bfloat16, torch.float16, torch.int32, torch.int64, torch.uint8]):
         n = 4097 + i
-        dst = nt.nvshmem_alloc_tensor((n,), dtype)
+        dst = nt.alloc_tensor((n,), dtype)
         src = rand((n,), dtype if dtype != torch.uint8 else torch.int32, 7 * i + RANK).to(dtype)
-        nt.nvshmem_put_tensor(dst, src, peer)
+        nt.put_tensor(dst, src, peer)
         nt.nvshmem_barrier()
         expect = rand((n,), dtype if dtype != torch.uint8 else torch.int32, 7 * i + left).to(dtype)
         same(dst, expect, f"put {dtype}")
         got = torch.full((n,), 3, dtype=dtype, device=DEV)
-        nt.nvshmem_get_tensor_async(got, dst, peer)  # peer's dst holds my src
+        nt.get_tensor_async(got, dst, peer)  # peer's dst holds my src
         torch.cuda.current_stream().synchronize()
         same(got, src, f"get {dtype}")
         nt.nvshmem_barrier()
@@ -187,13 +187,16 @@ def _():
     raises(ValueError, lambda: nd.all_gather_into_tensor(torch.ones(3, device=DEV), torch.ones(4, device=DEV)),
            "all_gather output size")
     raises(ValueError, lambda: nd.all_reduce(torch.ones(4, device=DEV), op="xor"), "bad op")
-    raises(ValueError, lambda: nt.nvshmem_put_tensor(torch.ones(4, device=DEV), torch.ones(5, device=DEV), 0),
+    raises(ValueError, lambda: nt.put_tensor(torch.ones(4, device=DEV), torch.ones(5, device=DEV), 0),
            "put size")
-    raises(ValueError, lambda: nt.nvshmem_put_tensor_async(torch.ones(4, device=DEV), torch.ones(4), 0),
+    raises(ValueError, lambda: nt.put_tensor_async(torch.ones(4, device=DEV), torch.ones(4), 0),
            "put from a CPU tensor")
-    raises(ValueError, lambda: nt.nvshmem_put_tensor_async(torch.ones(16, device=DEV),
-                                                           torch.ones(4, 4, device=DEV).t(), 0), "put non-contiguous")
-    raises(TypeError, lambda: nt.nvshmem_get_tensor_async(torch.ones(4, device=DEV), [1.0, 2.0], 0), "get from a list")
+    raises(ValueError, lambda: nt.put_tensor_async(torch.ones(16, device=DEV), torch.ones(4, 4, device=DEV).t(), 0),
+           "put non-contiguous")
+    raises(TypeError, lambda: nt.get_tensor_async(torch.ones(4, device=DEV), [1.0, 2.0], 0), "get from a list")
+    raises(ValueError, lambda: nt.nvshmem_put_tensor(torch.ones(4, device=DEV), torch.ones(4, device=DEV), 17, 0),
+           "seed put of more bytes than the tensors hold")
+    raises(ValueError, lambda: nt.nvshmem_alloc_tensor(64, 96), "seed alloc with an alignment not a power of two")
     if WORLD > 1:  # needs two ranks to differ
         raises(ValueError, lambda: nd.all_reduce(torch.ones(100 + RANK, device=DEV)), "count differs across ranks")
     raises(ValueError, lambda: nt.peer_tensor(torch.ones(4, device=DEV), 0), "peer of a non-symmetric tensor")
@@ -484,7 +487,7 @@ def _():
                 packed = torch.empty(scale.shape, dtype=torch.int32, device=DEV).copy_(scale)  # row-major
                 scale = torch.exp2(packed.view(torch.uint8).float() - 127)
             deq = (q.float().view(El, WORLD * M, H // 128, 128) * scale[..., None]).view(El, WORLD * M, H)
-        info = handle.recv_src_info
+        info = handle.src_info  # [El, rows, 3]: source rank, token, top-k slot
         for e in range(El):
             n = int(recv_count[e].item())
             want = sorted((s, t) for s in range(WORLD) for t in range(M - s)
@@ -505,10 +508,9 @@ def _():
         factor = torch.tensor([(RANK * El + e) % 3 + 1 for e in range(El)], device=DEV, dtype=torch.float32)
         y = (xin.float() * factor[:, None, None]).to(torch.bfloat16)
         zero_copy = not use_fp8 and not hook_mode
-        if zero_copy:  # DeepEP's zero-copy combine: the output written into the Buffer's tensor
-            raises(ValueError, lambda: buf.low_latency_combine(y, idx, w, handle, zero_copy=True),
-                   "zero_copy with another tensor")
-            y = buf.get_next_low_latency_combine_buffer(handle).copy_(y)
+        if zero_copy:  # DeepEP's zero-copy combine: the data is in the Buffer's tensor; x gives only the shape
+            buf.get_next_low_latency_combine_buffer(handle).copy_(y)
+            y = torch.zeros_like(y)
         combined, _, chook = buf.low_latency_combine(y, idx, w, handle, return_recv_hook=hook_mode,
                                                      zero_copy=zero_copy, combine_wait_recv_cost_stats=wait_c)
         if hook_mode:
