@@ -293,7 +293,8 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
   const bool proxy_on = settings::get("NVST_PROXY").value_or("1") != "0";
   if (someone_remote && proxy_on) {
     r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
-                                      r->heap->on_device() ? r->device : -1, settings::host_timeout_s()));
+                                      r->heap->on_device() ? r->device : -1, settings::host_timeout_s(),
+                                      r->launch.local_world));
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
@@ -608,7 +609,7 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
   if (with_signal) check_signal_word(r, sig, fn);
   // Load/store reach: written here. Except signals to this PE when it has a
   // proxy: its proxy thread applies the peers' signals to the same words
-  // (inbox pieces), so it applies ours too (see the host path in proxy.cpp).
+  // (inbox pieces), so it applies ours too (advance_direct, proxy_send.cpp).
   const bool signal_via_proxy = with_signal && r.proxy && !r.heap->on_device();
   if (void* near = bytes ? ptr(dest, pe) : ptr(with_signal ? static_cast<void*>(sig) : dest, pe);
       near != nullptr && !signal_via_proxy) {
@@ -706,17 +707,19 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
   std::atomic_ref<std::uint64_t> a(*sig_addr);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(settings::host_timeout_s());
-  for (detail::Backoff backoff;; backoff.pause()) {
-    const std::uint64_t v = a.load(std::memory_order_acquire);
-    if (holds(v)) return v;
-    if (backoff.check_clock()) {
-      if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
-      NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
-                   settings::host_timeout_s(), " s waiting for signal word at heap offset ",
-                   offset_of(r, sig_addr), " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v,
-                   "; NVST_TIMEOUT_S)");
-    }
-  }
+  // The proxy applies peers' signals to a host heap and rings changes():
+  // blocking on it wakes this thread with the signal, not a timer later.
+  detail::Wakeup unrung;  // no proxy (one PE): waits look every 200 us
+  std::uint64_t v = 0;
+  detail::wait_with(
+      r.proxy ? r.proxy->changes() : unrung, [&] { return holds(v = a.load(std::memory_order_acquire)); },
+      [&] {
+        if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
+        NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
+                     settings::host_timeout_s(), " s waiting for signal word at heap offset ", offset_of(r, sig_addr),
+                     " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v, "; NVST_TIMEOUT_S)");
+      });
+  return v;
 }
 
 std::string transport_to(int pe) {

@@ -212,7 +212,19 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_DATA;  // peers' write_with_data() arrive with their data
   cq_attr.size = kMaxLocalInFlight + kMaxRemoteDataPerPeer * static_cast<std::size_t>(boot.world()) + 256;
-  NVST_CHECK_FI(fi_cq_open(m.domain, &cq_attr, &m.cq, nullptr));
+  // A wait fd lets an idle proxy block until the provider has work
+  // (transport/wakeup.hpp). Only where it reflects the peers' sockets
+  // (ofi_rxm over a message provider); shm reports nothing through one.
+  if (provider_.find("ofi_rxm") != std::string::npos) {
+    cq_attr.wait_obj = FI_WAIT_FD;
+    if (fi_cq_open(m.domain, &cq_attr, &m.cq, nullptr) == 0 && fi_control(&m.cq->fid, FI_GETWAIT, &wait_fd_) != 0) {
+      fi_close(&m.cq->fid);
+      m.cq = nullptr;
+    }
+    if (m.cq == nullptr) wait_fd_ = -1;
+  }
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  if (m.cq == nullptr) NVST_CHECK_FI(fi_cq_open(m.domain, &cq_attr, &m.cq, nullptr));
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   NVST_CHECK_FI(fi_av_open(m.domain, &av_attr, &m.av, nullptr));
@@ -287,6 +299,14 @@ bool Transport::write_with_data(int pe, const void* src, std::size_t bytes, Regi
   NVST_REQUIRE(rc == 0, "fi_writedata of ", bytes, " bytes to PE ", pe, " failed: ",
                fi_strerror(static_cast<int>(-rc)));
   return true;
+}
+
+bool Transport::may_block() {
+  if (wait_fd_ < 0) return false;
+  Impl& m = *impl_;
+  CallWatch::Mark mark(provider_call_, "fi_trywait");
+  fid* fids[1] = {&m.cq->fid};
+  return fi_trywait(m.fabric, fids, 1) == FI_SUCCESS;
 }
 
 int Transport::progress(std::vector<Completion>& out) {

@@ -102,6 +102,14 @@ class Transport {
   // finished operations to `out`. Returns how many were appended.
   int progress(std::vector<Completion>& out);
 
+  // A file descriptor that turns readable when progress() has work (a
+  // completion, a peer's data), or -1 where the provider offers none (then
+  // only polling progress() moves it).
+  int wait_fd() const { return wait_fd_; }
+  // Whether the caller may block on wait_fd() now (fi_trywait): false when
+  // events are already pending (call progress() first) or there is no fd.
+  bool may_block();
+
   // Largest single write; larger puts are split by the caller.
   std::size_t max_write() const { return max_write_; }
   // Posts refused with FI_EAGAIN so far (NVST_PROXY_DEBUG shows it).
@@ -125,6 +133,7 @@ class Transport {
   bool hmem_ = false;
   std::size_t max_write_ = 0;
   std::uint64_t refused_ = 0;
+  int wait_fd_ = -1;
   CallWatch provider_call_;
 };
 

@@ -9,17 +9,21 @@
 
 #include "nvst/error.hpp"
 #include "nvst/proxy_fifo.hpp"
-#include "runtime/backoff.hpp"
+#include "transport/wakeup.hpp"
 
 namespace nvst::proxy {
 
 inline std::atomic_ref<std::uint64_t> word(std::uint64_t& w) { return std::atomic_ref<std::uint64_t>(w); }
 
 // Producer side for host threads; any number may share one FIFO and tail.
+// `bell`: rung after each command (wakes a parked proxy); `progress`: what
+// the proxy rings when it moves (this producer's waits block on it). Without
+// them (tests of the FIFO alone) waits look every 200 us.
 class HostProducer {
  public:
-  HostProducer(FifoShared* fifo, std::uint64_t* tail, double timeout_s)
-      : fifo_(fifo), tail_(tail), timeout_s_(timeout_s) {}
+  HostProducer(FifoShared* fifo, std::uint64_t* tail, double timeout_s, detail::ProxyBell* bell = nullptr,
+               detail::Wakeup* progress = nullptr)
+      : fifo_(fifo), tail_(tail), timeout_s_(timeout_s), bell_(bell), progress_(progress ? progress : &own_) {}
 
   // Publishes `c` (its tag is set here) and returns its ticket.
   std::uint64_t push(Command c, Op op) {
@@ -37,6 +41,7 @@ class HostProducer {
     slot.sig_op = c.sig_op;
     slot.src_on_device = c.src_on_device;
     word(slot.tag).store(tag, std::memory_order_release);
+    if (bell_) bell_->ring();
     return t;
   }
 
@@ -70,11 +75,9 @@ class HostProducer {
         std::chrono::duration<double>(timeout_s_));
     auto deadline = std::chrono::steady_clock::now() + limit;
     std::uint64_t seen = progress();
-    for (detail::Backoff backoff;; backoff.pause()) {
-      if (ready()) return;
+    detail::wait_with(*progress_, ready, [&] {
       NVST_REQUIRE(word(fifo_->failed).load(std::memory_order_acquire) == 0,
                    "the proxy thread failed while this thread waited for ", what, " (see its error above)");
-      if (!backoff.check_clock()) continue;
       const auto now = std::chrono::steady_clock::now();
       if (const std::uint64_t p = progress(); p != seen) {
         seen = p;
@@ -83,7 +86,7 @@ class HostProducer {
         NVST_FAIL("timed out: ", timeout_s_, " s without the proxy taking or completing a command while waiting for ",
                   what, " (NVST_TIMEOUT_S; a peer may be dead or the proxy stalled)");
       }
-    }
+    });
   }
   // Commands taken plus the quiet point: moves whenever the proxy advances.
   std::uint64_t progress() const {
@@ -92,6 +95,9 @@ class HostProducer {
   FifoShared* fifo_;
   std::uint64_t* tail_;
   double timeout_s_;
+  detail::ProxyBell* bell_;
+  detail::Wakeup own_;  // progress_ when none was given: never rung
+  detail::Wakeup* progress_;
 };
 
 // The one consumer (the proxy thread).
@@ -111,6 +117,11 @@ class Consumer {
     return true;
   }
   std::uint64_t head() const { return word(fifo_->head).load(std::memory_order_relaxed); }
+  // Whether the next command has been published (poll() would take it).
+  bool pending() const {
+    const Command& slot = fifo_->slots[head() & (fifo_->capacity - 1)];
+    return word(const_cast<std::uint64_t&>(slot.tag)).load(std::memory_order_acquire) != 0;
+  }
   // Publishes the quiet point: every ticket below `ticket_end` has finished.
   void set_completed(std::uint64_t ticket_end) {
     word(fifo_->completed).store(ticket_end, std::memory_order_release);

@@ -1,14 +1,16 @@
-// The proxy thread: see proxy.hpp.
+// The proxy's life (construction, stop, failure) and its loop: see proxy.hpp
+// for what it does, proxy_state.hpp for the phases of one round.
 #include "transport/proxy.hpp"
 
 #include <cuda_runtime_api.h>
+
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <vector>
 
 #include "device/device_runtime.hpp"
@@ -16,278 +18,28 @@
 #include "runtime/bootstrap.hpp"
 #include "runtime/settings.hpp"
 #include "transport/inbox_bell.hpp"
-#include "transport/proxy_atomic.hpp"
-#include "transport/proxy_trace.hpp"
+#include "transport/proxy_state.hpp"
 #include "transport/topology.hpp"
 
 namespace nvst {
 
-namespace {
-constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fabric operations posted at once
-// Pieces of 256 KiB of data: small enough that a 1 MiB put is already a
-// pipeline (staging copy of piece i+1 while piece i is on the wire and
-// piece i-1 is copied into the target's GPU), large enough that per-piece
-// costs (an operation, an acknowledgement) stay small next to the data. A
-// slot holds a piece behind its 64-byte header, so a power-of-two put
-// fills whole pieces (with the header inside 256 KiB, 1 MiB took a fifth
-// piece of 256 bytes, one more trip through the whole pipeline: 256 KiB
-// over shm took 133 us instead of 53). Smaller first and last pieces,
-// to fill and drain the pipeline sooner, did not pay on one GPU (
-// a staging or landing copy there takes 20-25 us whatever its size).
-constexpr int kStageSlots = 16;                         // staging slots in the pipeline
-constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
-constexpr int kInboxSlots = 16;                         // per (source, target) pair
-static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer, "the transport's completion queue has room for "
-              "kMaxRemoteDataPerPeer doorbells from each peer");
-static_assert(kInboxSlots <= 1 << 16,
-              "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
-constexpr std::size_t kInboxHeader = 64;
-constexpr std::size_t kSlotBytes = kInboxHeader + kPieceBytes;  // a staging or inbox slot
-constexpr std::uint32_t kFifoCapacity = 4096;
+using namespace proxy_impl;
 using Clock = std::chrono::steady_clock;
 
-std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
-
-// The header in front of each piece in an inbox slot.
-struct InboxHeader {
-  std::uint64_t seq;        // piece number from this source, for checks
-  std::uint64_t dest;       // heap offset
-  std::uint64_t bytes;      // data bytes after the header
-  std::uint64_t sig;        // heap offset of the signal word
-  std::uint64_t sig_value;  // an atomic's operand, or an answer's old value
-  std::uint8_t kind;        // proxy_atomic::PieceKind: data, + signal, atomic request or answer
-  std::uint8_t sig_op;      // proxy::SignalOp, or an atomic's proxy::atomic_code
-  std::uint8_t pad[6];
-  std::uint64_t compare;    // an atomic request's compare operand
-  std::uint64_t token;      // an atomic's ticket and FIFO (proxy_atomic::token), echoed in its answer
-};
-static_assert(sizeof(InboxHeader) == kInboxHeader);
-
-// Control region layout (per PE, world PEs):
-//   acks[world][kInboxSlots]   seq + 1 of my last piece in slot k that t applied (t writes)
-//   slots[world][kInboxSlots]  header + data, or a header only when only
-//                              signals use the inbox (s writes)
-// A piece rings its own doorbell: it is written with remote CQ data (the
-// sender and its seq, transport/inbox_bell.hpp), and the target's provider
-// reports that once the bytes are in place (State::landed). Before, the sender waited for the write's
-// completion and then wrote an 8-byte doorbell: two operations per piece,
-// and one more one-way trip, where shm moves one RMA per peer at a time.
-// Acks are plain 8-byte RMA writes, not fabric atomics: libfabric 1.17's
-// shm applied several in-flight atomic writes from one sender with each
-// other's operands (tests/host/test_fabric.cpp, *_inbox). Every read of an
-// ack tests for one exact value, so a torn write (a provider that lands the
-// 8 bytes in parts) reads as "not yet", never as a wrong yes. A word is
-// written again only 16 pieces later, after its previous value was seen, so
-// two writes to one word are never in flight together.
-struct ControlLayout {
-  int world;
-  // Whether data travels through the inboxes (GPU heaps; host heaps with
-  // NVST_PROXY_INBOX=1): slots of a header and a piece. Otherwise only
-  // signals do (host heaps): slots of a header.
-  bool data;
-  std::size_t ack(int t, int k) const { return 8 * (static_cast<std::size_t>(t) * kInboxSlots + k); }
-  std::size_t slots_begin() const { return round_up(ack(world, 0), 4096); }
-  std::size_t slot_bytes() const { return data ? kSlotBytes : kInboxHeader; }
-  std::size_t slot(int s, int k) const {
-    return slots_begin() + (static_cast<std::size_t>(s) * kInboxSlots + k) * slot_bytes();
-  }
-  std::size_t bytes() const { return slot(world, 0); }
-};
-
-std::uint64_t load_acquire(const std::uint64_t* p) {
-  return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
-}
-
-template <typename W>
-void store_release(char* at, std::uint64_t value) {
-  std::atomic_ref<W>(*reinterpret_cast<W*>(at)).store(static_cast<W>(value), std::memory_order_release);
-}
-
-// A signal to a word of this PE's host heap, applied by the proxy thread.
-void apply_host_signal(char* heap, std::uint64_t sig, std::uint8_t sig_op, std::uint64_t value) {
-  switch (proxy::signal_width(sig_op)) {  // the narrow SETs: p of a small element (proxy_fifo.hpp)
-    case 1: return store_release<std::uint8_t>(heap + sig, value);
-    case 2: return store_release<std::uint16_t>(heap + sig, value);
-    case 4: return store_release<std::uint32_t>(heap + sig, value);
-    default: break;
-  }
-  std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(heap + sig));
-  if (sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd)) w.fetch_add(value, std::memory_order_release);
-  else w.store(value, std::memory_order_release);
-}
-
-}  // namespace
-
-// One posted fabric operation. Lives in the registered scratch area so that
-// `value` (an ack's word) is registered memory.
-struct Proxy::InFlight {
-  enum Kind : int { kHeapWrite, kInboxWrite, kAck };
-  // The provider's: with FI_CONTEXT / FI_CONTEXT2 mode it may use the first
-  // 32 / 64 bytes behind the context pointer while the operation is in
-  // flight. (Before this field existed, shm overwrote `value`, the doorbell
-  // number, and the inbox path stalled.)
-  fabric::ProviderContext provider_context;
-  std::uint64_t value;  // kAck: the word written; kInboxWrite: the piece's seq
-  int kind;
-  int pe;
-  int stage_slot;       // -1: none
-  int group;            // host path put_signal: index into groups, -1: none
-  Clock::time_point posted;
-};
-
-struct Proxy::State {
-  ControlLayout layout;
-  bool gpu = false;  // a GPU heap: inbox copies and signals go on `stream`
-  int me = 0;
-  char* heap = nullptr;
-  std::size_t heap_bytes = 0;
-  proxy::Consumer host_consumer;
-  std::unique_ptr<proxy::Consumer> dev_consumer;
-  InFlight* pool = nullptr;
-  std::vector<int> free_ops;
-  std::vector<char> op_busy = std::vector<char>(kMaxInFlight, 0);
-  int in_flight = 0;
-  int max_in_flight = 0;  // NVST_PROXY_DEBUG reports it
-  std::uint64_t pieces_posted = 0, pieces_taken = 0;  // inbox pieces, for NVST_PROXY_DEBUG's per-piece costs
-  char* stage = nullptr;
-  std::vector<int> free_slots;
-  // The command being posted piece by piece.
-  bool active = false;
-  proxy::Command cur{};
-  std::size_t cur_done = 0;
-  int cur_group = -1;
-  bool cur_by_kernel = false;  // its source is staged by a kernel (driver_knows)
-  bool cur_signal_sent = false;  // inbox path: the signal-carrying piece went
-  Clock::time_point cur_since;
-  // Host path put_signal: pieces in flight, and whether all were posted.
-  struct Group {
-    int remaining = 0;
-    bool all_posted = false;
-    proxy::Command cmd{};
-  };
-  std::vector<Group> groups;
-  std::vector<int> free_groups;
-  std::deque<int> ready_signals;
-  // Inbox path: acks to write (after a piece was applied), each seq + 1
-  // into one word of its sender's control region.
-  struct ControlWord {
-    int pe;
-    std::size_t offset;
-    std::uint64_t value;
-  };
-  std::deque<ControlWord> control_words;
-  // Atomic requests from peers applied here, whose old values are yet to be
-  // sent back (as answer pieces, when an inbox slot at the sender is free).
-  // Never waited for by the receiving loop, so two PEs asking each other
-  // cannot block each other's inboxes.
-  struct Answer {
-    int pe;
-    std::uint64_t token, value;
-  };
-  std::deque<Answer> answers;
-  // GPU heaps: old values written by the atomic kernels, one word per
-  // (source, inbox slot), pinned.
-  std::uint64_t* atomic_results = nullptr;
-  // Inbox path: pieces staged (a GPU source's copy queued on stage_stream),
-  // posted in order once their copy is done. Meanwhile the thread keeps
-  // driving the provider: a software provider (tcp) moves bytes only inside
-  // progress calls, so waiting for each copy left the wire idle while it ran.
-  struct Staged {
-    int slot, pe;
-    std::uint64_t seq;     // its inbox slot at pe is seq % kInboxSlots
-    std::size_t bytes;     // header + data
-    bool copying;          // a GPU copy into the slot, done when copied[slot] is
-    Clock::time_point since;
-    bool seen_copied = false;  // the trace recorded its copy's end
-  };
-  std::deque<Staged> staged;
-  cudaEvent_t copied[kStageSlots] = {};  // per staging slot (GPU heaps)
-  // Sending side: pieces sent per target. Receiving side: next piece
-  // expected per source, pieces applied (copied, stream done) per source,
-  // and the doorbells: landed[s * kInboxSlots + k] is seq + 1 of the last
-  // piece from s whose write into inbox slot k reported it had landed.
-  std::vector<std::uint64_t> sent;
-  std::vector<std::uint64_t> recv, applied, landed;
-  struct Applying {
-    int src;
-    cudaEvent_t done;
-    Clock::time_point since;
-    std::uint64_t token = 0;               // an atomic request's, answered once done
-    const std::uint64_t* result = nullptr;  // its old value (atomic_results), or null
-  };
-  std::deque<Applying> applying;
-  std::vector<cudaEvent_t> free_events;
-  cudaStream_t stream = nullptr;        // inbox copies into the heap
-  cudaStream_t stage_stream = nullptr;  // staging copies out of GPU memory
-  // Both are non-blocking streams: a kernel on the legacy default stream that
-  // waits for the proxy must not be waited for by the proxy's own copies.
-  // fence / quiet
-  bool blocked = false;
-  // While blocked: what is left to drain (drain_state) and since when it
-  // has not changed, for the age check (a peer that never acks).
-  std::uint64_t drain_state = 0;
-  Clock::time_point drain_same_since;
-  bool blocked_is_quiet = false;
-  proxy::Consumer* blocked_fifo = nullptr;
-  std::uint64_t blocked_ticket = 0;
-  Clock::time_point last_age_check = Clock::now();
-  Clock::time_point copy_stall_reported{};  // the stalled copy last reported (report_copy_stalled)
-  Clock::time_point last_debug = Clock::now();
-  std::vector<fabric::Completion> completions;
-
-  ProxyTrace trace;  // NVST_PROXY_TRACE
-
-  State(proxy::FifoShared* f, std::string trace_path) : host_consumer(f), trace(std::move(trace_path)) {}
-
-  InFlight* take(int kind, int pe) {
-    const int id = free_ops.back();
-    InFlight* op = &pool[id];
-    *op = InFlight{{}, 0, kind, pe, -1, -1, Clock::now()};
-    return op;
-  }
-  bool in_heap(std::uint64_t addr) const {  // this PE's symmetric heap
-    const auto base = reinterpret_cast<std::uintptr_t>(heap);
-    return addr >= base && addr - base < heap_bytes;
-  }
-  void commit(InFlight* op) {  // the post succeeded
-    free_ops.pop_back();
-    op_busy[static_cast<std::size_t>(op - pool)] = 1;
-    max_in_flight = std::max(max_in_flight, ++in_flight);
-  }
-  void release(InFlight* op) {
-    --in_flight;
-    const int id = static_cast<int>(op - pool);
-    op_busy[static_cast<std::size_t>(id)] = 0;
-    free_ops.push_back(id);
-  }
-  // Whether t has applied my piece `seq` (pieces are applied in order, so
-  // all before it too).
-  bool acked(int t, std::uint64_t seq) const {
-    const int k = static_cast<int>(seq % kInboxSlots);
-    return load_acquire(reinterpret_cast<const std::uint64_t*>(layout_base + layout.ack(t, k))) == seq + 1;
-  }
-  // Inbox slot for piece `sent` to t is free: its previous piece was applied.
-  bool slot_free(int t, std::uint64_t seq) const { return seq < kInboxSlots || acked(t, seq - kInboxSlots); }
-  bool all_acked() const {
-    for (int t = 0; t < layout.world; ++t) {
-      const std::uint64_t n = sent[static_cast<std::size_t>(t)];
-      if (n > 0 && !acked(t, n - 1)) return false;
-    }
-    return true;
-  }
-  void ack(int src, std::uint64_t seq) {  // piece `seq` from src is applied
-    ++applied[static_cast<std::size_t>(src)];
-    control_words.push_back({src, layout.ack(me, static_cast<int>(seq % kInboxSlots)), seq + 1});
-  }
-  bool drained() const {
-    return in_flight == 0 && !active && staged.empty() && ready_signals.empty() && control_words.empty() &&
-           all_acked();
-  }
-  char* layout_base = nullptr;  // the control region
-};
-
-Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s)
+Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host)
     : device_(device), timeout_s_(timeout_s) {
+  {
+    // Where every PE's two busy threads have a core, spinning up to 1 ms
+    // answers fastest (a wake-up costs 5-10 us more on our VMs); where they
+    // do not, a spinner takes the core the thread it waits for needs, so
+    // waits block almost at once (the 2-core CI machine: 2 PEs, 4 threads).
+    cpu_set_t cores;
+    CPU_ZERO(&cores);
+    const int n = sched_getaffinity(0, sizeof(cores), &cores) == 0 ? CPU_COUNT(&cores) : 1;
+    const bool roomy = n >= 2 * std::max(pes_on_host, 1);
+    spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
+    changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
+  }
   const int world = boot.world();
   // GPU heaps send data through the inboxes (the provider cannot write GPU
   // memory without FI_HMEM). Host heaps are written directly, and
@@ -346,15 +98,19 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   void* p = host_fifo_mem_.get();
   std::size_t space = proxy::fifo_bytes(kFifoCapacity) + 64;
   host_fifo_ = make_fifo(std::align(64, proxy::fifo_bytes(kFifoCapacity), p, space));
-  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s);
+  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s, &bell_, &changes_);
 
   st_ = std::make_unique<State>(host_fifo_, settings::get("NVST_PROXY_TRACE").value_or(""));
   State& s = *st_;
+  s.transport = transport_.get();
+  s.cuda_call = &cuda_call_;
+  s.control = control_;
+  s.timeout_s = timeout_s;
   s.layout = layout;
-  s.layout_base = control_;
   s.me = boot.rank();
   s.heap = heap;
   s.heap_bytes = heap_bytes;
+  s.host_fifo = host_fifo_;
   s.pool = reinterpret_cast<InFlight*>(scratch_);
   for (int i = kMaxInFlight - 1; i >= 0; --i) s.free_ops.push_back(i);
   s.stage = scratch_ + pool_bytes;
@@ -368,6 +124,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     void* mem = nullptr;
     NVST_CHECK_CUDA(cudaHostAlloc(&mem, proxy::fifo_bytes(kFifoCapacity), cudaHostAllocMapped));
     dev_fifo_ = make_fifo(mem);
+    s.dev_fifo = dev_fifo_;
     NVST_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_fifo_dev_), mem, 0));
     // The tail and the producers' cached copy of head, on separate lines.
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_tail_), 256));
@@ -393,53 +150,13 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   watchdog_ = std::thread([this] { watch(); });
 }
 
-bool Proxy::stuck_in_provider(CallWatch::Snapshot& call) const {
-  call = transport_->provider_call();
-  return call.inside() && call.age_s() > 0.8 * timeout_s_;
-}
-
-void Proxy::watch() {
-  std::int64_t reported = 0;
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(watchdog_mu_);
-      if (watchdog_cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_.load(); })) return;
-    }
-    // A provider call that does not return: the proxy thread cannot run its
-    // own age check (step 2 of step()), so this thread fails it, naming the
-    // peer, before the producers' NVST_TIMEOUT_S gives only "no progress".
-    if (CallWatch::Snapshot call; !failed_.load(std::memory_order_relaxed) && stuck_in_provider(call)) {
-      const std::string peer = call.pe >= 0 ? detail::concat("PE ", call.pe) : std::string("a peer");
-      fail(detail::concat(detail::rank_prefix(), "the proxy thread has been inside ", call.what,
-                          call.pe >= 0 ? " to " + peer : std::string(), " for ", call.age_s(),
-                          " s (limit 0.8 x NVST_TIMEOUT_S) and cannot go on; ", peer,
-                          " may be dead (libfabric's shm provider waits for good on a lock a killed peer held)"));
-    }
-    if (device_ < 0) continue;
-    const CallWatch::Snapshot cuda = cuda_call_.snapshot();
-    if (!cuda.inside() || cuda.since_ns == reported) continue;
-    const double stuck_s = cuda.age_s();
-    if (stuck_s < kStuckCudaCallS) continue;
-    reported = cuda.since_ns;
-    const char* what = cuda.what;
-    std::fprintf(stderr,
-                 "%sproxy: stuck for %.1f s in a CUDA call (%s): another CUDA call of this process holds the "
-                 "driver, waiting for a kernel that waits on this proxy, which cannot finish while the proxy is "
-                 "stuck. Usually that is a copy to pageable host memory (torch's .cpu(), cudaMemcpy into a "
-                 "std::vector) queued behind such a kernel, a cudaMalloc or cudaFree meanwhile, or the first launch "
-                 "of a kernel whose module CUDA loads lazily (CUDA_MODULE_LOADING=LAZY, the default). Copy into "
-                 "pinned memory, allocate or synchronize first, or set CUDA_MODULE_LOADING=EAGER "
-                 "(docs/09-expert-parallel.md)\n",
-                 detail::rank_prefix().c_str(), stuck_s, what ? what : "?");
-  }
-}
-
 bool Proxy::stop() {
   if (!thread_.joinable()) return !left_behind_;
   {
     std::lock_guard<std::mutex> lock(watchdog_mu_);
     stop_.store(true);
   }
+  bell_.wake();
   watchdog_cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (thread_.get_id() == std::this_thread::get_id()) {
@@ -544,6 +261,7 @@ void Proxy::fail(const std::string& why) {
   failed_.store(true, std::memory_order_release);  // after the message: push() reads it once this is set
   st_->host_consumer.set_failed();
   if (st_->dev_consumer) st_->dev_consumer->set_failed();
+  changes_.ring();  // waiters look at `failed` now
   std::fprintf(stderr, "%s\n", why.c_str());
 }
 
@@ -556,16 +274,30 @@ void Proxy::run() {
       std::fprintf(stderr, "%sproxy thread for GPU %d bound to cores %s\n", detail::rank_prefix().c_str(), device_,
                    bound_cores_.empty() ? "(none: no preference)" : bound_cores_.c_str());
   }
-  // Idle policy: spin for 1 ms after the last activity (a reply usually
-  // comes within microseconds), then yield for up to 50 ms, then sleep 50 us
-  // per round: an idle proxy costs little CPU, a busy one reacts at once.
+  // Idle policy. A round that did something is followed by another at once,
+  // and rings changes_ (host threads waiting for a signal or a quiet block on
+  // it: wakeup.hpp). With nothing to do the thread spins spin_ (a reply
+  // often comes within microseconds; see the constructor), then:
+  //  - parks on bell_ (host producers ring it) and the provider's wait fd (a
+  //    peer's data or a completion), where the provider has one (tcp;ofi_rxm)
+  //    and no kernel feeds this proxy: it costs no core while idle, and the
+  //    first operation after a pause waits one wake-up, not a sleep;
+  //  - else yields: GPU producers cannot ring (a kernel cannot make a system
+  //    call), and a provider without a wait fd (shm) moves a peer's data only
+  //    inside our progress calls. A host-fed proxy idle for 50 ms there parks
+  //    with a 50 us limit: a host producer still wakes it at once.
+  // Parked with something outstanding, it looks again after 1 ms even if
+  // nothing woke it: a safety net for an event a provider does not report
+  // through its fd (then that operation waits up to 1 ms), never a hang.
   //
   // Refused posts: the provider takes no more until the peer has taken what
   // we sent (libfabric 1.17's shm takes one RMA at a time per peer). A peer
   // with a core of its own answers in microseconds; one that has not for
   // 100 us is waiting for a core, maybe ours: sleep 20 us per round. Spinning
   // or yielding instead made CI's two loaded cores up to 100x slower.
-  detail::PreciseSleep precise;  // its 20 and 50 us sleeps last that long, not 70 and 100 (backoff.hpp)
+  detail::PreciseSleep precise;  // its 20 us sleeps last that long, not 70 (backoff.hpp)
+  State& s = *st_;
+  const bool can_park = !s.dev_consumer && transport_->wait_fd() >= 0;
   auto last_busy = Clock::now();
   std::uint64_t last_refused = 0;
   bool refusing = false;
@@ -584,6 +316,7 @@ void Proxy::run() {
     last_refused = refusals;
     if (busy || !refused) refusing = false;
     if (busy) {
+      changes_.ring();
       last_busy = now;
       continue;
     }
@@ -594,8 +327,16 @@ void Proxy::run() {
       continue;
     }
     const auto idle = now - last_busy;
-    if (idle > std::chrono::milliseconds(50)) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    else if (idle > std::chrono::milliseconds(1)) std::this_thread::yield();
+    if (idle < spin_) continue;
+    auto nothing_new = [&] { return !stop_.load() && !s.host_consumer.pending(); };
+    if (can_park) {
+      const std::chrono::microseconds limit(s.drained() ? 100000 : 1000);
+      bell_.park(transport_->wait_fd(), limit, [&] { return nothing_new() && transport_->may_block(); });
+    } else if (!s.dev_consumer && idle > std::chrono::milliseconds(50)) {
+      bell_.park(-1, std::chrono::microseconds(50), nothing_new);
+    } else {
+      std::this_thread::yield();
+    }
   }
   // After a failure keep taking commands so producers are not left waiting
   // for slots; they see `failed` and stop.
@@ -623,60 +364,43 @@ static bool driver_knows(const void* src) {
   return at.type != cudaMemoryTypeUnregistered;
 }
 
-// One round; returns whether anything happened.
+// One round: poll (completions, doorbells), handle (what they made ready),
+// progress (post what can go), then take new commands. Returns whether
+// anything happened.
 bool Proxy::step() {
   State& s = *st_;
-  bool busy = false;
-  // Whether a staged piece's copy out of the GPU is still running.
-  auto copy_pending = [&](const State::Staged& f) {
-    if (!f.copying) return false;
-    CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a staged piece");
-    const cudaError_t q = cudaEventQuery(s.copied[f.slot]);
-    if (q == cudaErrorNotReady) return true;
-    NVST_CHECK_CUDA(q);
-    return false;
-  };
-  // Whether a landed piece's copy into the GPU heap is still running.
-  auto landing_pending = [&](const State::Applying& a) {
-    CallWatch::Mark mark(cuda_call_, "cudaEventQuery on a landed put");
-    const cudaError_t q = cudaEventQuery(a.done);
-    if (q == cudaErrorNotReady) return true;
-    NVST_CHECK_CUDA(q);
-    return false;
-  };
+  bool busy = s.complete();
+  if (debug_) s.debug_report();
+  s.check_ages();
+  busy |= s.send_signals();
+  busy |= s.send_answers();
+  busy |= s.take_landed();
+  busy |= s.finish_landings();
+  busy |= s.post_acks();
+  busy |= s.post_staged();
+  busy |= s.advance_active();
+  if (s.blocked) {
+    if (!s.unblock()) return busy;  // a fence or quiet still waits: no new commands
+    busy = true;
+  }
+  return s.intake() || busy;
+}
 
-  // An inbox piece's kind and what it names are sound (a peer's header is
-  // checked before anything is applied).
-  auto piece_kind_valid = [&](const InboxHeader& h) {
-    switch (h.kind) {
-      case proxy_atomic::kData: return true;
-      case proxy_atomic::kDataSignal:
-        return s.heap_bytes >= proxy::signal_width(h.sig_op) && h.sig <= s.heap_bytes - proxy::signal_width(h.sig_op);
-      case proxy_atomic::kAtomicRequest: return h.bytes == 0 && proxy_atomic::request_valid(h.sig_op, h.sig, s.heap_bytes);
-      case proxy_atomic::kAtomicAnswer:
-        return h.bytes == 0 && (!proxy_atomic::token_from_kernels(h.token) || dev_fifo_ != nullptr);
-      default: return false;
-    }
-  };
-  // The old value of one of this PE's atomics, into the reply slot its
-  // producer waits on.
-  auto deliver_answer = [&](std::uint64_t token, std::uint64_t value) {
-    proxy_atomic::deliver(proxy_atomic::token_from_kernels(token) ? dev_fifo_ : host_fifo_,
-                          proxy_atomic::token_ticket(token), value);
-  };
-
-  // 1. Completions.
-  s.completions.clear();
-  if (transport_->progress(s.completions) > 0) busy = true;
-  for (auto& c : s.completions) {
+// Completions of our own operations (a staging slot or an in-flight record
+// comes back; a host-path put_signal's signal may go) and peers' inbox
+// pieces that landed here (their doorbells).
+bool Proxy::State::complete() {
+  completions.clear();
+  const bool any = transport->progress(completions) > 0;
+  for (auto& c : completions) {
     if (c.remote) {  // a peer's piece landed in our inbox: ring its doorbell here
       const int src = inbox::bell_sender(c.data);
-      if (c.error != 0 || src >= s.layout.world)
+      if (c.error != 0 || src >= layout.world)
         NVST_FAIL("an incoming inbox write (data ", c.data, ") failed or is malformed: ",
                   c.error ? c.error_text : std::string("no such sender"));
-      const std::uint64_t seq = inbox::bell_seq(c.data, s.recv[static_cast<std::size_t>(src)]);
-      s.landed[static_cast<std::size_t>(src) * kInboxSlots + seq % kInboxSlots] = seq + 1;
-      s.trace.add(ProxyTrace::kBell, src, seq);
+      const std::uint64_t seq = inbox::bell_seq(c.data, recv[static_cast<std::size_t>(src)]);
+      landed[static_cast<std::size_t>(src) * kInboxSlots + seq % kInboxSlots] = seq + 1;
+      trace.add(ProxyTrace::kBell, src, seq);
       continue;
     }
     if (c.context == nullptr) {  // not ours: a provider's report about a peer's operation on our memory
@@ -687,470 +411,119 @@ bool Proxy::step() {
     static const char* names[] = {"write", "inbox write", "ack"};
     if (c.error != 0)
       NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
-    if (op->kind == InFlight::kInboxWrite) s.trace.add(ProxyTrace::kWritten, op->pe, op->value);
-    if (op->stage_slot >= 0) s.free_slots.push_back(op->stage_slot);
+    if (op->kind == InFlight::kInboxWrite) trace.add(ProxyTrace::kWritten, op->pe, op->value);
+    if (op->stage_slot >= 0) free_slots.push_back(op->stage_slot);
     if (op->group >= 0) {
-      auto& g = s.groups[static_cast<std::size_t>(op->group)];
-      if (--g.remaining == 0 && g.all_posted) s.ready_signals.push_back(op->group);
+      auto& g = groups[static_cast<std::size_t>(op->group)];
+      if (--g.remaining == 0 && g.all_posted) ready_signals.push_back(op->group);
     }
-    s.release(op);
+    release(op);
   }
+  return any;
+}
 
-  if (debug_ && Clock::now() - s.last_debug > std::chrono::seconds(2)) {
-    s.last_debug = Clock::now();
-    std::string peers;  // inbox path: what a stall looks like from both ends
-    for (int t = 0; t < s.layout.world; ++t) {
-      const auto i = static_cast<std::size_t>(t);
-      const std::uint64_t bell = s.landed[i * kInboxSlots + s.recv[i] % kInboxSlots];
-      peers += detail::concat(" ", t, ":", s.sent[i], "/", s.sent[i] == 0 || s.acked(t, s.sent[i] - 1) ? "yes" : "no",
-                              "/", s.recv[i], "/", s.applied[i], "/", bell);
-    }
-    std::fprintf(
-        stderr,
-        "%sproxy: in_flight %d staged %zu active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
-        "signals %zu applying %zu free_slots %zu refused posts %llu host head %llu dev head %llu; per PE "
-        "sent/last acked/received/applied/next doorbell's value:%s\n",
-        detail::rank_prefix().c_str(), s.in_flight, s.staged.size(), s.active,
-        static_cast<int>(proxy::tag_op(s.cur.tag)), s.cur.pe, s.cur_done, static_cast<unsigned long long>(s.cur.bytes),
-        s.blocked, s.control_words.size(), s.ready_signals.size(), s.applying.size(), s.free_slots.size(),
-        static_cast<unsigned long long>(transport_->refused()), static_cast<unsigned long long>(s.host_consumer.head()),
-        static_cast<unsigned long long>(s.dev_consumer ? s.dev_consumer->head() : 0), peers.c_str());
-  }
+// Ends a fence or quiet whose work has drained; a quiet publishes it.
+void Proxy::State::release_blocked() {
+  blocked = false;
+  if (!blocked_is_quiet) return;
+  blocked_fifo->set_completed(blocked_ticket + 1);
+  trace.add(ProxyTrace::kQuietDone, -1, blocked_ticket);
+}
 
-  // 2. Dead or wedged peers: operations that never complete, or a command
-  // that cannot start (target's inbox full, EAGAIN while the provider reconnects).
-  if ((s.in_flight > 0 || s.active || !s.staged.empty() || !s.applying.empty() || s.blocked) &&
-      Clock::now() - s.last_age_check > std::chrono::milliseconds(200)) {
-    s.last_age_check = Clock::now();
-    const double limit = 0.8 * timeout_s_;  // before a producer's own wait gives up
-    auto age_of = [](Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); };
-    // The proxy's own copies (a piece staged out of the GPU, one landed into
-    // it) take microseconds. One still running after seconds is stalled: a
-    // copy, memset or pageable transfer queued behind a kernel that waits on
-    // this proxy held the copy engine on 2x H200, and no call of the proxy
-    // blocked, so the watchdog said nothing. Said once per stalled piece.
-    const double stalled_after = std::min(kStuckCudaCallS, limit);
-    auto report_copy_stalled = [&](const char* what, Clock::time_point since) {
-      if (since == s.copy_stall_reported) return;
-      s.copy_stall_reported = since;
-      std::fprintf(stderr,
-                   "%sproxy: %s has not finished after %.1f s. A copy, memset or transfer to pageable memory "
-                   "queued (on any stream) behind a kernel that waits on this proxy holds the copy engine this "
-                   "copy needs, and that kernel cannot end: across nodes, synchronize before queuing such work "
-                   "(docs/09-expert-parallel.md)\n",
-                   detail::rank_prefix().c_str(), what, age_of(since));
-    };
-    if (!s.applying.empty() && age_of(s.applying.front().since) >= stalled_after &&
-        landing_pending(s.applying.front()))
-      report_copy_stalled("the copy landing a peer's piece in the GPU heap", s.applying.front().since);
-    if (!s.staged.empty()) {
-      const State::Staged& f = s.staged.front();
-      const double age = age_of(f.since);
-      const bool copying = age >= stalled_after && copy_pending(f);  // asked only of an old piece
-      if (copying) report_copy_stalled("the copy of a put's piece out of the GPU", f.since);
-      if (age > limit && copying)
-        NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
-                  " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
-      if (age > limit)
-        NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age, " s to be posted: the provider takes no "
-                  "more to PE ", f.pe, " (limit 0.8 x NVST_TIMEOUT_S); PE ", f.pe, " may be dead");
-    }
-    const double active_age = age_of(s.cur_since);
-    if (s.active && active_age > limit)
-      NVST_FAIL("an operation to PE ", s.cur.pe, " has gone ", active_age,
-                " s without progress (limit 0.8 x NVST_TIMEOUT_S); PE ", s.cur.pe, " may be dead");
-    for (int i = 0; i < kMaxInFlight; ++i) {
-      if (!s.op_busy[static_cast<std::size_t>(i)]) continue;
-      const double age = age_of(s.pool[i].posted);
-      if (age > limit)
-        NVST_FAIL("an operation to PE ", s.pool[i].pe, " has not completed after ", age,
-                  " s (limit 0.8 x NVST_TIMEOUT_S); PE ", s.pool[i].pe, " may be dead");
-    }
-    // A fence or quiet also waits for acks (every write completed, a peer's
-    // proxy never answered) and for signals with no inbox slot free at
-    // their target yet: fail when none of that moved for the limit.
-    if (s.blocked) {
-      std::uint64_t state = s.in_flight + (s.staged.size() << 16) + (s.ready_signals.size() << 32);
-      int unacked = -1;
-      for (int t = 0; t < s.layout.world; ++t) {
-        const std::uint64_t n = s.sent[static_cast<std::size_t>(t)];
-        for (std::uint64_t q = n > kInboxSlots ? n - kInboxSlots : 0; q < n; ++q)
-          if (s.acked(t, q)) state += 1ull << 48;
-        if (n > 0 && !s.acked(t, n - 1) && unacked < 0) unacked = t;
-      }
-      if (state != s.drain_state) {
-        s.drain_state = state;
-        s.drain_same_since = Clock::now();
-      }
-      const double stalled = age_of(s.drain_same_since);
-      if (stalled > limit && unacked >= 0)
-        NVST_FAIL("a ", s.blocked_is_quiet ? "quiet" : "fence", " has waited ", stalled, " s for PE ", unacked,
-                  " to acknowledge inbox piece ", s.sent[static_cast<std::size_t>(unacked)] - 1,
-                  " (limit 0.8 x NVST_TIMEOUT_S); PE ", unacked, " may be dead");
-      if (stalled > limit && !s.ready_signals.empty()) {
-        const int pe = static_cast<int>(s.groups[static_cast<std::size_t>(s.ready_signals.front())].cmd.pe);
-        NVST_FAIL("a signal to PE ", pe, " has waited ", stalled, " s for a free inbox slot there (limit 0.8 x "
-                  "NVST_TIMEOUT_S); PE ", pe, " may be dead");
-      }
-    }
-  }
+// fence / quiet: commands after them wait for everything before them.
+// Whether the one pending has drained (and is released).
+bool Proxy::State::unblock() {
+  if (!drained()) return false;
+  release_blocked();
+  return true;
+}
 
-  // Posts the staged inbox pieces, in order, each once its copy is done (a
-  // host piece right after it is staged, so its wire starts at once).
-  auto post_staged = [&] {
-    while (!s.staged.empty() && !s.free_ops.empty()) {
-      State::Staged& f = s.staged.front();
-      if (copy_pending(f)) return;
-      if (f.copying && !f.seen_copied) {
-        f.seen_copied = true;
-        s.trace.add(ProxyTrace::kCopied, f.pe, f.seq);
-      }
-      const int k = static_cast<int>(f.seq % kInboxSlots);
-      InFlight* op = s.take(InFlight::kInboxWrite, f.pe);
-      op->stage_slot = f.slot;
-      op->value = f.seq;
-      if (!transport_->write_with_data(f.pe, s.stage + static_cast<std::size_t>(f.slot) * kSlotBytes, f.bytes,
-                                       fabric::Region::kControl, s.layout.slot(s.me, k), inbox::bell_data(s.me, f.seq),
-                                       op))
-        return;
-      s.commit(op);
-      s.trace.add(ProxyTrace::kPosted, f.pe, f.seq);
-      s.staged.pop_front();
-      ++s.pieces_posted;
-      busy = true;
-    }
-  };
-  // Stages the next inbox piece to PE `pe`: `bytes` of `src` for heap
-  // offset `dest` (a GPU source is copied on stage_stream, posted by
-  // post_staged once done; a host one at once), carrying c's signal when
-  // `kind` says so (its target applies it after the data). A piece of 0
-  // bytes with a signal is a signal on its own; an atomic request or answer
-  // has no data either (proxy_atomic.hpp). False when no staging slot or
-  // inbox slot at `pe` is free yet.
-  auto stage_piece = [&](int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
-                         std::uint8_t kind) {
-    auto& sent = s.sent[static_cast<std::size_t>(pe)];
-    if (s.free_slots.empty() || !s.slot_free(pe, sent)) return false;
-    const int slot = s.free_slots.back();
-    char* stage = s.stage + static_cast<std::size_t>(slot) * kSlotBytes;
-    auto* h = reinterpret_cast<InboxHeader*>(stage);
-    *h = InboxHeader{};
-    h->seq = sent;
-    h->dest = dest;
-    h->bytes = bytes;
-    h->kind = kind;
-    h->sig = c.sig;
-    h->sig_value = c.sig_value;
-    h->sig_op = c.sig_op;
-    h->compare = c.dest;    // kAtomicRequest (the command's dest: proxy_fifo.hpp)
-    h->token = c.reserved;  // atomics: set when the proxy took the command
-    const bool copying = bytes && s.gpu;
-    if (copying) {
-      CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
-      if (s.cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
-        detail::launch_stage_copy(stage + kInboxHeader, src, bytes, s.stage_stream);
-      else
-        NVST_CHECK_CUDA(cudaMemcpyAsync(stage + kInboxHeader, src, bytes, cudaMemcpyDefault, s.stage_stream));
-      NVST_CHECK_CUDA(cudaEventRecord(s.copied[slot], s.stage_stream));
-    } else if (bytes) {
-      std::memcpy(stage + kInboxHeader, src, bytes);
-    }
-    s.staged.push_back({slot, pe, sent, kInboxHeader + bytes, copying, Clock::now()});
-    s.trace.add(ProxyTrace::kStaged, pe, sent);
-    s.free_slots.pop_back();
-    ++sent;
-    if (!copying) post_staged();
-    return true;
-  };
-
-  // 3. Small follow-up operations: host-path signals after their data;
-  // inbox pieces whose doorbell rang (step 1) taken in, then acks after
-  // their copies.
-  while (!s.ready_signals.empty()) {
-    const int g = s.ready_signals.front();
-    const proxy::Command& cmd = s.groups[static_cast<std::size_t>(g)].cmd;
-    if (!stage_piece(static_cast<int>(cmd.pe), cmd, 0, nullptr, 0, proxy_atomic::kDataSignal)) break;
-    s.ready_signals.pop_front();
-    s.free_groups.push_back(g);
-    busy = true;
-  }
-  while (!s.answers.empty()) {
-    const State::Answer a = s.answers.front();
-    proxy::Command reply{};
-    reply.sig_value = a.value;
-    reply.reserved = a.token;
-    if (!stage_piece(a.pe, reply, 0, nullptr, 0, proxy_atomic::kAtomicAnswer)) break;
-    s.answers.pop_front();
-    busy = true;
-  }
-  {
-    // Receiving: take every piece whose doorbell rang, in order per source.
-    for (int src = 0; src < s.layout.world; ++src) {
-      auto& next = s.recv[static_cast<std::size_t>(src)];
-      for (;;) {
-        const int k = static_cast<int>(next % kInboxSlots);
-        if (s.landed[static_cast<std::size_t>(src) * kInboxSlots + k] != next + 1 ||
-            (s.gpu && s.free_events.empty()))
-          break;
-        const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
-        NVST_REQUIRE(h->seq == next && h->bytes <= (s.layout.data ? kPieceBytes : 0) && h->dest <= s.heap_bytes &&
-                         h->bytes <= s.heap_bytes - h->dest && piece_kind_valid(*h),
-                     "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ",
-                     h->dest, ", bytes ", h->bytes, ", kind ", static_cast<int>(h->kind), ")");
-        if (h->kind == proxy_atomic::kAtomicAnswer) deliver_answer(h->token, h->sig_value);
-        if (!s.gpu) {  // host heap: applied now, by this thread (the only writer of inbox data)
-          if (h->bytes) std::memcpy(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader, h->bytes);
-          if (h->kind == proxy_atomic::kDataSignal) apply_host_signal(s.heap, h->sig, h->sig_op, h->sig_value);
-          if (h->kind == proxy_atomic::kAtomicRequest)
-            s.answers.push_back(
-                {src, h->token, proxy_atomic::apply_host(s.heap, h->sig, h->sig_op, h->sig_value, h->compare)});
-          s.trace.add(ProxyTrace::kLanded, src, next);
-          s.ack(src, next);
-          ++s.pieces_taken;
-          ++next;
-          busy = true;
-          continue;
-        }
-        CallWatch::Mark mark(cuda_call_, "landing a peer's put in the GPU heap");
-        if (h->bytes)
-          NVST_CHECK_CUDA(cudaMemcpyAsync(s.heap + h->dest, reinterpret_cast<const char*>(h) + kInboxHeader,
-                                          h->bytes, cudaMemcpyHostToDevice, s.stream));
-        const std::uint64_t* result = nullptr;
-        if (h->kind == proxy_atomic::kAtomicRequest) {  // applied by a kernel, answered once it is done
-          std::uint64_t* out = &s.atomic_results[static_cast<std::size_t>(src) * kInboxSlots + k];
-          detail::launch_remote_atomic(s.heap + h->sig, h->sig_op, h->sig_value, h->compare, out, s.stream);
-          result = out;
-        }
-        if (h->kind == proxy_atomic::kDataSignal) {
-          auto* word = reinterpret_cast<std::uint64_t*>(s.heap + h->sig);
-          if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
-            detail::launch_signal_add(word, h->sig_value, s.stream);
-          else  // a copy-engine write of the SET's width (little-endian: the low bytes); no SM needed
-            NVST_CHECK_CUDA(cudaMemcpyAsync(word, &h->sig_value, proxy::signal_width(h->sig_op),
-                                            cudaMemcpyHostToDevice, s.stream));
-        }
-        cudaEvent_t e = s.free_events.back();
-        s.free_events.pop_back();
-        NVST_CHECK_CUDA(cudaEventRecord(e, s.stream));
-        s.applying.push_back({src, e, Clock::now(), h->token, result});
-        s.trace.add(ProxyTrace::kLanding, src, next);
-        ++s.pieces_taken;
-        ++next;
-        busy = true;
-      }
-    }
-    while (!s.applying.empty()) {
-      if (landing_pending(s.applying.front())) break;
-      const int src = s.applying.front().src;
-      if (const std::uint64_t* result = s.applying.front().result)
-        s.answers.push_back({src, s.applying.front().token, *result});
-      s.trace.add(ProxyTrace::kLanded, src, s.applied[static_cast<std::size_t>(src)]);
-      s.free_events.push_back(s.applying.front().done);
-      s.applying.pop_front();
-      s.ack(src, s.applied[static_cast<std::size_t>(src)]);  // copies finish in order per source
-      busy = true;
-    }
-  }
-  while (!s.control_words.empty() && !s.free_ops.empty()) {
-    const State::ControlWord w = s.control_words.front();
-    InFlight* op = s.take(InFlight::kAck, w.pe);
-    op->value = w.value;
-    if (!transport_->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
-    s.commit(op);
-    s.control_words.pop_front();
-    s.trace.add(ProxyTrace::kAcked, w.pe, w.value - 1);
-    busy = true;
-  }
-
-  // 4a. Staged inbox pieces whose copies are done (see post_staged).
-  post_staged();
-
-  // 4. The active command, piece by piece, as resources allow.
-  while (s.active && !s.free_ops.empty()) {
-    const proxy::Command& c = s.cur;
-    const proxy::Op kind = proxy::tag_op(c.tag);
-    const int pe = static_cast<int>(c.pe);
-    const std::size_t left = c.bytes - s.cur_done;
-    const bool with_signal = kind == proxy::Op::kPutSignal || kind == proxy::Op::kSignal;
-    const char* src = reinterpret_cast<const char*>(c.src) + s.cur_done;
-
-    if (kind == proxy::Op::kAtomic) {
-      if (pe == s.me) {  // a host heap's own word (kernels reach their own heap by load/store)
-        NVST_REQUIRE(!s.gpu, "proxy: an atomic to this PE's own GPU heap (ticket ", proxy::tag_ticket(c.tag), ")");
-        deliver_answer(c.reserved, proxy_atomic::apply_host(s.heap, c.sig, c.sig_op, c.sig_value, c.dest));
-      } else if (!stage_piece(pe, c, 0, nullptr, 0, proxy_atomic::kAtomicRequest)) {
-        break;
-      }
-      s.active = false;
-      busy = true;
-      break;
-    }
-
-    if (s.layout.data) {
-      // Inbox path: one piece per inbox slot; the last one carries the signal.
-      if (left == 0 && (!with_signal || s.cur_signal_sent)) {
-        s.active = false;
-        break;
-      }
-      const std::size_t piece = std::min<std::size_t>({left, kPieceBytes, transport_->max_write() - kInboxHeader});
-      const bool signal_here = with_signal && piece == left;  // the last piece carries it
-      if (!stage_piece(pe, c, c.dest + s.cur_done, src, piece,
-                       signal_here ? proxy_atomic::kDataSignal : proxy_atomic::kData))
-        break;
-      s.cur_since = Clock::now();  // progress: the age check measures time without it
-      s.cur_done += piece;
-      if (signal_here) s.cur_signal_sent = true;
-      busy = true;
-      continue;
-    }
-
-    // Host path: data written straight into the target's heap, signals as
-    // inbox pieces after it. To this PE itself: applied here, by the thread
-    // that also applies the peers' signals (step 3), so one thread writes
-    // every signal word of this heap.
-    if (pe == s.me) {
-      if (c.bytes) std::memmove(s.heap + c.dest, src, c.bytes);
-      if (kind != proxy::Op::kPut) apply_host_signal(s.heap, c.sig, c.sig_op, c.sig_value);
-      s.active = false;
-      busy = true;
-      break;
-    }
-    if (kind == proxy::Op::kSignal) {
-      if (!stage_piece(pe, c, 0, nullptr, 0, proxy_atomic::kDataSignal)) break;
-      s.active = false;
-      busy = true;
-      break;
-    }
-    NVST_REQUIRE(!c.src_on_device, "proxy: a GPU source for a PE with a host heap (ticket ", proxy::tag_ticket(c.tag),
-                 ")");
-    if (left > 0) {
-      const bool direct = src >= s.heap && src + left <= s.heap + s.heap_bytes;
-      int slot = -1;
-      std::size_t piece = std::min(left, transport_->max_write());
-      const char* from = src;
-      if (!direct) {
-        if (s.free_slots.empty()) break;  // wait for a staging slot to come back
-        slot = s.free_slots.back();
-        piece = std::min<std::size_t>({left, kPieceBytes, transport_->max_write()});
-        char* bounce = s.stage + static_cast<std::size_t>(slot) * kSlotBytes;
-        std::memcpy(bounce, src, piece);
-        from = bounce;
-      }
-      InFlight* op = s.take(InFlight::kHeapWrite, pe);
-      op->stage_slot = slot;
-      op->group = s.cur_group;
-      if (!transport_->write(pe, from, piece, fabric::Region::kHeap, c.dest + s.cur_done, op)) break;
-      s.commit(op);
-      s.cur_since = Clock::now();
-      if (slot >= 0) s.free_slots.pop_back();
-      if (s.cur_group >= 0) ++s.groups[static_cast<std::size_t>(s.cur_group)].remaining;
-      s.cur_done += piece;
-      busy = true;
-    }
-    if (s.cur_done == c.bytes) {
-      s.active = false;
-      if (s.cur_group >= 0) {
-        auto& g = s.groups[static_cast<std::size_t>(s.cur_group)];
-        g.all_posted = true;
-        if (g.remaining == 0) s.ready_signals.push_back(s.cur_group);
-      }
-    }
-  }
-
-  // 5. fence / quiet: wait for everything before them.
-  // Ends a fence or quiet whose work has drained; a quiet publishes it.
-  auto release_blocked = [&] {
-    s.blocked = false;
-    if (!s.blocked_is_quiet) return;
-    s.blocked_fifo->set_completed(s.blocked_ticket + 1);
-    s.trace.add(ProxyTrace::kQuietDone, -1, s.blocked_ticket);
-  };
-  if (s.blocked) {
-    if (!s.drained()) return busy;
-    release_blocked();
-    busy = true;
-  }
-
-  // 6. A new command: the kernels' FIFO first, then the host's. A host
-  // quiet (barrier_all, finalize) runs after cudaDeviceSynchronize, when every
-  // kernel command is published; taking those first puts them before it.
-  // Up to 64 commands per round while they finish at once (no-ops, a quiet
-  // with nothing outstanding), so one fabric progress call serves many.
-  for (int taken = 0; taken < 64 && !s.active && !s.blocked; ++taken) {
+// New commands: the kernels' FIFO first, then the host's. A host quiet
+// (barrier_all, finalize) runs after cudaDeviceSynchronize, when every
+// kernel command is published; taking those first puts them before it. Up
+// to 64 commands per round while they finish at once (no-ops, a quiet with
+// nothing outstanding), so one fabric progress call serves many.
+bool Proxy::State::intake() {
+  bool any = false;
+  for (int taken = 0; taken < 64 && !active && !blocked; ++taken) {
     proxy::Command c;
     proxy::Consumer* from = nullptr;
-    if (s.dev_consumer && s.dev_consumer->poll(c)) from = s.dev_consumer.get();
-    else if (s.host_consumer.poll(c)) from = &s.host_consumer;
+    if (dev_consumer && dev_consumer->poll(c)) from = dev_consumer.get();
+    else if (host_consumer.poll(c)) from = &host_consumer;
     if (from == nullptr) {
-      if (s.drained()) {  // everything taken has finished
-        s.host_consumer.set_completed(s.host_consumer.head());
-        if (s.dev_consumer) s.dev_consumer->set_completed(s.dev_consumer->head());
+      if (drained()) {  // everything taken has finished
+        host_consumer.set_completed(host_consumer.head());
+        if (dev_consumer) dev_consumer->set_completed(dev_consumer->head());
       }
       break;
     }
     const proxy::Op kind = proxy::tag_op(c.tag);
-    NVST_REQUIRE(c.pe < static_cast<std::uint32_t>(s.layout.world) || kind == proxy::Op::kFence ||
+    NVST_REQUIRE(c.pe < static_cast<std::uint32_t>(layout.world) || kind == proxy::Op::kFence ||
                      kind == proxy::Op::kQuiet || kind == proxy::Op::kNop,
                  "proxy: command for PE ", c.pe, " out of range (ticket ", proxy::tag_ticket(c.tag), ")");
     switch (kind) {
       case proxy::Op::kPut:
       case proxy::Op::kPutSignal:
       case proxy::Op::kSignal:
-        // The symmetric heap (most kernel sources) is known without asking.
-        s.cur_by_kernel = from == s.dev_consumer.get() && kind != proxy::Op::kSignal && c.bytes && !s.in_heap(c.src);
-        if (s.cur_by_kernel) {
-          CallWatch::Mark mark(cuda_call_, "cudaPointerGetAttributes on a put's source");
-          s.cur_by_kernel = !driver_knows(reinterpret_cast<const void*>(c.src));
-        }
-        s.active = true;
-        s.cur_since = Clock::now();
-        s.cur = c;
-        s.trace.add(from == &s.host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel,
-                    static_cast<int>(c.pe), kind == proxy::Op::kSignal ? 0 : c.bytes);
-        if (kind == proxy::Op::kSignal) s.cur.bytes = 0;
-        s.cur_done = 0;
-        s.cur_signal_sent = false;
-        s.cur_group = -1;
-        if (kind == proxy::Op::kPutSignal && !s.layout.data && c.pe != static_cast<std::uint32_t>(s.me)) {
-          if (s.free_groups.empty()) {
-            s.groups.emplace_back();
-            s.free_groups.push_back(static_cast<int>(s.groups.size()) - 1);
-          }
-          s.cur_group = s.free_groups.back();
-          s.free_groups.pop_back();
-          s.groups[static_cast<std::size_t>(s.cur_group)] = State::Group{0, false, c};
-        }
+        start(c, from);
         break;
       case proxy::Op::kAtomic:
-        NVST_REQUIRE(proxy_atomic::request_valid(c.sig_op, c.sig, s.heap_bytes), "proxy: atomic command (ticket ",
+        NVST_REQUIRE(proxy_atomic::request_valid(c.sig_op, c.sig, heap_bytes), "proxy: atomic command (ticket ",
                      proxy::tag_ticket(c.tag), ") with op code ", static_cast<int>(c.sig_op), " on heap offset ", c.sig,
                      " is malformed");
-        s.active = true;
-        s.cur_since = Clock::now();
-        s.cur = c;
-        s.cur.bytes = 0;
-        s.cur.reserved = proxy_atomic::token(proxy::tag_ticket(c.tag), from != &s.host_consumer);
-        s.trace.add(from == &s.host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel,
-                    static_cast<int>(c.pe), 0);
+        start(c, from);
         break;
       case proxy::Op::kNop:
         break;
       case proxy::Op::kFence:
       case proxy::Op::kQuiet:
-        s.blocked = true;
-        s.blocked_is_quiet = kind == proxy::Op::kQuiet;
-        s.blocked_fifo = from;
-        s.blocked_ticket = proxy::tag_ticket(c.tag);
-        s.drain_state = ~0ull;  // the age check starts its clock at its first look
-        s.drain_same_since = Clock::now();
-        if (s.drained()) release_blocked();  // nothing outstanding: done at once
+        blocked = true;
+        blocked_is_quiet = kind == proxy::Op::kQuiet;
+        blocked_fifo = from;
+        blocked_ticket = proxy::tag_ticket(c.tag);
+        drain_state = ~0ull;  // the age check starts its clock at its first look
+        drain_same_since = Clock::now();
+        if (drained()) release_blocked();  // nothing outstanding: done at once
         break;
       default:
         NVST_FAIL("proxy: unknown command op ", static_cast<int>(kind), " (ticket ", proxy::tag_ticket(c.tag), ")");
     }
-    busy = true;
+    any = true;
   }
-  return busy;
+  return any;
+}
+
+// A put, signal or atomic taken from `from` becomes the active command
+// (advance_active sends it). Only puts carry data.
+void Proxy::State::start(const proxy::Command& c, proxy::Consumer* from) {
+  const proxy::Op kind = proxy::tag_op(c.tag);
+  const bool data = kind == proxy::Op::kPut || kind == proxy::Op::kPutSignal;
+  // The symmetric heap (most kernel sources) is known without asking.
+  cur_by_kernel = from == dev_consumer.get() && data && c.bytes && !in_heap(c.src);
+  if (cur_by_kernel) {
+    CallWatch::Mark mark(*cuda_call, "cudaPointerGetAttributes on a put's source");
+    cur_by_kernel = !driver_knows(reinterpret_cast<const void*>(c.src));
+  }
+  active = true;
+  cur_since = Clock::now();
+  cur = c;
+  trace.add(from == &host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel, static_cast<int>(c.pe),
+            data ? c.bytes : 0);
+  if (!data) cur.bytes = 0;
+  // An atomic's answer names its ticket and FIFO (proxy_atomic::token).
+  if (kind == proxy::Op::kAtomic) cur.reserved = proxy_atomic::token(proxy::tag_ticket(c.tag), from != &host_consumer);
+  cur_done = 0;
+  cur_signal_sent = false;
+  cur_group = -1;
+  if (kind == proxy::Op::kPutSignal && !layout.data && c.pe != static_cast<std::uint32_t>(me)) {
+    if (free_groups.empty()) {
+      groups.emplace_back();
+      free_groups.push_back(static_cast<int>(groups.size()) - 1);
+    }
+    cur_group = free_groups.back();
+    free_groups.pop_back();
+    groups[static_cast<std::size_t>(cur_group)] = Group{0, false, c};
+  }
 }
 
 }  // namespace nvst

@@ -43,6 +43,7 @@
 #include "transport/call_watch.hpp"
 #include "transport/fabric.hpp"
 #include "transport/fifo_host.hpp"
+#include "transport/wakeup.hpp"
 
 namespace nvst {
 
@@ -53,7 +54,10 @@ class Proxy {
   // Collective over the world (opens the fabric transport). `device` >= 0:
   // the heap is GPU memory of that device (inbox path, and a FIFO for
   // kernels).
-  Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s);
+  // `pes_on_host`: PEs of this job on this machine (each runs an
+  // application thread and a proxy thread: how long waits spin depends on
+  // whether they all have a core, wakeup.hpp).
+  Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host);
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -64,6 +68,10 @@ class Proxy {
   std::uint64_t push(const proxy::Command& c, proxy::Op op);
   // Waits until every command pushed so far (by any host thread) finished.
   void quiet();
+  // Rung whenever the proxy thread changed something (a signal applied to a
+  // host heap, a quiet released, a FIFO slot freed, an atomic answered):
+  // host threads waiting for such a change block on it (wakeup.hpp).
+  detail::Wakeup& changes() { return changes_; }
   // A remote atomic (host threads; c as proxy_fifo.hpp's kAtomic): posts it
   // and returns the old value once the target's proxy answered.
   std::uint64_t atomic(const proxy::Command& c);
@@ -110,6 +118,9 @@ class Proxy {
   proxy::FifoShared* dev_fifo_dev_ = nullptr;
   unsigned long long* dev_tail_ = nullptr;
 
+  detail::ProxyBell bell_;  // host producers wake the parked proxy thread
+  detail::Wakeup changes_;   // see changes()
+  std::chrono::microseconds spin_;  // an idle proxy's spin before it parks
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};  // fail() was called: the thread stops working

@@ -1,9 +1,10 @@
 // Remote atomics through the proxy (the kAtomic command, proxy_fifo.hpp):
 // the pieces that carry them between proxies and the host side of applying
-// and answering them. The proxy loop (proxy.cpp) moves them like signals:
-// a request is a header-only inbox piece to the target, whose proxy applies
-// it to its heap and answers with a header-only piece back, which the
-// requester's proxy stores in the reply slot of the command's ticket.
+// and answering them. The proxy's phases (proxy_send.cpp, proxy_land.cpp)
+// move them like signals: a request is a header-only inbox piece to the
+// target, whose proxy applies it to its heap and answers with a header-only
+// piece back, which the requester's proxy stores in the reply slot of the
+// command's ticket.
 #pragma once
 
 #include <atomic>

@@ -16,6 +16,7 @@
 #include "runtime/backoff.hpp"
 #include "transport/fifo_host.hpp"
 #include "transport/inbox_bell.hpp"
+#include "transport/wakeup.hpp"
 
 using namespace nvst;
 using namespace nvst::proxy;
@@ -175,4 +176,57 @@ TEST(InboxBell, SenderAndSeqSurviveTheWrap) {
         EXPECT_EQ(nvst::inbox::bell_sender(data), src);
         EXPECT_EQ(nvst::inbox::bell_seq(data, next), next + ahead) << "src " << src << " next " << next;
       }
+}
+
+// Two threads pass a token back and forth 20000 times, each blocking on its
+// Wakeup between looks with a 5 s limit: a lost wake-up would cost 5 s, so
+// the whole exchange finishing in seconds shows every ring reached its
+// waiter (wakeup.hpp's invariant), also when the ring races the wait.
+TEST(Wakeup, PingPongLosesNoWakeUp) {
+  nvst::detail::Wakeup to_a, to_b;
+  std::atomic<std::uint64_t> token{0};
+  constexpr std::uint64_t kRounds = 20000;
+  const auto every = std::chrono::microseconds(5000000);
+  auto player = [&](nvst::detail::Wakeup& mine, nvst::detail::Wakeup& theirs, std::uint64_t parity) {
+    for (std::uint64_t r = parity; r < kRounds; r += 2) {
+      nvst::detail::wait_with(mine, [&] { return token.load() == r; }, [] {}, every);
+      token.store(r + 1);
+      theirs.ring();
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread b([&] { player(to_b, to_a, 1); });
+  player(to_a, to_b, 0);
+  b.join();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(token.load(), kRounds);
+  EXPECT_LT(s, 4.5) << "a wake-up was lost (each costs 5 s)";
+  std::printf("%llu hand-overs took %.3f s\n", static_cast<unsigned long long>(kRounds), s);
+}
+
+// A parked proxy wakes when a producer rings (and only waits out its limit
+// when nobody does); a ring while it is not parked costs no wake-up later.
+TEST(ProxyBell, RingWakesTheParkedProxyAtOnce) {
+  nvst::detail::ProxyBell bell;
+  using Clock = std::chrono::steady_clock;
+  bell.ring();  // not parked: nothing written, so the next park waits its limit
+  auto t0 = Clock::now();
+  bell.park(-1, std::chrono::microseconds(20000), [] { return true; });
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(19));
+  for (int i = 0; i < 20; ++i) {
+    std::atomic<bool> parked{false};
+    std::thread producer([&] {
+      while (!parked.load()) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let it block in poll
+      bell.ring();
+    });
+    t0 = Clock::now();
+    bell.park(-1, std::chrono::microseconds(5000000), [&] {
+      parked.store(true);
+      return true;
+    });
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    producer.join();
+    EXPECT_LT(ms, 2500.0) << "round " << i << ": the ring did not wake the parked proxy";
+  }
 }

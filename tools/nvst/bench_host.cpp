@@ -1,7 +1,8 @@
 // `nvst bench host`: what can be measured without a GPU: the bootstrap's
-// barrier and allgather latency, and puts between host-memory PEs through
-// the proxy and the fabric transport (PE 0 -> PE 1, putmem = put + quiet),
-// beside raw libfabric writes between the same two processes (raw_fabric.hpp).
+// barrier and allgather latency, and puts and a signal ping-pong between
+// host-memory PEs through the proxy and the fabric transport (PE 0 -> PE 1,
+// putmem = put + quiet), each beside raw libfabric doing the same between
+// the same two processes (raw_fabric.hpp).
 // NVST_PROXY_INBOX=1 sends them through the inbox protocol that GPU heaps
 // use (pieces, doorbells, acks), with memcpy for the GPU's copies: the
 // protocol's own cost, measurable without a GPU.
@@ -96,6 +97,7 @@ int bench_host(const BenchOptions& o) {
     }
   });
   report.add({"signal_pingpong (one way)", "nvst", 0, rt / 2, 0, 0, 0});
+  report.add({"signal_pingpong (one way)", "raw_fabric", 0, raw.pingpong(o.iters, o.samples), 0, 0, 0});
   nvst::quiet();
   nvst::barrier_all();
   nvst::free(flags);

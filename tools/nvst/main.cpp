@@ -4,8 +4,10 @@
 // process is already a PE.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench.hpp"
@@ -118,7 +120,7 @@ int main(int argc, char** argv) {
   bench->add_option("-c,--check", opts.check, "verify data and count wrong words (0/1)");
   bench->add_option("--json", opts.json_path, "write results as JSON (rank 0)");
   bench->add_option("--label", opts.label, "free text stored in the JSON");
-  bench->add_option("--np", np, "PEs to spawn (default: 2 GPUs for p2p, 4 host PEs)")
+  bench->add_option("--np", np, "PEs to spawn (default: 2 GPUs for p2p; host: one per core, 2 to 4)")
       ->check(CLI::Range(1, 1024));
 
   int self_np = 0;
@@ -219,7 +221,11 @@ int main(int argc, char** argv) {
         std::printf("# %d GPU visible: p2p, coll and ep need 2; ran fifo, now the host-side benchmarks\n", gpus);
       std::fflush(stdout);
       g_argv = pe_argv(g_argv, "host", opts);
-      int rc2 = run_as_job(np ? np : 4, {{"NVST_HEAP", "host"}}, nvst::tools::bench_host, opts);
+      // No more PEs than cores unless asked: each PE runs two busy threads
+      // (its own and its proxy's), and PEs waiting for a core measure the
+      // scheduler, not the transport.
+      const int host_np = np ? np : std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 2, 4);
+      int rc2 = run_as_job(host_np, {{"NVST_HEAP", "host"}}, nvst::tools::bench_host, opts);
       if (rc == 0) rc = rc2;
     }
     return rc;

@@ -1,8 +1,9 @@
 // The raw libfabric baseline of the inter-node benchmarks (`nvst bench p2p`
 // across logical nodes, `nvst bench host`): PE 0 fi_writes a host buffer
 // into PE 1's over the provider the proxy uses, one write in flight, each
-// waited for. No GPU, no staging, no protocol: the ceiling a proxy over that
-// provider can approach. Collective: every PE constructs it (the transport
+// waited for; and a ping-pong of 8-byte writes, each side polling its
+// provider for the other's. No GPU, no staging, no protocol: the ceiling a
+// proxy over that provider can approach. Collective: every PE constructs it (the transport
 // exchanges addresses) and calls measure(); PEs other than 0 and 1 only
 // take part in its barriers.
 #pragma once
@@ -31,12 +32,13 @@ class RawFabric {
   };
 
   explicit RawFabric(std::size_t max) : max_(max) {
-    src_ = static_cast<char*>(std::aligned_alloc(4096, round_up(max)));
+    src_ = static_cast<char*>(std::aligned_alloc(4096, round_up(max) + 4096));  // + the ping-pong's word
     dst_ = static_cast<char*>(std::aligned_alloc(4096, round_up(max)));
     control_ = static_cast<char*>(std::aligned_alloc(4096, 4096));
     NVST_REQUIRE(src_ && dst_ && control_, "raw fabric baseline: out of host memory for ", max, " bytes");
     std::memset(control_, 0, 4096);
-    t_ = std::make_unique<fabric::Transport>(detail::runtime_bootstrap(), dst_, max, control_, 4096, src_, max);
+    t_ = std::make_unique<fabric::Transport>(detail::runtime_bootstrap(), dst_, max, control_, 4096, src_,
+                                             round_up(max) + 4096);
   }
   ~RawFabric() {
     t_.reset();
@@ -77,6 +79,32 @@ class RawFabric {
     return {t, wrong};
   }
 
+  // One-way time of an 8-byte write in a ping-pong between PEs 0 and 1
+  // (median over `samples` of `iters` round trips, halved; on every PE):
+  // each side writes the round into the other's control word 1 and polls
+  // its provider until its own word shows the reply.
+  double pingpong(int iters, int samples) {
+    const int me = nvst::my_pe();
+    std::vector<double> us;
+    for (int s = 0; s < samples + 1; ++s) {
+      nvst::bootstrap_barrier();
+      if (me > 1) continue;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) {
+        ++ping_;
+        if (me == 0) send_ping(1);
+        await_ping();
+        if (me == 1) send_ping(0);
+      }
+      if (s > 0)
+        us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters /
+                     2);
+    }
+    double t = me == 0 ? median(us) : 0;
+    nvst::bootstrap_broadcast(&t, sizeof(t), 0);
+    return t;
+  }
+
  private:
   static std::size_t round_up(std::size_t n) { return (std::max<std::size_t>(n, 1) + 4095) / 4096 * 4096; }
 
@@ -103,6 +131,18 @@ class RawFabric {
     wait_one(done);
     return us;
   }
+  std::uint64_t* ping_word() { return reinterpret_cast<std::uint64_t*>(src_ + round_up(max_)); }
+  void send_ping(int to) {
+    std::vector<fabric::Completion> done;
+    *ping_word() = ping_;
+    while (!t_->write(to, ping_word(), 8, fabric::Region::kControl, 8, &ctx_)) t_->progress(done);
+    wait_one(done);
+  }
+  void await_ping() {
+    std::vector<fabric::Completion> done;
+    auto* word = reinterpret_cast<std::uint64_t*>(control_ + 8);
+    while (std::atomic_ref<std::uint64_t>(*word).load(std::memory_order_acquire) != ping_) t_->progress(done);
+  }
   // PE 1: drives its provider (software providers move bytes only inside
   // progress calls) until PE 0 says the sample is over.
   void receive() {
@@ -115,8 +155,9 @@ class RawFabric {
   std::size_t max_;
   char* src_ = nullptr;      // PE 0: registered as scratch
   char* dst_ = nullptr;      // PE 1: registered as the "heap"
-  char* control_ = nullptr;  // word 0: the round PE 0 finished
+  char* control_ = nullptr;  // word 0: the round PE 0 finished; word 1: the ping-pong
   std::uint64_t round_ = 0;
+  std::uint64_t ping_ = 0;  // ping-pong rounds so far; control word 1 holds the peer's last
   std::unique_ptr<fabric::Transport> t_;
   fabric::ProviderContext ctx_{};  // the provider's scratch for our one operation in flight
 };

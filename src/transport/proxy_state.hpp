@@ -1,0 +1,327 @@
+// The proxy thread's state and the phases of its loop (proxy.hpp says what
+// the proxy does; this is how). One round (Proxy::step) polls, handles and
+// progresses in this order, each phase a function of its own:
+//   complete()        proxy.cpp        completions of our operations; peers' doorbells
+//   check_ages()      proxy_watch.cpp  operations or peers that stopped moving
+//   send_signals()    proxy_send.cpp   host-path signals whose data completed
+//   send_answers()    proxy_send.cpp   old values of peers' atomics applied here
+//   take_landed()     proxy_land.cpp   landed inbox pieces into the heap
+//   finish_landings() proxy_land.cpp   landing copies done: acks queued
+//   post_acks()       proxy_land.cpp   acks onto the wire
+//   post_staged()     proxy_send.cpp   staged pieces onto the wire
+//   advance_active()  proxy_send.cpp   the command being sent, piece by piece (or an atomic)
+//   unblock()         proxy.cpp        a fence or quiet whose work drained
+//   intake()          proxy.cpp        new commands from the FIFOs
+// Only the proxy thread touches a State.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/call_watch.hpp"
+#include "transport/fabric.hpp"
+#include "transport/fifo_host.hpp"
+#include "transport/proxy.hpp"
+#include "transport/proxy_atomic.hpp"
+#include "transport/proxy_trace.hpp"
+
+namespace nvst::proxy_impl {
+
+constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fabric operations posted at once
+// Pieces of 256 KiB of data: small enough that a 1 MiB put is already a
+// pipeline (staging copy of piece i+1 while piece i is on the wire and
+// piece i-1 is copied into the target's GPU), large enough that per-piece
+// costs (an operation, an acknowledgement) stay small next to the data. A
+// slot holds a piece behind its 64-byte header, so a power-of-two put
+// fills whole pieces (with the header inside 256 KiB, 1 MiB took a fifth
+// piece of 256 bytes, one more trip through the whole pipeline: 256 KiB
+// over shm took 133 us instead of 53). Smaller first and last pieces,
+// to fill and drain the pipeline sooner, did not pay on one GPU (
+// a staging or landing copy there takes 20-25 us whatever its size).
+constexpr int kStageSlots = 16;                         // staging slots in the pipeline
+constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
+constexpr int kInboxSlots = 16;                         // per (source, target) pair
+static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer, "the transport's completion queue has room for "
+              "kMaxRemoteDataPerPeer doorbells from each peer");
+static_assert(kInboxSlots <= 1 << 16,
+              "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
+constexpr std::size_t kInboxHeader = 64;
+constexpr std::size_t kSlotBytes = kInboxHeader + kPieceBytes;  // a staging or inbox slot
+constexpr std::uint32_t kFifoCapacity = 4096;
+using Clock = std::chrono::steady_clock;
+
+inline std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+
+// The header in front of each piece in an inbox slot.
+struct InboxHeader {
+  std::uint64_t seq;        // piece number from this source, for checks
+  std::uint64_t dest;       // heap offset
+  std::uint64_t bytes;      // data bytes after the header
+  std::uint64_t sig;        // heap offset of the signal word
+  std::uint64_t sig_value;  // an atomic's operand, or an answer's old value
+  std::uint8_t kind;        // proxy_atomic::PieceKind: data, + signal, atomic request or answer
+  std::uint8_t sig_op;      // proxy::SignalOp, or an atomic's proxy::atomic_code
+  std::uint8_t pad[6];
+  std::uint64_t compare;    // an atomic request's compare operand
+  std::uint64_t token;      // an atomic's ticket and FIFO (proxy_atomic::token), echoed in its answer
+};
+static_assert(sizeof(InboxHeader) == kInboxHeader);
+
+// Control region layout (per PE, world PEs):
+//   acks[world][kInboxSlots]   seq + 1 of my last piece in slot k that t applied (t writes)
+//   slots[world][kInboxSlots]  header + data, or a header only when only
+//                              signals use the inbox (s writes)
+// A piece rings its own doorbell: it is written with remote CQ data (the
+// sender and its seq, transport/inbox_bell.hpp), and the target's provider
+// reports that once the bytes are in place (State::landed). Before, the sender waited for the write's
+// completion and then wrote an 8-byte doorbell: two operations per piece,
+// and one more one-way trip, where shm moves one RMA per peer at a time.
+// Acks are plain 8-byte RMA writes, not fabric atomics: libfabric 1.17's
+// shm applied several in-flight atomic writes from one sender with each
+// other's operands (tests/host/test_fabric.cpp, *_inbox). Every read of an
+// ack tests for one exact value, so a torn write (a provider that lands the
+// 8 bytes in parts) reads as "not yet", never as a wrong yes. A word is
+// written again only 16 pieces later, after its previous value was seen, so
+// two writes to one word are never in flight together.
+struct ControlLayout {
+  int world;
+  // Whether data travels through the inboxes (GPU heaps; host heaps with
+  // NVST_PROXY_INBOX=1): slots of a header and a piece. Otherwise only
+  // signals do (host heaps): slots of a header.
+  bool data;
+  std::size_t ack(int t, int k) const { return 8 * (static_cast<std::size_t>(t) * kInboxSlots + k); }
+  std::size_t slots_begin() const { return round_up(ack(world, 0), 4096); }
+  std::size_t slot_bytes() const { return data ? kSlotBytes : kInboxHeader; }
+  std::size_t slot(int s, int k) const {
+    return slots_begin() + (static_cast<std::size_t>(s) * kInboxSlots + k) * slot_bytes();
+  }
+  std::size_t bytes() const { return slot(world, 0); }
+};
+
+inline std::uint64_t load_acquire(const std::uint64_t* p) {
+  return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
+}
+
+// A signal to a word of this PE's host heap, applied by the proxy thread.
+void apply_host_signal(char* heap, std::uint64_t sig, std::uint8_t sig_op, std::uint64_t value);
+
+}  // namespace nvst::proxy_impl
+
+namespace nvst {
+
+// One posted fabric operation. Lives in the registered scratch area so that
+// `value` (an ack's word) is registered memory.
+struct Proxy::InFlight {
+  using Clock = std::chrono::steady_clock;
+  enum Kind : int { kHeapWrite, kInboxWrite, kAck };
+  // The provider's: with FI_CONTEXT / FI_CONTEXT2 mode it may use the first
+  // 32 / 64 bytes behind the context pointer while the operation is in
+  // flight. (Before this field existed, shm overwrote `value`, the doorbell
+  // number, and the inbox path stalled.)
+  fabric::ProviderContext provider_context;
+  std::uint64_t value;  // kAck: the word written; kInboxWrite: the piece's seq
+  int kind;
+  int pe;
+  int stage_slot;       // -1: none
+  int group;            // host path put_signal: index into groups, -1: none
+  Clock::time_point posted;
+};
+
+struct Proxy::State {
+  using Clock = std::chrono::steady_clock;
+  // What the phases use of their proxy.
+  fabric::Transport* transport = nullptr;
+  CallWatch* cuda_call = nullptr;  // marks the CUDA calls on the data path (Proxy::watch)
+  char* control = nullptr;         // the control region: inboxes and acks
+  double timeout_s = 0;
+  proxy_impl::ControlLayout layout;
+  bool gpu = false;  // a GPU heap: inbox copies and signals go on `stream`
+  int me = 0;
+  char* heap = nullptr;
+  std::size_t heap_bytes = 0;
+  proxy::FifoShared* host_fifo = nullptr;  // where answers to host threads' atomics go
+  proxy::FifoShared* dev_fifo = nullptr;   // kernels' (GPU heaps only)
+  proxy::Consumer host_consumer;
+  std::unique_ptr<proxy::Consumer> dev_consumer;
+  InFlight* pool = nullptr;
+  std::vector<int> free_ops;
+  std::vector<char> op_busy = std::vector<char>(proxy_impl::kMaxInFlight, 0);
+  int in_flight = 0;
+  int max_in_flight = 0;  // NVST_PROXY_DEBUG reports it
+  std::uint64_t pieces_posted = 0, pieces_taken = 0;  // inbox pieces, for NVST_PROXY_DEBUG's per-piece costs
+  char* stage = nullptr;
+  std::vector<int> free_slots;
+  // The command being posted piece by piece.
+  bool active = false;
+  proxy::Command cur{};
+  std::size_t cur_done = 0;
+  int cur_group = -1;
+  bool cur_by_kernel = false;  // its source is staged by a kernel (driver_knows)
+  bool cur_signal_sent = false;  // inbox path: the signal-carrying piece went
+  Clock::time_point cur_since;
+  // Host path put_signal: pieces in flight, and whether all were posted.
+  struct Group {
+    int remaining = 0;
+    bool all_posted = false;
+    proxy::Command cmd{};
+  };
+  std::vector<Group> groups;
+  std::vector<int> free_groups;
+  std::deque<int> ready_signals;
+  // Inbox path: acks to write (after a piece was applied), each seq + 1
+  // into one word of its sender's control region.
+  struct ControlWord {
+    int pe;
+    std::size_t offset;
+    std::uint64_t value;
+  };
+  std::deque<ControlWord> control_words;
+  // Atomic requests from peers applied here, whose old values are yet to be
+  // sent back (as answer pieces, when an inbox slot at the sender is free).
+  // Never waited for by the receiving loop, so two PEs asking each other
+  // cannot block each other's inboxes.
+  struct Answer {
+    int pe;
+    std::uint64_t token, value;
+  };
+  std::deque<Answer> answers;
+  // GPU heaps: old values written by the atomic kernels, one word per
+  // (source, inbox slot), pinned.
+  std::uint64_t* atomic_results = nullptr;
+  // Inbox path: pieces staged (a GPU source's copy queued on stage_stream),
+  // posted in order once their copy is done. Meanwhile the thread keeps
+  // driving the provider: a software provider (tcp) moves bytes only inside
+  // progress calls, so waiting for each copy left the wire idle while it ran.
+  struct Staged {
+    int slot, pe;
+    std::uint64_t seq;     // its inbox slot at pe is seq % proxy_impl::kInboxSlots
+    std::size_t bytes;     // header + data
+    bool copying;          // a GPU copy into the slot, done when copied[slot] is
+    Clock::time_point since;
+    bool seen_copied = false;  // the trace recorded its copy's end
+  };
+  std::deque<Staged> staged;
+  cudaEvent_t copied[proxy_impl::kStageSlots] = {};  // per staging slot (GPU heaps)
+  // Sending side: pieces sent per target. Receiving side: next piece
+  // expected per source, pieces applied (copied, stream done) per source,
+  // and the doorbells: landed[s * kInboxSlots + k] is seq + 1 of the last
+  // piece from s whose write into inbox slot k reported it had landed.
+  std::vector<std::uint64_t> sent;
+  std::vector<std::uint64_t> recv, applied, landed;
+  struct Applying {
+    int src;
+    cudaEvent_t done;
+    Clock::time_point since;
+    std::uint64_t token = 0;                // an atomic request's, answered once done
+    const std::uint64_t* result = nullptr;  // its old value (atomic_results), or null
+  };
+  std::deque<Applying> applying;
+  std::vector<cudaEvent_t> free_events;
+  cudaStream_t stream = nullptr;        // inbox copies into the heap
+  cudaStream_t stage_stream = nullptr;  // staging copies out of GPU memory
+  // Both are non-blocking streams: a kernel on the legacy default stream that
+  // waits for the proxy must not be waited for by the proxy's own copies.
+  // fence / quiet
+  bool blocked = false;
+  // While blocked: what is left to drain (drain_state) and since when it
+  // has not changed, for the age check (a peer that never acks).
+  std::uint64_t drain_state = 0;
+  Clock::time_point drain_same_since;
+  bool blocked_is_quiet = false;
+  proxy::Consumer* blocked_fifo = nullptr;
+  std::uint64_t blocked_ticket = 0;
+  Clock::time_point last_age_check = Clock::now();
+  Clock::time_point copy_stall_reported{};  // the stalled copy last reported (report_copy_stalled)
+  Clock::time_point last_debug = Clock::now();
+  std::vector<fabric::Completion> completions;
+
+  ProxyTrace trace;  // NVST_PROXY_TRACE
+
+  State(proxy::FifoShared* f, std::string trace_path) : host_consumer(f), trace(std::move(trace_path)) {}
+
+  // The phases, in the order of one round (see the top of this file). Each
+  // returns whether it did anything; failures throw (Proxy::run fails the
+  // proxy with the message).
+  bool complete();
+  void check_ages();
+  void debug_report();
+  bool send_signals();
+  bool send_answers();
+  bool take_landed();
+  bool finish_landings();
+  bool post_acks();
+  bool post_staged();
+  bool advance_active();
+  bool unblock();
+  bool intake();
+
+  // Parts of them.
+  bool stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
+                   proxy_atomic::PieceKind kind);
+  bool advance_atomic();  // advance_active for an atomic: a request piece, or applied here
+  bool advance_inbox();   // advance_active on the inbox path
+  bool advance_direct();  // advance_active on the host path
+  bool piece_kind_valid(const proxy_impl::InboxHeader& h) const;
+  void deliver_answer(std::uint64_t token, std::uint64_t value);
+  bool copy_pending(const Staged& f);
+  bool landing_pending(const Applying& a);
+  void release_blocked();
+  void start(const proxy::Command& c, proxy::Consumer* from);  // intake: a put, signal or atomic becomes active
+
+  InFlight* take(int kind, int pe) {
+    const int id = free_ops.back();
+    InFlight* op = &pool[id];
+    *op = InFlight{{}, 0, kind, pe, -1, -1, Clock::now()};
+    return op;
+  }
+  bool in_heap(std::uint64_t addr) const {  // this PE's symmetric heap
+    const auto base = reinterpret_cast<std::uintptr_t>(heap);
+    return addr >= base && addr - base < heap_bytes;
+  }
+  void commit(InFlight* op) {  // the post succeeded
+    free_ops.pop_back();
+    op_busy[static_cast<std::size_t>(op - pool)] = 1;
+    max_in_flight = std::max(max_in_flight, ++in_flight);
+  }
+  void release(InFlight* op) {
+    --in_flight;
+    const int id = static_cast<int>(op - pool);
+    op_busy[static_cast<std::size_t>(id)] = 0;
+    free_ops.push_back(id);
+  }
+  // Whether t has applied my piece `seq` (pieces are applied in order, so
+  // all before it too).
+  bool acked(int t, std::uint64_t seq) const {
+    const int k = static_cast<int>(seq % proxy_impl::kInboxSlots);
+    return proxy_impl::load_acquire(reinterpret_cast<const std::uint64_t*>(control + layout.ack(t, k))) == seq + 1;
+  }
+  // Inbox slot for piece `sent` to t is free: its previous piece was applied.
+  bool slot_free(int t, std::uint64_t seq) const {
+    return seq < proxy_impl::kInboxSlots || acked(t, seq - proxy_impl::kInboxSlots);
+  }
+  bool all_acked() const {
+    for (int t = 0; t < layout.world; ++t) {
+      const std::uint64_t n = sent[static_cast<std::size_t>(t)];
+      if (n > 0 && !acked(t, n - 1)) return false;
+    }
+    return true;
+  }
+  void ack(int src, std::uint64_t seq) {  // piece `seq` from src is applied
+    ++applied[static_cast<std::size_t>(src)];
+    control_words.push_back({src, layout.ack(me, static_cast<int>(seq % proxy_impl::kInboxSlots)), seq + 1});
+  }
+  bool drained() const {
+    return in_flight == 0 && !active && staged.empty() && ready_signals.empty() && control_words.empty() &&
+           all_acked();
+  }
+};
+
+}  // namespace nvst
