@@ -5,10 +5,11 @@
 #   bash scripts/bench.sh --json      runs the full suite this machine allows and writes it
 #                                     into bench/baselines/<gpu>-x<N>.json (the one writer of
 #                                     a baseline), then re-renders README, docs and plots
-# The full suite: p2p, collectives (and the oneshot calibration), EP (also on
-# NVSHMEM's heap where built), puts across two logical nodes over shm and tcp,
-# and the PyTorch tables where PyTorch is, with 2+ GPUs; the GPU -> proxy FIFO
-# with 1+; the host-memory benchmarks everywhere.
+# The full suite: p2p, collectives (and the oneshot calibration), EP on
+# NVSHMEM's heap where built, puts across two logical nodes over shm and tcp,
+# and the PyTorch tables where PyTorch is, with 2+ GPUs; the EP Buffer (at one
+# PE on one GPU) and the GPU -> proxy FIFO with 1+; the host-memory
+# benchmarks everywhere.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -25,8 +26,9 @@ GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
 LOG_DIR=$(mktemp -d "${TMPDIR:-/tmp}/nvst-bench.XXXXXX")
 source scripts/steps.sh
 DRIVER=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)
-COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && COMMIT="$COMMIT-dirty"
+# NVST_COMMIT names the commit where the tree is a copy without its history.
+COMMIT=${NVST_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+[ -z "${NVST_COMMIT:-}" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ] && COMMIT="$COMMIT-dirty"
 B="$BUILD_DIR/bin"
 VERSIONS=()  # recorded beside what each benchmark's JSON names itself
 [ -n "$DRIVER" ] && VERSIONS+=("driver=$DRIVER")
@@ -54,7 +56,6 @@ if [ "$GPUS" -ge 2 ]; then
   bench p2p - 900 "$B/nvst" bench p2p
   bench coll - 900 "$B/nvst" bench coll -b 1K -e 256M -f 4
   bench coll_oneshot "NVST_COLL_ALGO=oneshot" 600 "$B/nvst" bench coll -b 1K -e 1M -f 4
-  bench ep - 600 "$B/nvst" bench ep
   if [ -x "$B/nvst_nvshmem" ]; then
     nvst_use_nvshmem_wheel
     bench ep_nvshmem - 600 "$B/nvst_nvshmem" bench ep
@@ -68,6 +69,8 @@ if [ "$GPUS" -ge 2 ]; then
     bench torch - 900 python3 -m torch.distributed.run --standalone --nproc_per_node=2 -m nvshmem_tutorial.bench
   fi
 fi
+# The EP Buffer at every GPU count (one GPU: one PE, the whole path without a wire).
+[ "$GPUS" -ge 1 ] && bench ep - 600 "$B/nvst" bench ep
 [ "$GPUS" -ge 1 ] && bench fifo - 300 "$B/nvst" bench fifo
 bench host - 600 "$B/nvst" bench host
 
