@@ -3,6 +3,8 @@ CMAKE="$(python3 -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "
 CTEST="$(dirname "$CMAKE")/ctest"
 BUILD_DIR="${NVST_BUILD_DIR:-build}"
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.ccache}"
+# Paths relative to the checkout, so that another clone of it hits the cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
 # NVLink multicast stays off everywhere (see README: shared GPU hosts).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 # Programs linked to NVSHMEM find the pip wheel's libnvshmem_host.so.3 this way
