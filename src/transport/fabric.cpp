@@ -17,8 +17,8 @@
 #include <set>
 
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
-#include "runtime/settings.hpp"
+#include "base/bootstrap.hpp"
+#include "base/settings.hpp"
 #include "transport/topology.hpp"
 
 // libfabric calls return 0 or a negative error code.

@@ -9,7 +9,7 @@
 
 #include "nvst/error.hpp"
 #include "nvst/proxy_fifo.hpp"
-#include "runtime/backoff.hpp"
+#include "base/backoff.hpp"
 
 namespace nvst::proxy {
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "device/device_runtime.hpp"
-#include "runtime/backoff.hpp"
-#include "runtime/bootstrap.hpp"
-#include "runtime/settings.hpp"
+#include "base/backoff.hpp"
+#include "base/bootstrap.hpp"
+#include "base/settings.hpp"
 #include "transport/inbox_bell.hpp"
 #include "transport/proxy_trace.hpp"
 #include "transport/topology.hpp"

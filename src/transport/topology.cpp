@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "runtime/settings.hpp"
+#include "base/settings.hpp"
 
 namespace nvst::topology {
 

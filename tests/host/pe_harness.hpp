@@ -20,7 +20,7 @@
 
 #include "error_of.hpp"
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 #include "transport/fabric.hpp"
 
 namespace nvst::test {

@@ -17,7 +17,7 @@
 
 #include "nvst/nvst.hpp"
 #include "report.hpp"
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "transport/fabric.hpp"
 

@@ -1,4 +1,4 @@
-#include "runtime/settings.hpp"
+#include "base/settings.hpp"
 
 #include <cerrno>
 #include <cstdlib>

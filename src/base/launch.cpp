@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
-#include "runtime/launch_env.hpp"
+#include "base/bootstrap.hpp"
+#include "base/launch_env.hpp"
 
 namespace nvst {
 
