@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "nvst/error.hpp"
-#include "base/settings.hpp"
+#include "nvst/settings.hpp"
 
 namespace nvst {
 

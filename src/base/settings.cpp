@@ -1,4 +1,4 @@
-#include "base/settings.hpp"
+#include "nvst/settings.hpp"
 
 #include <cerrno>
 #include <cstdlib>

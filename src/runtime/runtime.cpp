@@ -21,7 +21,7 @@
 #include "runtime/heap_backing.hpp"
 #include "base/launch_env.hpp"
 #include "runtime/runtime_internal.hpp"
-#include "base/settings.hpp"
+#include "nvst/settings.hpp"
 #include "runtime/teams.hpp"
 #include "transport/proxy.hpp"
 

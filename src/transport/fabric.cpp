@@ -18,8 +18,8 @@
 
 #include "nvst/error.hpp"
 #include "base/bootstrap.hpp"
-#include "base/settings.hpp"
-#include "transport/topology.hpp"
+#include "nvst/settings.hpp"
+#include "nvst/topology.hpp"
 
 // libfabric calls return 0 or a negative error code.
 #define NVST_CHECK_FI(call)                                                               \

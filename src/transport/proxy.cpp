@@ -14,10 +14,10 @@
 #include "device/device_runtime.hpp"
 #include "base/backoff.hpp"
 #include "base/bootstrap.hpp"
-#include "base/settings.hpp"
+#include "nvst/settings.hpp"
 #include "transport/inbox_bell.hpp"
 #include "transport/proxy_trace.hpp"
-#include "transport/topology.hpp"
+#include "nvst/topology.hpp"
 
 namespace nvst {
 

@@ -10,7 +10,7 @@
 
 #include "pe_harness.hpp"
 #include "base/bootstrap.hpp"
-#include "base/settings.hpp"
+#include "nvst/settings.hpp"
 
 using nvst::Bootstrap;
 using nvst::UniqueId;

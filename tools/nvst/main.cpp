@@ -12,7 +12,7 @@
 #include "commands.hpp"
 #include "nvst/error.hpp"
 #include "nvst/launch.hpp"
-#include "base/settings.hpp"
+#include "nvst/settings.hpp"
 
 namespace {
 
