@@ -19,13 +19,15 @@ fi
 
 # CMake 3.31 (Debian's 3.25 cannot hand C++20 to nvcc 13), NVSHMEM 3.4.5
 # (the GPU machines' version, so the NVSHMEM baseline compiles here too), and
-# pybind11, numpy and pytest for the torch-free Python package and its tests.
+# pybind11, numpy and pytest for the torch-free Python package and its tests,
+# and the linters of scripts/lint.sh (clang-format, ruff, mypy).
 PIP_PACKAGES=(cmake==3.31.6 nvidia-nvshmem-cu13==3.4.5 pybind11==2.13.6 numpy==2.1.3 pytest==8.3.3
-              scikit-build-core==0.10.7)
+              scikit-build-core==0.10.7 clang-format==20.1.8 ruff==0.17.6 mypy==2.4.1)
 need_pip=0
 python3 -c "import cmake; assert cmake.__version__.startswith('3.31.6')" 2>/dev/null || need_pip=1
 python3 -c "import importlib.metadata as m; assert m.version('nvidia-nvshmem-cu13') == '3.4.5'" 2>/dev/null || need_pip=1
 python3 -c "import importlib.metadata as m; assert (m.version('pybind11'), m.version('numpy'), m.version('pytest'), m.version('scikit-build-core')) == ('2.13.6', '2.1.3', '8.3.3', '0.10.7')" 2>/dev/null || need_pip=1
+python3 -c "import importlib.metadata as m; assert (m.version('clang-format'), m.version('ruff'), m.version('mypy')) == ('20.1.8', '0.17.6', '2.4.1')" 2>/dev/null || need_pip=1
 if [ $need_pip -eq 1 ]; then
   echo "install_deps: pip install ${PIP_PACKAGES[*]}"
   python3 -m pip install -q --disable-pip-version-check "${PIP_PACKAGES[@]}" 2>&1 | grep -v "Running pip as the 'root'" || true

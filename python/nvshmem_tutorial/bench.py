@@ -19,12 +19,15 @@ its columns read n/a and the all-gather is checked against a gather over
 gloo. Timings there are the GPU's time slices, not a link's: that mode is
 for checking that every column runs and is right.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import statistics
 import sys
 import time
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -38,17 +41,43 @@ AG_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8
             64 << 20]
 
 
-def say(line):
+Row = dict[str, Any]  # one JSON row of --json
+
+
+def say(line: str) -> None:
+    """Prints `line` on rank 0 only.
+
+    Arguments:
+        line: the text.
+    """
     if dist.get_rank() == 0:
         print(line)
 
 
-def size_name(b):
+def size_name(b: int) -> str:
+    """A byte count as the tables show it.
+
+    Arguments:
+        b: bytes.
+
+    Returns:
+        "16 KB", "256 MB", "1 GB", ...
+    """
     return f"{b >> 30} GB" if b >= 1 << 30 else f"{b >> 20} MB" if b >= 1 << 20 else f"{b >> 10} KB"
 
 
-def timed(fn, iters, warmup):
-    """Median over 5 runs of the per-operation time in microseconds."""
+def timed(fn: Callable[[], Any], iters: int, warmup: int) -> float:
+    """Median over 5 runs of the per-operation time in microseconds.
+
+    Arguments:
+        fn: one operation, queued on the current stream (collective: every
+            rank calls timed() at the same point).
+        iters: operations per run, back to back.
+        warmup: untimed operations first.
+
+    Returns:
+        Microseconds per operation, the median of the 5 runs.
+    """
     for _ in range(warmup):
         fn()
     runs = []
@@ -66,16 +95,32 @@ def timed(fn, iters, warmup):
     return statistics.median(runs)
 
 
-def count_wrong(got, want):
-    """Bytes that differ, agreed by every rank (max)."""
+def count_wrong(got: torch.Tensor, want: torch.Tensor) -> int:
+    """Bytes that differ, agreed by every rank (max).
+
+    Arguments:
+        got: what arrived.
+        want: what was sent (the same size).
+
+    Returns:
+        The largest count of differing bytes over the ranks.
+    """
     n = torch.tensor([int((got.view(torch.uint8) != want.view(torch.uint8)).sum().item())])
     dist.all_reduce(n, op=dist.ReduceOp.MAX, group=GLOO)
     return int(n.item())
 
 
-def ipc_view_of(tensor, owner_rank):
-    """Rank 0's view of owner_rank's tensor through torch's CUDA IPC handle."""
-    handle = [reduce_tensor(tensor) if dist.get_rank() == owner_rank else None]
+def ipc_view_of(tensor: torch.Tensor, owner_rank: int) -> torch.Tensor | None:
+    """Rank 0's view of owner_rank's tensor through torch's CUDA IPC handle.
+
+    Arguments:
+        tensor: the tensor, on owner_rank (ignored elsewhere).
+        owner_rank: the rank that owns it.
+
+    Returns:
+        The view on every other rank; None on owner_rank.
+    """
+    handle: list[Any] = [reduce_tensor(tensor) if dist.get_rank() == owner_rank else None]
     dist.broadcast_object_list(handle, src=owner_rank, group=GLOO)
     if dist.get_rank() == owner_rank:
         return None
@@ -85,12 +130,29 @@ def ipc_view_of(tensor, owner_rank):
     return rebuild(*args)
 
 
-def ratio(t, a, b):
-    """GB/s of a over b as '1.23x', or n/a where either column did not run."""
+def ratio(t: dict[str, float], a: str, b: str) -> str:
+    """GB/s of a over b as '1.23x', or n/a where either column did not run.
+
+    Arguments:
+        t: GB/s by column.
+        a: the numerator's column.
+        b: the denominator's column.
+
+    Returns:
+        The cell's text, 9 characters wide.
+    """
     return f"{t[a] / t[b]:8.2f}x" if a in t and b in t else f"{'n/a':>9}"
 
 
-def p2p_table(iters, warmup, rows, nvshmem):
+def p2p_table(iters: int, warmup: int, rows: list[Row], nvshmem: Any) -> None:
+    """Measures and prints the P2P table (collective over every rank).
+
+    Arguments:
+        iters: operations per timed run.
+        warmup: untimed operations first.
+        rows: the JSON rows; one is appended per size.
+        nvshmem: nvshmem.core for the NVSHMEM column, or None.
+    """
     rank, dev = dist.get_rank(), torch.cuda.current_device()
     say("# P2P, rank 0 -> rank 1 (one direction), GB/s; #wrong counts bytes")
     say(f"{'size':>8} {'NCCL':>9} {'CUDA IPC':>9} {'NVSHMEM':>9} {'ours':>9} {'ours/NCCL':>9} {'ours/IPC':>9} "
@@ -111,7 +173,7 @@ def p2p_table(iters, warmup, rows, nvshmem):
         dst.fill_(-1)
         torch.cuda.synchronize()
         peer = ipc_view_of(dst, 1)
-        t["ipc"] = timed(lambda: peer.copy_(src) if rank == 0 else None, iters, warmup)
+        t["ipc"] = timed(lambda: peer.copy_(src) if rank == 0 and peer is not None else None, iters, warmup)
         wrong = max(wrong, count_wrong(dst, src) if rank == 1 else count_wrong(src, src))
         peer = None  # closes the IPC mapping
         if nvshmem is not None:  # NVSHMEM: nvshmem4py's put, between its own symmetric tensors
@@ -142,7 +204,14 @@ def p2p_table(iters, warmup, rows, nvshmem):
             "`nvst bench p2p` has NVSHMEM's column)")
 
 
-def allgather_table(iters, warmup, rows):
+def allgather_table(iters: int, warmup: int, rows: list[Row]) -> None:
+    """Measures and prints the all-gather table (collective over every rank).
+
+    Arguments:
+        iters: operations per timed run.
+        warmup: untimed operations first.
+        rows: the JSON rows; one is appended per size.
+    """
     world, dev = dist.get_world_size(), torch.cuda.current_device()
     say(f"# all-gather over {world} ranks; size = bytes per rank; busbw GB/s as nccl-tests")
     say(f"{'size':>8} {'NCCL us':>9} {'NCCL bw':>9} {'ours us':>9} {'ours bw':>9} {'speed-up':>9} {'#wrong':>7}")
@@ -169,10 +238,19 @@ def allgather_table(iters, warmup, rows):
                      "busbw": {k: bus(nbytes, v) for k, v in t.items()}, "wrong": wrong})
 
 
-def start_nvshmem4py(mode, local):
-    """NVSHMEM through nvshmem4py, for the P2P table's NVSHMEM column (mode
-    'auto': where it imports). Rank 0's unique ID travels over gloo. Returns
-    nvshmem.core, or None."""
+def start_nvshmem4py(mode: str, local: int) -> Any:
+    """NVSHMEM through nvshmem4py, for the P2P table's NVSHMEM column.
+
+    Rank 0's unique ID travels over gloo.
+
+    Arguments:
+        mode: "on" (exit if nvshmem4py does not import), "auto" (use it
+            where it imports) or "off".
+        local: this rank's GPU.
+
+    Returns:
+        nvshmem.core, initialised; or None.
+    """
     if mode == "off":
         return None
     try:
@@ -197,7 +275,8 @@ def start_nvshmem4py(mode, local):
     return nvshmem
 
 
-def main():
+def main() -> None:
+    """The command line (see the module's docstring); run under torchrun."""
     global GLOO, SHARED
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the rows here (rank 0)")
@@ -225,7 +304,7 @@ def main():
     nvshmem = start_nvshmem4py(a.nvshmem, local)
     nt.init_from_torch(backend="nvst")  # ours on its own heap, even beside NVSHMEM
     nd.set_argument_checks(False)  # the loop times the collective itself
-    rows = []
+    rows: list[Row] = []
     t0 = time.time()
     p2p_table(a.iters, a.warmup, rows, nvshmem)
     allgather_table(a.iters, a.warmup, rows)
@@ -243,7 +322,7 @@ def main():
     dist.destroy_process_group()
 
 
-GLOO = None
+GLOO: Any = None
 SHARED = False
 if __name__ == "__main__":
     main()
