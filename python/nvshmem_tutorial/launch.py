@@ -1,4 +1,10 @@
-"""Run a function as n PEs of one job on this host (no torchrun needed)."""
+"""Run a function as n PEs of one job on this host (no torchrun needed).
+
+The Python front end of the library's way of starting PEs (nvst/launch.hpp):
+each child joins with init_with_unique_id, which hands the runtime the same
+NVST_* variables the C++ spawner sets. The children are Python processes
+started by multiprocessing (spawn), since they run a Python function.
+"""
 
 from __future__ import annotations
 

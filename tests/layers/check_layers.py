@@ -24,6 +24,7 @@ CXX_SUFFIXES = {".cpp", ".hpp"}
 CUDA_SUFFIXES = {".cu", ".cuh"}
 # Compiled only against NVSHMEM's headers (the nvst_nvshmem library).
 NVSHMEM_ONLY = {"runtime/heap_nvshmem.cpp"}
+DEFAULT_DIRS = {"/usr/include", "/usr/local/include"}
 
 
 def parse_args() -> argparse.Namespace:
@@ -50,6 +51,8 @@ def make_view(tmp: Path, layers: list[str], layer: str, src: Path) -> Path:
 
 def command(args: argparse.Namespace, view: Path, path: Path, rel: str) -> list[str]:
     system = list(args.system_include) + (list(args.nvshmem_include) if rel in NVSHMEM_ONLY else [])
+    # The compiler's own folders stay in its order (#include_next needs that).
+    system = [d for d in system if d not in DEFAULT_DIRS]
     includes = [f"-I{view}", f"-I{args.root / 'include'}"] + [a for d in system for a in ("-isystem", d)]
     if rel in NVSHMEM_ONLY:
         includes.append("-DNVST_WITH_NVSHMEM=1")
