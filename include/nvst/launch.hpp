@@ -17,9 +17,9 @@ namespace nvst {
 
 struct SpawnOptions {
   int nprocs = 1;
-  std::vector<std::string> argv;  // argv[0] is the program; default: this one
+  std::vector<std::string> argv;                         // argv[0] is the program; default: this one
   std::vector<std::pair<std::string, std::string>> env;  // extra variables for every PE
-  double grace_seconds = 15;  // after the first failure, before killing the rest; < 0: never
+  double grace_seconds = 15;                             // after the first failure, before killing the rest; < 0: never
   // Optional: each PE runs run(rank) in a forked child (no exec) and exits
   // with its result; argv is then unused. For tests that run a function as
   // PEs; programs re-execute themselves (argv), which is safe with threads.

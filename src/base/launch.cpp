@@ -30,8 +30,8 @@ namespace {
 // parent may have had), then either the function or this program again.
 [[noreturn]] void become_pe(const SpawnOptions& options, const std::vector<std::string>& argv, const std::string& id,
                             int rank) {
-  for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
-                        "OMPI_COMM_WORLD_SIZE"})
+  for (const char* v :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"})
     ::unsetenv(v);
   ::setenv("NVST_UNIQUE_ID", id.c_str(), 1);
   ::setenv("NVST_RANK", std::to_string(rank).c_str(), 1);
