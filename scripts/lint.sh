@@ -19,6 +19,7 @@ python3 -m ruff --version >/dev/null 2>&1 && python3 -m mypy --version >/dev/nul
   { echo "lint: ruff or mypy is missing: bash scripts/install_deps.sh" >&2; exit 1; }
 
 # Tracked files (plus new ones not ignored), so build folders never count.
+git rev-parse --is-inside-work-tree >/dev/null 2>&1 || { echo "lint: needs a git checkout (it lints git's files)" >&2; exit 1; }
 mapfile -t CXX_FILES < <(git ls-files --cached --others --exclude-standard -- '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.h' |
                          while read -r f; do [ -f "$f" ] && echo "$f"; done)
 PY_PATHS=(python tests/python tests/layers)
