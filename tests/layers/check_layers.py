@@ -96,8 +96,9 @@ def main() -> int:
                 jobs.append((f"{layer}: {rel}", command(args, view, path, rel)))
         # The probe: the lowest layer including the highest must fail.
         probe = tmp / "probe.cpp"
-        top = args.layers[-1]
-        header = next(p for p in sorted((src / top).iterdir()) if p.suffix in {".hpp", ".cuh"})
+        # (the highest layer that has a header of its own)
+        top, header = next((layer, p) for layer in reversed(args.layers) for p in sorted((src / layer).iterdir())
+                           if p.suffix in {".hpp", ".cuh"})
         probe.write_text(f'#include "{top}/{header.name}"\n')
         probe_cmd = command(args, tmp / args.layers[0], probe, "probe.cpp")
 
