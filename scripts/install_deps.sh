@@ -24,11 +24,13 @@ fi
 # scripts/render_results.py draws; cuobjdump and nvdisasm (the CUDA install
 # here lacks them) to read a kernel's machine code; mkdocs with its theme and
 # pymdown-extensions for the course's site (Pygments 2.18: pymdown-extensions
-# 10.12 fails on newer ones).
+# 10.12 fails on newer ones); the linters of scripts/lint.sh (clang-format,
+# ruff, mypy).
 PIP_PACKAGES=(cmake==3.31.6 nvidia-nvshmem-cu13==3.4.5 pybind11==2.13.6 numpy==2.1.3 pytest==8.3.3
               scikit-build-core==0.10.7 matplotlib==3.9.2
               nvidia-cuda-cuobjdump==13.2.51 nvidia-cuda-nvdisasm==13.2.51
-              mkdocs==1.6.1 mkdocs-material==9.5.49 pymdown-extensions==10.12 pygments==2.18.0)
+              mkdocs==1.6.1 mkdocs-material==9.5.49 pymdown-extensions==10.12 pygments==2.18.0
+              clang-format==20.1.8 ruff==0.17.6 mypy==2.4.1)
 need_pip=0
 python3 - "${PIP_PACKAGES[@]}" <<'PY' || need_pip=1
 import importlib.metadata as m, sys

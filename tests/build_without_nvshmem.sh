@@ -7,6 +7,9 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 source "$ROOT/scripts/env.sh"
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
+# The layers' include paths lie in the build folder (build/layers/): relative
+# to it for ccache, a fresh folder still finds the last run's objects.
+export CCACHE_BASEDIR="$DIR"
 env -u NVSHMEM_DIR "$CMAKE" -S "$ROOT" -B "$DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNVSHMEM_DIR=/nonexistent \
   -DBUILD_TESTING=OFF > "$DIR/configure.log"
 grep -q "NVSHMEM not found" "$DIR/configure.log" || { cat "$DIR/configure.log"; echo "CMake did not say NVSHMEM is missing" >&2; exit 1; }

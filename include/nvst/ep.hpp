@@ -26,7 +26,7 @@
 // them: the kernels count each other's blocks, so a PE with another num_sms
 // would let the others read too early). Across nodes (logical nodes too)
 // both modes work: node peers are reached over NVLink, PEs of other nodes
-// through the proxy (src/ep/intranode.cu and low_latency.cu say how). Every
+// through the proxy (src/ep/normal_mode.cu and low_latency.cu say how). Every
 // node must have the same number of PEs. The normal mode is hierarchical,
 // as DeepEP's: a token crosses to a node once, to the PE of its sender's
 // local rank there, which forwards it over NVLink; in the combine that relay

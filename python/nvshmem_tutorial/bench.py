@@ -21,12 +21,15 @@ its columns read n/a and the all-gather is checked against a gather over
 gloo. Timings there are the GPU's time slices, not a link's: that mode is
 for checking that every column runs and is right.
 """
+from __future__ import annotations
+
 import argparse
 import json
 import os
 import statistics
 import sys
 import time
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
@@ -45,17 +48,43 @@ def kind():
     return "intranode" if nt.team_n_pes(nt.TEAM_NODE) == nt.n_pes() else "internode"
 
 
-def say(line):
+Row = dict[str, Any]  # one JSON row of --json
+
+
+def say(line: str) -> None:
+    """Prints `line` on rank 0 only.
+
+    Arguments:
+        line: the text.
+    """
     if dist.get_rank() == 0:
         print(line)
 
 
-def size_name(b):
+def size_name(b: int) -> str:
+    """A byte count as the tables show it.
+
+    Arguments:
+        b: bytes.
+
+    Returns:
+        "16 KB", "256 MB", "1 GB", ...
+    """
     return f"{b >> 30} GB" if b >= 1 << 30 else f"{b >> 20} MB" if b >= 1 << 20 else f"{b >> 10} KB"
 
 
-def timed(fn, iters, warmup):
-    """Median over 5 runs of the per-operation time in microseconds."""
+def timed(fn: Callable[[], Any], iters: int, warmup: int) -> float:
+    """Median over 5 runs of the per-operation time in microseconds.
+
+    Arguments:
+        fn: one operation, queued on the current stream (collective: every
+            rank calls timed() at the same point).
+        iters: operations per run, back to back.
+        warmup: untimed operations first.
+
+    Returns:
+        Microseconds per operation, the median of the 5 runs.
+    """
     for _ in range(warmup):
         fn()
     runs = []
@@ -73,16 +102,32 @@ def timed(fn, iters, warmup):
     return statistics.median(runs)
 
 
-def count_wrong(got, want):
-    """Bytes that differ, agreed by every rank (max)."""
+def count_wrong(got: torch.Tensor, want: torch.Tensor) -> int:
+    """Bytes that differ, agreed by every rank (max).
+
+    Arguments:
+        got: what arrived.
+        want: what was sent (the same size).
+
+    Returns:
+        The largest count of differing bytes over the ranks.
+    """
     n = torch.tensor([int((got.view(torch.uint8) != want.view(torch.uint8)).sum().item())])
     dist.all_reduce(n, op=dist.ReduceOp.MAX, group=GLOO)
     return int(n.item())
 
 
-def ipc_view_of(tensor, owner_rank):
-    """Rank 0's view of owner_rank's tensor through torch's CUDA IPC handle."""
-    handle = [reduce_tensor(tensor) if dist.get_rank() == owner_rank else None]
+def ipc_view_of(tensor: torch.Tensor, owner_rank: int) -> torch.Tensor | None:
+    """Rank 0's view of owner_rank's tensor through torch's CUDA IPC handle.
+
+    Arguments:
+        tensor: the tensor, on owner_rank (ignored elsewhere).
+        owner_rank: the rank that owns it.
+
+    Returns:
+        The view on every other rank; None on owner_rank.
+    """
+    handle: list[Any] = [reduce_tensor(tensor) if dist.get_rank() == owner_rank else None]
     dist.broadcast_object_list(handle, src=owner_rank, group=GLOO)
     if dist.get_rank() == owner_rank:
         return None
@@ -92,12 +137,30 @@ def ipc_view_of(tensor, owner_rank):
     return rebuild(*args)
 
 
-def ratio(t, a, b):
-    """GB/s of a over b as '1.23x', or n/a where either column did not run."""
+def ratio(t: dict[str, float], a: str, b: str) -> str:
+    """GB/s of a over b as '1.23x', or n/a where either column did not run.
+
+    Arguments:
+        t: GB/s by column.
+        a: the numerator's column.
+        b: the denominator's column.
+
+    Returns:
+        The cell's text, 9 characters wide.
+    """
     return f"{t[a] / t[b]:8.2f}x" if a in t and b in t else f"{'n/a':>9}"
 
 
-def p2p_table(iters, warmup, rows, nvshmem, max_bytes):
+def p2p_table(iters: int, warmup: int, rows: list[Row], nvshmem: Any, max_bytes: int) -> None:
+    """Measures and prints the P2P table (collective over every rank).
+
+    Arguments:
+        iters: operations per timed run.
+        warmup: untimed operations first.
+        rows: the JSON rows; one is appended per size.
+        nvshmem: nvshmem.core for the NVSHMEM column, or None.
+        max_bytes: the largest size measured.
+    """
     rank, dev = dist.get_rank(), torch.cuda.current_device()
     say("# P2P, rank 0 -> rank 1 (one direction), GB/s; #wrong counts bytes")
     say(f"{'type':>9} {'size':>8} {'NCCL':>9} {'CUDA IPC':>9} {'NVSHMEM':>9} {'ours':>9} {'ours/NCCL':>9} "
@@ -118,7 +181,7 @@ def p2p_table(iters, warmup, rows, nvshmem, max_bytes):
         dst.fill_(-1)
         torch.cuda.synchronize()
         peer = ipc_view_of(dst, 1)
-        t["ipc"] = timed(lambda: peer.copy_(src) if rank == 0 else None, iters, warmup)
+        t["ipc"] = timed(lambda: peer.copy_(src) if rank == 0 and peer is not None else None, iters, warmup)
         wrong = max(wrong, count_wrong(dst, src) if rank == 1 else count_wrong(src, src))
         peer = None  # closes the IPC mapping
         if nvshmem is not None:  # NVSHMEM: nvshmem4py's put, between its own symmetric tensors
@@ -149,7 +212,15 @@ def p2p_table(iters, warmup, rows, nvshmem, max_bytes):
             "`nvst bench p2p` has NVSHMEM's column)")
 
 
-def allgather_table(iters, warmup, rows, max_bytes):
+def allgather_table(iters: int, warmup: int, rows: list[Row], max_bytes: int) -> None:
+    """Measures and prints the all-gather table (collective over every rank).
+
+    Arguments:
+        iters: operations per timed run.
+        warmup: untimed operations first.
+        rows: the JSON rows; one is appended per size.
+        max_bytes: the largest size measured.
+    """
     world, dev = dist.get_world_size(), torch.cuda.current_device()
     say(f"# all-gather over {world} ranks; size = bytes per rank; busbw GB/s as nccl-tests")
     say(f"{'type':>9} {'size':>8} {'NCCL us':>9} {'NCCL bw':>9} {'ours us':>9} {'ours bw':>9} {'speed-up':>9} "
@@ -177,10 +248,19 @@ def allgather_table(iters, warmup, rows, max_bytes):
                      "busbw": {k: bus(nbytes, v) for k, v in t.items()}, "wrong": wrong})
 
 
-def start_nvshmem4py(mode, local):
-    """NVSHMEM through nvshmem4py, for the P2P table's NVSHMEM column (mode
-    'auto': where it imports). Rank 0's unique ID travels over gloo. Returns
-    nvshmem.core, or None."""
+def start_nvshmem4py(mode: str, local: int) -> Any:
+    """NVSHMEM through nvshmem4py, for the P2P table's NVSHMEM column.
+
+    Rank 0's unique ID travels over gloo.
+
+    Arguments:
+        mode: "on" (exit if nvshmem4py does not import), "auto" (use it
+            where it imports) or "off".
+        local: this rank's GPU.
+
+    Returns:
+        nvshmem.core, initialised; or None.
+    """
     if mode == "off":
         return None
     try:
@@ -205,9 +285,13 @@ def start_nvshmem4py(mode, local):
     return nvshmem
 
 
-def main(argv=None):
-    """argv: the command line's arguments (None: sys.argv's); the seed's
-    benchmarks/bench_p2p.py and bench_allgather.py pass --table."""
+def main(argv: list[str] | None = None) -> None:
+    """The command line (see the module's docstring); run under torchrun.
+
+    Arguments:
+        argv: the arguments (None: sys.argv's); the seed's benchmarks/bench_p2p.py
+            and bench_allgather.py pass --table.
+    """
     global GLOO, SHARED
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--table", choices=("p2p", "allgather", "both"), default="both")
@@ -237,7 +321,7 @@ def main(argv=None):
     nvshmem = start_nvshmem4py(a.nvshmem, local)
     nt.init_from_torch(backend="nvst")  # ours on its own heap, even beside NVSHMEM
     nd.set_argument_checks(False)  # the loop times the collective itself
-    rows = []
+    rows: list[Row] = []
     t0 = time.time()
     if a.table in ("p2p", "both"):
         p2p_table(a.iters, a.warmup, rows, nvshmem, a.max_bytes)
@@ -257,7 +341,7 @@ def main(argv=None):
     dist.destroy_process_group()
 
 
-GLOO = None
+GLOO: Any = None
 SHARED = False
 if __name__ == "__main__":
     main()

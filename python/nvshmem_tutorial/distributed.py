@@ -11,8 +11,9 @@ these five calls:
 They run the library's collectives (nvst::coll) on the current stream,
 over every PE of the job (the group must be the one the job was joined
 from): over NVLink on one node; across nodes through the proxy, and then
-each call waits for its kernels before returning (_done says why). Any CUDA tensors work (they are staged through the library's
-symmetric workspace); dtypes float32, bfloat16, float16, int32, int64.
+each call waits for its kernels before returning (_done says why). Any
+CUDA tensors work (they are staged through the library's symmetric
+workspace); dtypes float32, bfloat16, float16, int32, int64.
 
 Before each call the PEs compare what they were asked to do (operation,
 element count, dtype, root) over the bootstrap, so that different sizes on
@@ -20,7 +21,10 @@ different ranks raise ValueError on every rank instead of corrupting memory
 or hanging. That is one host round trip (tens of microseconds);
 set_argument_checks(False) turns it off once a program is known to be right.
 """
+from __future__ import annotations
+
 import struct
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as tdist
@@ -30,6 +34,8 @@ from .tensors import DTYPE_NAMES, check_tensor, current_stream, nvst_group, requ
 
 
 class ReduceOp:
+    """Reduction names, as torch.distributed.ReduceOp's (which work too)."""
+
     SUM = "sum"
     MAX = "max"
     MIN = "min"
@@ -47,8 +53,13 @@ _DTYPE_CODES = {name: i for i, name in enumerate(DTYPE_NAMES.values())}
 _checks = {"on": True}
 
 
-def set_argument_checks(on):
-    """Whether each collective first compares its arguments across PEs."""
+def set_argument_checks(on: bool) -> None:
+    """Whether each collective first compares its arguments across PEs.
+
+    Arguments:
+        on: True (the default) to compare before every call, False to skip
+            the host round trip once the program is known to be right.
+    """
     _checks["on"] = bool(on)
 
 
@@ -56,19 +67,30 @@ class Work:
     """What async_op=True returns: the collective is already ordered on the
     current stream; wait() makes the then-current stream wait for it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._event = torch.cuda.Event()
         self._event.record()
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: Any = None) -> bool:
+        """Makes the current stream wait for the collective.
+
+        Arguments:
+            timeout: accepted for torch.distributed's signature; unused (the
+                wait is stream-ordered and never blocks the host).
+
+        Returns:
+            True.
+        """
         torch.cuda.current_stream().wait_event(self._event)
         return True
 
-    def is_completed(self):
+    def is_completed(self) -> bool:
+        """Returns:
+        whether the collective's work on the GPU has finished."""
         return self._event.query()
 
 
-def _op_name(op, fn):
+def _op_name(op: Any, fn: str) -> str:
     if isinstance(op, str) and op in _OP_CODES:
         return op
     for torch_op, name in _TORCH_OPS:
@@ -80,7 +102,7 @@ def _op_name(op, fn):
     raise ValueError(f"nvshmem_tutorial.distributed.{fn}: op {op!r} is not SUM, MAX, MIN or PRODUCT")
 
 
-def _prologue(fn, group, tensors):
+def _prologue(fn: str, group: Any, tensors: Sequence[tuple[str, torch.Tensor]]) -> str:
     require_initialized(fn)
     if group is not None and group is not nvst_group() and group is not tdist.group.WORLD:
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: only the group the job was joined from "
@@ -94,7 +116,7 @@ def _prologue(fn, group, tensors):
     return DTYPE_NAMES[tensors[0][1].dtype]
 
 
-def _agree(fn, code, count, dtype, extra=0):
+def _agree(fn: str, code: int, count: int, dtype: str, extra: int = 0) -> None:
     """Every PE must call the same collective with the same arguments."""
     if not _checks["on"]:
         return
@@ -107,7 +129,7 @@ def _agree(fn, code, count, dtype, extra=0):
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: the PEs disagree on the arguments ({desc})")
 
 
-def _done(async_op):
+def _done(async_op: bool) -> Work | None:
     """Across nodes the collective waits on the proxy: like ep.Buffer
     (_settle), wait for it here, outside graph capture. A copy to pageable
     memory that the caller queued behind it would hold the driver, which the
@@ -118,7 +140,20 @@ def _done(async_op):
     return Work() if async_op else None
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None, async_op: bool = False) -> Work | None:
+    """Reduces `tensor` over every PE, in place.
+
+    Arguments:
+        tensor: a CUDA tensor (float32, bfloat16, float16, int32, int64), the
+            same element count and dtype on every PE.
+        op: ReduceOp.SUM/MAX/MIN/PRODUCT, torch.distributed's, or "sum",
+            "max", "min", "prod".
+        group: None or the group the job was joined from.
+        async_op: return a Work instead of None.
+
+    Returns:
+        A Work when async_op, else None.
+    """
     dt = _prologue("all_reduce", group, [("tensor", tensor)])
     name = _op_name(op, "all_reduce")
     _agree("all_reduce", 10 + _OP_CODES[name], tensor.numel(), dt)
@@ -127,7 +162,20 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     return _done(async_op)
 
 
-def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+def all_gather_into_tensor(
+    output_tensor: torch.Tensor, input_tensor: torch.Tensor, group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Concatenates every PE's `input_tensor` into `output_tensor`, in rank order.
+
+    Arguments:
+        output_tensor: world size x input_tensor.numel() elements.
+        input_tensor: this PE's part; the same count and dtype on every PE.
+        group: None or the group the job was joined from.
+        async_op: return a Work instead of None.
+
+    Returns:
+        A Work when async_op, else None.
+    """
     fn = "all_gather_into_tensor"
     dt = _prologue(fn, group, [("output_tensor", output_tensor), ("input_tensor", input_tensor)])
     n = _nvst.n_pes()
@@ -139,7 +187,21 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     return _done(async_op)
 
 
-def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce_scatter_tensor(
+    output: torch.Tensor, input: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None, async_op: bool = False
+) -> Work | None:
+    """Reduces every PE's `input` and leaves part `rank` of the result in `output`.
+
+    Arguments:
+        output: this PE's part of the result.
+        input: world size x output.numel() elements.
+        op: as for all_reduce.
+        group: None or the group the job was joined from.
+        async_op: return a Work instead of None.
+
+    Returns:
+        A Work when async_op, else None.
+    """
     fn = "reduce_scatter_tensor"
     dt = _prologue(fn, group, [("output", output), ("input", input)])
     name = _op_name(op, fn)
@@ -152,7 +214,18 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     return _done(async_op)
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool = False) -> Work | None:
+    """Copies PE `src`'s `tensor` into `tensor` on every PE.
+
+    Arguments:
+        tensor: the data on src, the destination elsewhere.
+        src: the root PE, in [0, world size).
+        group: None or the group the job was joined from.
+        async_op: return a Work instead of None.
+
+    Returns:
+        A Work when async_op, else None.
+    """
     dt = _prologue("broadcast", group, [("tensor", tensor)])
     n = _nvst.n_pes()
     if not 0 <= src < n:
@@ -163,7 +236,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     return _done(async_op)
 
 
-def _splits(sizes, total_rows, n, fn, name):
+def _splits(sizes: Sequence[int] | None, total_rows: int, n: int, fn: str, name: str) -> list[int]:
     if sizes is None:
         if total_rows % n != 0:
             raise ValueError(f"nvshmem_tutorial.distributed.{fn}: {name} is None, so dim 0 ({total_rows}) must "
@@ -176,11 +249,31 @@ def _splits(sizes, total_rows, n, fn, name):
     return sizes
 
 
-def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None, group=None,
-                      async_op=False):
-    """Splits are in rows of dim 0, as in torch.distributed. A receiver's
+def all_to_all_single(
+    output: torch.Tensor,
+    input: torch.Tensor,
+    output_split_sizes: Sequence[int] | None = None,
+    input_split_sizes: Sequence[int] | None = None,
+    group: Any = None,
+    async_op: bool = False,
+) -> Work | None:
+    """Sends part i of `input` to PE i, which receives it as part `rank` of `output`.
+
+    Splits are in rows of dim 0, as in torch.distributed. A receiver's
     output_split_sizes must equal what each sender sends it (checked on the
-    GPU: a mismatch stops with a message naming the peer)."""
+    GPU: a mismatch stops with a message naming the peer).
+
+    Arguments:
+        output: the received rows, packed by source PE.
+        input: the rows to send, packed by destination PE.
+        output_split_sizes: rows from each PE; None: equal parts.
+        input_split_sizes: rows to each PE; None: equal parts.
+        group: None or the group the job was joined from.
+        async_op: return a Work instead of None.
+
+    Returns:
+        A Work when async_op, else None.
+    """
     fn = "all_to_all_single"
     dt = _prologue(fn, group, [("output", output), ("input", input)])
     n = _nvst.n_pes()
@@ -197,7 +290,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     if input_split_sizes is None and output_split_sizes is None:
         _nvst.coll.all_to_all(input.data_ptr(), output.data_ptr(), send[0] * row, dt, current_stream())
         return _done(async_op)
-    displ = lambda sizes: [sum(sizes[:i]) * row for i in range(n)]  # noqa: E731
+    displ: Callable[[list[int]], list[int]] = lambda sizes: [sum(sizes[:i]) * row for i in range(n)]  # noqa: E731
     _nvst.coll.all_to_allv(input.data_ptr(), [s * row for s in send], displ(send), output.data_ptr(),
                            [r * row for r in recv], displ(recv), dt, current_stream())
     return _done(async_op)

@@ -37,7 +37,7 @@
 #include "nvst/coll.hpp"
 #include "nvst/nvst.hpp"
 #include "runtime/runtime_internal.hpp"
-#include "runtime/settings.hpp"
+#include "nvst/settings.hpp"
 
 namespace nvst::coll {
 

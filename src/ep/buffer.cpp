@@ -1,6 +1,6 @@
 // nvst::ep::Buffer, host side: symmetric regions, the count exchange of a
 // first dispatch, argument checks, and the launches (kernels in
-// intranode.cu and low_latency.cu).
+// normal_mode.cu and low_latency.cu).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -183,7 +183,7 @@ struct Buffer::Impl {
   int pes_per_node = 0;          // G: node n is PEs [n * G, (n + 1) * G)
   std::uint64_t* ready = nullptr;
   std::uint64_t* done = nullptr;
-  std::uint64_t* combine_flags = nullptr;  // [R][kCombineChunks] (one node: intranode.cu's combine_kernel)
+  std::uint64_t* combine_flags = nullptr;  // [R][kCombineChunks] (one node: normal_mode.cu's combine_kernel)
   detail::LaunchCounters* counters = nullptr;
   // Handle arrays and the layout's counts: stream-ordered, see handle_memory.hpp.
   std::shared_ptr<detail::HandlePool> handle_pool;
@@ -236,7 +236,7 @@ detail::NormalArgs Buffer::normal_args(const DispatchHandle& handle, int hidden,
   }
   a.send_offset[n_pes_] = near_offset(rank_, (node + 1) * G);
   a.recv_begin[n_pes_] = handle.num_recv_tokens;
-  // Across nodes: the staging and relay offsets (intranode.cu).
+  // Across nodes: the staging and relay offsets (normal_mode.cu).
   a.pes_per_node = G;
   a.n_nodes = N;
   a.node_pos = handle.node_pos.get();

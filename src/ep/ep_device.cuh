@@ -1,4 +1,4 @@
-// Device-side pieces shared by the EP kernels (intranode.cu, low_latency.cu).
+// Device-side pieces shared by the EP kernels (normal_mode.cu, low_latency.cu).
 //
 // Synchronisation between PEs uses counters that only grow, so nothing is
 // ever reset between launches:

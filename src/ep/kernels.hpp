@@ -1,4 +1,4 @@
-// Host-side entry points of the EP kernels (layout.cu, intranode.cu,
+// Host-side entry points of the EP kernels (layout.cu, normal_mode.cu,
 // low_latency.cu), called by buffer.cpp. Not part of the public API.
 #pragma once
 
@@ -18,7 +18,7 @@ int device_sm_count();
 struct LaunchCounters {
   unsigned long long blocks_before;  // blocks of all earlier launches of this kind
   unsigned long long blocks_done;    // blocks of the current launch that finished
-  unsigned long long blocks_packed;  // dispatch across nodes: blocks done packing (see intranode.cu)
+  unsigned long long blocks_packed;  // dispatch across nodes: blocks done packing (see normal_mode.cu)
   unsigned long long blocks_started; // blocks of the current launch that started (start_ticket)
 };
 
@@ -61,7 +61,7 @@ void preload_layout_kernels();
 
 // Where each array of a received row lives in a receive region: `capacity`
 // rows, one array after another, each 16-byte aligned. A relay region (rows
-// crossing to another node, see intranode.cu) has one more array, dst_pos:
+// crossing to another node, see normal_mode.cu) has one more array, dst_pos:
 // per row, its position in the stream to each PE of the target node.
 struct DispatchRegion {
   std::size_t x = 0, scales = 0, topk_idx = 0, topk_weights = 0, src_idx = 0, dst_pos = 0;  // byte offsets
@@ -92,13 +92,13 @@ struct NormalArgs {
   std::uint64_t* ready;         // symmetric [R]
   std::uint64_t* done;          // symmetric [R]
   LaunchCounters* counters;     // device
-  // Combine on one node (combine_kernel, intranode.cu): node peer u sets
+  // Combine on one node (combine_kernel, normal_mode.cu): node peer u sets
   // combine_flags[u * kCombineChunks + c] here to the launch's epoch once
   // the rows of its chunk c back to this PE (rows [c * chunk_rows, (c + 1)
   // * chunk_rows) of them, in this PE's token order) are written.
   std::uint64_t* combine_flags; // symmetric [R][kCombineChunks]; only grows, never reset
   int chunk_rows;               // the same on every PE: combine_chunk_rows()
-  // Across nodes (hierarchical dispatch, intranode.cu); send_region and
+  // Across nodes (hierarchical dispatch, normal_mode.cu); send_region and
   // relay_region are nullptr when every PE is on this node. Node n is PEs
   // [n * G, (n + 1) * G); this PE's relay on node n is PE n * G + (me % G).
   int pes_per_node, n_nodes;    // G, N

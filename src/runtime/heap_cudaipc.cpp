@@ -7,7 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 #include "runtime/heap_backing.hpp"
 
 namespace nvst {

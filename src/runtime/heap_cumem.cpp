@@ -16,10 +16,10 @@
 #include <cuda_runtime_api.h>
 
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 #include "runtime/driver_api.hpp"
 #include "runtime/heap_backing.hpp"
-#include "runtime/socket.hpp"
+#include "base/socket.hpp"
 
 namespace nvst {
 

@@ -18,7 +18,7 @@
 #include "device/device_runtime.hpp"
 #include "nvst/error.hpp"
 #include "runtime/driver_api.hpp"
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 #include "runtime/heap_backing.hpp"
 
 namespace nvst {

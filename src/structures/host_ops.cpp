@@ -7,7 +7,7 @@
 
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
-#include "runtime/backoff.hpp"
+#include "base/backoff.hpp"
 
 namespace nvst::structures {
 

@@ -17,9 +17,9 @@
 #include <set>
 
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
-#include "runtime/settings.hpp"
-#include "transport/topology.hpp"
+#include "base/bootstrap.hpp"
+#include "nvst/settings.hpp"
+#include "nvst/topology.hpp"
 
 // libfabric calls return 0 or a negative error code.
 #define NVST_CHECK_FI(call)                                                               \

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "nvst/fabric_info.hpp"
 #include "transport/call_watch.hpp"
 
 namespace nvst {
@@ -26,15 +27,6 @@ namespace nvst {
 class Bootstrap;
 
 namespace fabric {
-
-// Names of the providers libfabric offers for RDM endpoints here.
-std::vector<std::string> providers_present();
-// The provider NVST_FABRIC_PROVIDER asks for, or the default choice.
-std::string chosen_provider();
-// The regions libfabric's shm made for process `pid` (/dev/shm/<pid>:...).
-// shm removes one only when its endpoint is closed, so a killed process
-// leaves them behind (and a later process with the same pid meets them).
-std::vector<std::string> shm_region_paths(int pid);
 
 // What every context passed to write()/write_with_data() must begin with: providers
 // that ask for FI_CONTEXT or FI_CONTEXT2 mode use these bytes while the

@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "device/device_runtime.hpp"
-#include "runtime/backoff.hpp"
-#include "runtime/bootstrap.hpp"
-#include "runtime/settings.hpp"
+#include "base/backoff.hpp"
+#include "base/bootstrap.hpp"
+#include "nvst/settings.hpp"
 #include "transport/inbox_bell.hpp"
+#include "nvst/topology.hpp"
 #include "transport/proxy_state.hpp"
-#include "transport/topology.hpp"
 
 namespace nvst {
 

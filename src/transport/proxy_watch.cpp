@@ -6,7 +6,7 @@
 #include <string>
 
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 #include "transport/proxy_state.hpp"
 
 namespace nvst {

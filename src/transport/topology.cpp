@@ -1,12 +1,12 @@
 // hwloc queries for topology.hpp.
-#include "transport/topology.hpp"
+#include "nvst/topology.hpp"
 
 #include <hwloc.h>
 #include <hwloc/cudart.h>
 
 #include <memory>
 
-#include "runtime/settings.hpp"
+#include "nvst/settings.hpp"
 
 namespace nvst::topology {
 

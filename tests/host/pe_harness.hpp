@@ -20,8 +20,8 @@
 
 #include "error_of.hpp"
 #include "nvst/error.hpp"
-#include "runtime/bootstrap.hpp"
-#include "transport/fabric.hpp"
+#include "nvst/fabric_info.hpp"
+#include "nvst/launch.hpp"
 
 namespace nvst::test {
 
@@ -45,58 +45,21 @@ inline void remove_shm_regions_of(pid_t pid) {
   for (const std::string& p : nvst::fabric::shm_region_paths(pid)) std::filesystem::remove(p, ec);
 }
 
+// The library's own spawner (nvst/launch.hpp) with a function instead of a
+// program, host heaps and short timeouts, and no grace kill: a test that
+// makes one PE fail on purpose waits for the others' own reports.
 inline std::vector<PeResult> run_pes(int n, const std::function<int(int)>& fn, const Env& env = {},
-                                     double deadline_s = 45, UniqueId* id_out = nullptr) {
-  UniqueId id = UniqueId::create_loopback();
-  if (id_out) *id_out = id;
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < n; ++rank) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("NVST_UNIQUE_ID", id.to_string().c_str(), 1);
-      ::setenv("NVST_RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("NVST_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("NVST_LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      ::setenv("NVST_LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("NVST_HEAP", "host", 1);
-      ::setenv("NVST_TIMEOUT_S", "8", 1);
-      ::setenv("NVST_SYMMETRIC_SIZE", "16M", 1);
-      for (auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-      int code = 1;
-      try {
-        code = fn(rank);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: uncaught: %s\n", rank, e.what());
-        code = 100;
-      }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<PeResult> out(static_cast<std::size_t>(n));
-  auto deadline = std::chrono::steady_clock::now() +
-                  std::chrono::milliseconds(static_cast<long>(deadline_s * 1000));
-  int live = n;
-  while (live > 0) {
-    for (int r = 0; r < n; ++r) {
-      if (pids[static_cast<std::size_t>(r)] <= 0) continue;
-      int status = 0;
-      if (::waitpid(pids[static_cast<std::size_t>(r)], &status, WNOHANG) ==
-          pids[static_cast<std::size_t>(r)]) {
-        out[static_cast<std::size_t>(r)].status = status;
-        remove_shm_regions_of(pids[static_cast<std::size_t>(r)]);
-        pids[static_cast<std::size_t>(r)] = -1;
-        --live;
-      }
-    }
-    if (live > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (pid_t p : pids)
-        if (p > 0) ::kill(p, SIGKILL);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+                                     double deadline_s = 45) {
+  nvst::SpawnOptions options;
+  options.nprocs = n;
+  options.run = fn;
+  options.env = {{"NVST_HEAP", "host"}, {"NVST_TIMEOUT_S", "8"}, {"NVST_SYMMETRIC_SIZE", "16M"}};
+  options.env.insert(options.env.end(), env.begin(), env.end());
+  options.grace_seconds = -1;
+  options.deadline_seconds = deadline_s;
+  options.on_exit = [](int, int pid, int) { remove_shm_regions_of(pid); };
+  std::vector<PeResult> out;
+  for (int status : nvst::spawn(options)) out.push_back({status});
   return out;
 }
 

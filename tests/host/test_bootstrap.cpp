@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "pe_harness.hpp"
-#include "runtime/bootstrap.hpp"
-#include "runtime/settings.hpp"
+#include "base/bootstrap.hpp"
+#include "nvst/settings.hpp"
 
 using nvst::Bootstrap;
 using nvst::UniqueId;

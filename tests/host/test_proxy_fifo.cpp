@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "pe_harness.hpp"
-#include "runtime/backoff.hpp"
+#include "base/backoff.hpp"
 #include "transport/fifo_host.hpp"
 #include "transport/inbox_bell.hpp"
 #include "transport/wakeup.hpp"

@@ -9,7 +9,7 @@
 
 #include "nvst/nvst.hpp"
 #include "pe_harness.hpp"
-#include "runtime/launch_env.hpp"
+#include "base/launch_env.hpp"
 
 using namespace nvst::test;
 

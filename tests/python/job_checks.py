@@ -1,7 +1,10 @@
 """What the torchrun jobs of this folder share (torch_job.py,
 nvshmem4py_job.py): joining torch.distributed, and named checks that print
 PASS or FAIL (with the traceback) per rank, count the failures, and end
-with a barrier so the ranks move to the next check together."""
+with a barrier so the ranks move to the next check together. With
+NVST_TEST_RESULTS=FILE each rank also appends one JSON line per check to
+FILE.<rank> (test_torch_gpu.py reads them: one pytest item per check)."""
+import json
 import os
 import traceback
 
@@ -27,19 +30,30 @@ class Checks:
         self.rank = rank
         self.barrier = barrier
         self.failures = []
+        results = os.environ.get("NVST_TEST_RESULTS")
+        self.results = f"{results}.{rank}" if results else None
+
+    def record(self, name, outcome, detail=""):
+        """One JSON line {name, outcome: pass|fail|skip, detail} to the results file."""
+        if self.results:
+            with open(self.results, "a") as f:
+                f.write(json.dumps({"name": name, "outcome": outcome, "detail": detail}) + "\n")
 
     def __call__(self, name, run=True):
         """Decorator: runs the function now as the check `name` (unless
         run is False) and returns it."""
         def decorate(fn):
             if not run:
+                self.record(name, "skip", "not in this mode (ranks sharing a GPU, or logical nodes)")
                 return fn
             try:
                 fn()
                 print(f"[rank {self.rank}] PASS {name}", flush=True)
+                self.record(name, "pass")
             except Exception as e:  # noqa: BLE001 - reported, counted
                 self.failures.append(name)
                 print(f"[rank {self.rank}] FAIL {name}: {e}\n{traceback.format_exc()}", flush=True)
+                self.record(name, "fail", traceback.format_exc())
             torch.cuda.synchronize()
             self.barrier()
             return fn

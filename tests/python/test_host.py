@@ -3,9 +3,8 @@
 Each test runs its body as 3 PEs (launch), through the proxy and the fabric
 transport, and checks results against numpy."""
 import numpy as np
-import pytest
-
 import nvshmem_tutorial as nt
+import pytest
 
 
 def _ring_put_signal(rank):
@@ -49,7 +48,8 @@ def _collectives(rank):
         nt.all_reduce(ins[rank], out, op)
         want = ins[0].copy()
         for p in range(1, n):  # PE order, rounding after every step, as the library does
-            want = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[op](want, ins[p]).astype(dtype)
+            ufunc = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[op]
+            want = ufunc(want, ins[p]).astype(dtype)
         assert np.array_equal(out, want), (dtype, op, size)
     ins = [_inputs(p, n, 1234, np.float32, 99) for p in range(n)]
     out = np.zeros(1234 * n, dtype=np.float32)
@@ -107,7 +107,8 @@ def _bad_input(rank):
     n = nt.n_pes()
     a = np.zeros(10, dtype=np.float32)
     checks = [
-        (lambda: nt.all_reduce(np.zeros((4, 4), np.float32)[:, 0], np.zeros(4, np.float32)), ValueError, "C-contiguous"),
+        (lambda: nt.all_reduce(np.zeros((4, 4), np.float32)[:, 0], np.zeros(4, np.float32)), ValueError,
+         "C-contiguous"),
         (lambda: nt.all_reduce(np.zeros(4, np.float64), np.zeros(4, np.float64)), TypeError, "float64"),
         (lambda: nt.all_reduce(a, np.zeros(11, np.float32)), ValueError, "11"),
         (lambda: nt.all_reduce(a, a.copy(), "avg"), ValueError, "avg"),

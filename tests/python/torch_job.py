@@ -13,12 +13,11 @@ peer check what one rank can: a send to oneself refused, all_gather a copy.
 import os
 import sys
 
-import torch
-import torch.distributed as dist
-
 import nvshmem_tutorial as nt
 import nvshmem_tutorial.distributed as nd
 import nvshmem_tutorial.ep as deep_ep
+import torch
+import torch.distributed as dist
 from job_checks import Checks, join_torch
 
 RANK = int(os.environ["RANK"])
@@ -560,7 +559,8 @@ def _():
     assert 0 <= at and at + recv_x.numel() * 2 <= region.numel(), (at, recv_x.numel(), region.numel())
     same(buf.get_local_buffer_tensor(torch.bfloat16, (H,), offset=at, use_rdma_buffer=True), recv_x[0, 0],
          "the low-latency block at recv_x's offset")
-    raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.uint8, region.numel() + 1, use_rdma_buffer=True),
+    past_end = region.numel() + 1
+    raises(ValueError, lambda: buf.get_local_buffer_tensor(torch.uint8, past_end, use_rdma_buffer=True),
            "a view past the low-latency block")
     # destroy() frees the low-latency memory now, although outputs (views of
     # it), the Buffer's cached output tensors and a receive hook are all still

@@ -14,8 +14,8 @@
 #include "commands.hpp"
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
-#include "transport/fabric.hpp"
-#include "transport/topology.hpp"
+#include "nvst/fabric_info.hpp"
+#include "nvst/topology.hpp"
 
 namespace nvst::tools {
 

@@ -14,7 +14,7 @@
 #include "commands.hpp"
 #include "nvst/error.hpp"
 #include "nvst/launch.hpp"
-#include "runtime/settings.hpp"
+#include "nvst/settings.hpp"
 
 namespace {
 

@@ -1,37 +1,27 @@
-// The raw libfabric baseline of the inter-node benchmarks (`nvst bench p2p`
-// across logical nodes, `nvst bench host`): PE 0 fi_writes a host buffer
-// into PE 1's over the provider the proxy uses, one write in flight, each
-// waited for; and a ping-pong of 8-byte writes, each side polling its
-// provider for the other's. No GPU, no staging, no protocol: the ceiling a
-// proxy over that provider can approach. Collective: every PE constructs it (the transport
-// exchanges addresses) and calls measure(); PEs other than 0 and 1 only
-// take part in its barriers.
-#pragma once
-
+// The raw libfabric baseline (nvst/raw_fabric.hpp): the fabric transport
+// opened beside the runtime's, on the job's bootstrap.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "base/bootstrap.hpp"
+#include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
-#include "report.hpp"
-#include "runtime/bootstrap.hpp"
+#include "nvst/raw_fabric.hpp"
 #include "runtime/runtime_internal.hpp"
 #include "transport/fabric.hpp"
 
-namespace nvst::tools {
+namespace nvst {
 
-class RawFabric {
+class RawFabric::Impl {
  public:
-  struct Result {
-    double us;        // median microseconds per write (PE 0's, on every PE)
-    long long wrong;  // bytes PE 1 found different from what PE 0 wrote
-  };
-
-  explicit RawFabric(std::size_t max) : max_(max) {
+  explicit Impl(std::size_t max) : max_(max) {
     src_ = static_cast<char*>(std::aligned_alloc(4096, round_up(max) + 4096));  // + the ping-pong's word
     dst_ = static_cast<char*>(std::aligned_alloc(4096, round_up(max)));
     control_ = static_cast<char*>(std::aligned_alloc(4096, 4096));
@@ -40,18 +30,16 @@ class RawFabric {
     t_ = std::make_unique<fabric::Transport>(detail::runtime_bootstrap(), dst_, max, control_, 4096, src_,
                                              round_up(max) + 4096);
   }
-  ~RawFabric() {
+  ~Impl() {
     t_.reset();
     std::free(src_);
     std::free(dst_);
     std::free(control_);
   }
-  RawFabric(const RawFabric&) = delete;
-  RawFabric& operator=(const RawFabric&) = delete;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
-  // `samples` + 1 samples (the first a warm-up) of `iters` writes of
-  // `bytes`; the data is checked on PE 1 afterwards.
-  Result measure(std::size_t bytes, int iters, int samples) {
+  RawFabric::Result measure(std::size_t bytes, int iters, int samples) {
     NVST_REQUIRE(bytes <= max_, "raw fabric baseline: ", bytes, " bytes asked, ", max_, " allocated");
     const int me = nvst::my_pe();
     auto expected = [bytes](std::size_t i) { return static_cast<char>((i * 131 + bytes) | 1); };
@@ -74,16 +62,16 @@ class RawFabric {
     if (me == 1)  // word 0 last carried the round flag, not data
       for (std::size_t i = 8; i < bytes; ++i) wrong += dst_[i] != expected(i);
     nvst::bootstrap_broadcast(&wrong, sizeof(wrong), 1);
-    double t = me == 0 ? median(us) : 0;
-    nvst::bootstrap_broadcast(&t, sizeof(t), 0);
-    return {t, wrong};
+    us.resize(static_cast<std::size_t>(samples));
+    nvst::bootstrap_broadcast(us.data(), us.size() * sizeof(double), 0);
+    return {std::move(us), wrong};
   }
 
-  // One-way time of an 8-byte write in a ping-pong between PEs 0 and 1
-  // (median over `samples` of `iters` round trips, halved; on every PE):
-  // each side writes the round into the other's control word 1 and polls
-  // its provider until its own word shows the reply.
-  double pingpong(int iters, int samples) {
+  // One-way microseconds of an 8-byte write in a ping-pong between PEs 0
+  // and 1, per sample of `iters` round trips (PE 0's, on every PE): each
+  // side writes the round into the other's control word 1 and polls its
+  // provider until its own word shows the reply.
+  std::vector<double> pingpong(int iters, int samples) {
     const int me = nvst::my_pe();
     std::vector<double> us;
     for (int s = 0; s < samples + 1; ++s) {
@@ -100,9 +88,9 @@ class RawFabric {
         us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters /
                      2);
     }
-    double t = me == 0 ? median(us) : 0;
-    nvst::bootstrap_broadcast(&t, sizeof(t), 0);
-    return t;
+    us.resize(static_cast<std::size_t>(samples));
+    nvst::bootstrap_broadcast(us.data(), us.size() * sizeof(double), 0);
+    return us;
   }
 
  private:
@@ -162,4 +150,17 @@ class RawFabric {
   fabric::ProviderContext ctx_{};  // the provider's scratch for our one operation in flight
 };
 
-}  // namespace nvst::tools
+RawFabric::RawFabric(std::size_t max_bytes) : impl_(std::make_unique<Impl>(max_bytes)) {}
+RawFabric::~RawFabric() = default;
+RawFabric::Result RawFabric::measure(std::size_t bytes, int iters, int samples) {
+  NVST_REQUIRE(iters > 0 && samples > 0, "raw fabric baseline: iters (", iters, ") and samples (", samples,
+               ") must be positive");
+  return impl_->measure(bytes, iters, samples);
+}
+std::vector<double> RawFabric::pingpong(int iters, int samples) {
+  NVST_REQUIRE(iters > 0 && samples > 0, "raw fabric baseline: iters (", iters, ") and samples (", samples,
+               ") must be positive");
+  return impl_->pingpong(iters, samples);
+}
+
+}  // namespace nvst

@@ -1,4 +1,4 @@
-#include "runtime/socket.hpp"
+#include "base/socket.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>

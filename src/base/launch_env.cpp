@@ -1,9 +1,9 @@
-#include "runtime/launch_env.hpp"
+#include "base/launch_env.hpp"
 
 #include <cstdint>
 
 #include "nvst/error.hpp"
-#include "runtime/settings.hpp"
+#include "nvst/settings.hpp"
 
 namespace nvst {
 

@@ -1,4 +1,4 @@
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 
 #include <poll.h>
 #include <sys/random.h>

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/socket.hpp"
+#include "base/socket.hpp"
 
 namespace nvst {
 

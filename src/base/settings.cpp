@@ -1,4 +1,4 @@
-#include "runtime/settings.hpp"
+#include "nvst/settings.hpp"
 
 #include <cerrno>
 #include <cstdlib>

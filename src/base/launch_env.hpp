@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "runtime/bootstrap.hpp"
+#include "base/bootstrap.hpp"
 
 namespace nvst {
 

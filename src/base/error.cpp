@@ -3,7 +3,7 @@
 #include <cstring>
 #include <functional>
 
-#include "runtime/error_hooks.hpp"
+#include "base/error_hooks.hpp"
 
 namespace nvst::detail {
 
