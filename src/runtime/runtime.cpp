@@ -57,13 +57,18 @@ struct Runtime {
   ProxyOwner proxy;                     // when some PE is beyond load/store
   std::uint64_t alloc_calls = 0;
   std::unique_ptr<detail::TeamTable> teams;
+  // The watch thread may call into the proxy: stopped before members go.
+  ~Runtime() {
+    if (bootstrap) bootstrap->stop_watch();
+  }
 };
 
 std::unique_ptr<Runtime> g_rt;
 std::uint64_t g_init_generation = 0;
 
 Runtime& rt(const char* fn) {
-  NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called before nvst::init()");
+  NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called ",
+               g_init_generation == 0 ? "before nvst::init()" : "after nvst::finalize() (and before a new nvst::init())");
   return *g_rt;
 }
 
@@ -262,7 +267,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
                                                  static_cast<int>(r->node_pes.size()));
 
   NodeContext node{r->bootstrap.get(), r->launch.rank, r->node_pes, r->node_index, r->device,
-                   r->launch.id.cookie, settings::host_timeout_s()};
+                   r->bootstrap->cookie(), settings::host_timeout_s()};
   switch (kind) {
     case HeapKind::kCuMem: r->heap = make_cumem_heap(heap_bytes, node); break;
     case HeapKind::kCudaIpc: r->heap = make_cudaipc_heap(heap_bytes, node); break;
@@ -285,13 +290,23 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     // registration, and CUDA registered its own when the device was set.
     static const bool stop_at_exit_registered = [] {
       std::atexit([] {
-        if (g_rt) g_rt->proxy.reset();
+        if (!g_rt) return;
+        g_rt->bootstrap->stop_watch();
+        g_rt->proxy.reset();
       });
       return true;
     }();
     (void)stop_at_exit_registered;
     r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
                                       r->heap->on_device() ? r->device : -1, settings::host_timeout_s()));
+    Proxy* proxy = r->proxy.get();
+    const bool shm = proxy->provider() == "shm";
+    r->bootstrap->on_failure([proxy, shm](const std::string& why) {
+      proxy->fail_from_outside(why);
+      if (shm) fabric::remove_stale_shm_regions();  // the dead PE's, once it has ended
+    });
+    Bootstrap* boot = r->bootstrap.get();
+    proxy->on_own_failure([boot](const std::string& why) { boot->report_failure(why); });
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
@@ -314,6 +329,10 @@ void finalize() {
   // Everyone stops touching peers' heaps before anyone unmaps; barrier_all
   // quiets this PE's proxy first, so after it no write to anyone is pending.
   barrier_all();
+  // The job ends on purpose from here: peers that finish first close their
+  // connections, which is no failure. A death from now on is still
+  // reported by the last barrier.
+  r.bootstrap->stop_watch();
   r.proxy.reset();
   detail::set_device_error_describer(nullptr);
   r.heap.reset();
@@ -464,6 +483,7 @@ void free(void* ptr) {
 
 std::size_t heap_size() { return rt("heap_size").heap->size(); }
 std::size_t heap_free_bytes() { return rt("heap_free_bytes").allocator->free_bytes(); }
+std::shared_ptr<void> heap_lease() { return rt("heap_lease").heap->lease(); }
 
 bool is_symmetric(const void* addr, std::size_t bytes) {
   Runtime& r = rt("is_symmetric");
@@ -697,6 +717,8 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
     return false;
   };
   static const char* names[] = {"==", "!=", ">", ">=", "<", "<="};
+  const int c = static_cast<int>(cmp);
+  NVST_REQUIRE(c >= 0 && c < 6, "nvst::signal_wait_until: comparison ", c, " is not one of Cmp's values");
   std::atomic_ref<std::uint64_t> a(*sig_addr);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(settings::host_timeout_s());
@@ -705,6 +727,7 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
     if (holds(v)) return v;
     if (backoff.check_clock()) {
       if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
+      if (std::string f = r.bootstrap->failure(); !f.empty()) throw Error(f);
       NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
                    settings::host_timeout_s(), " s waiting for signal word at heap offset ",
                    offset_of(r, sig_addr), " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v,
@@ -743,6 +766,26 @@ void detail::check_signal_word(const std::uint64_t* sig, const char* fn) { nvst:
 void detail::check_gpu_heap(const char* fn) {
   NVST_REQUIRE(rt(fn).heap->on_device(), "nvst::", fn,
                ": needs a GPU heap (this PE's heap is in host memory; use the host-side forms)");
+}
+
+std::vector<std::uint8_t> detail::fabric_address_of(int pe) {
+  Runtime& r = rt("fabric_address_of");
+  nvst::check_pe(r, pe, "fabric_address_of");
+  return r.proxy ? r.proxy->transport().address(pe) : std::vector<std::uint8_t>{};
+}
+std::uint64_t detail::fabric_key(int pe, bool heap) {
+  Runtime& r = rt("fabric_key");
+  nvst::check_pe(r, pe, "fabric_key");
+  return r.proxy ? r.proxy->transport().key(pe, heap ? fabric::Region::kHeap : fabric::Region::kControl) : 0;
+}
+std::uint64_t detail::heap_offset_of(const void* sym) {
+  Runtime& r = rt("heap_offset_of");
+  NVST_REQUIRE(is_symmetric(sym, 1), "heap_offset_of: ", sym, " is not in the symmetric heap");
+  return offset_of(r, sym);
+}
+std::uint64_t detail::fabric_dropped() {
+  Runtime& r = rt("fabric_dropped");
+  return r.proxy ? r.proxy->dropped() : 0;
 }
 
 Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }

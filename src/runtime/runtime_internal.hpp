@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace nvst {
 class Bootstrap;
@@ -20,6 +21,14 @@ void check_pe(int pe, const char* fn);
 void check_symmetric(const void* addr, std::size_t bytes, const char* fn, const char* what);
 void check_signal_word(const std::uint64_t* sig, const char* fn);
 void check_gpu_heap(const char* fn);
+// PE `pe`'s fabric endpoint address, and how many incoming messages this
+// PE's proxy dropped as forged (for the adversarial tests; empty / 0
+// without a proxy).
+std::vector<std::uint8_t> fabric_address_of(int pe);
+std::uint64_t fabric_dropped();
+// The key PE `pe` registered its heap (heap = true) or control region under.
+std::uint64_t fabric_key(int pe, bool heap);
+std::uint64_t heap_offset_of(const void* sym);
 // True while `stream` is being captured into a CUDA graph (checked call).
 bool stream_capturing(cudaStream_t stream);
 }  // namespace detail

@@ -14,6 +14,7 @@
 #include "device/device_runtime.hpp"
 #include "runtime/backoff.hpp"
 #include "runtime/bootstrap.hpp"
+#include "runtime/job_secret.hpp"
 #include "runtime/settings.hpp"
 #include "transport/inbox_bell.hpp"
 #include "transport/proxy_trace.hpp"
@@ -56,7 +57,9 @@ struct InboxHeader {
   std::uint64_t sig_value;
   std::uint8_t has_signal;  // apply the signal after the data
   std::uint8_t sig_op;      // proxy::SignalOp
-  std::uint8_t pad[22];
+  std::uint8_t pad[6];
+  std::uint64_t tag;        // piece_tag(sender, seq): only the job's PEs can compute it
+  std::uint8_t pad2[8];
 };
 static_assert(sizeof(InboxHeader) == kInboxHeader);
 
@@ -90,6 +93,16 @@ struct ControlLayout {
   }
   std::size_t bytes() const { return slot(world, 0); }
 };
+
+// A piece's tag: the job's inbox key (derived from its secret) mixed with
+// the sender and seq, so a header a stranger wrote, or an old piece a
+// forged doorbell points at, does not match the piece expected.
+std::uint64_t piece_tag(std::uint64_t key, int src, std::uint64_t seq) {
+  std::uint64_t z = key ^ (seq * 0x9e3779b97f4a7c15ull) ^ (static_cast<std::uint64_t>(src) << 48);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 
 std::uint64_t load_acquire(const std::uint64_t* p) {
   return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
@@ -136,6 +149,18 @@ struct Proxy::State {
   ControlLayout layout;
   bool gpu = false;  // a GPU heap: inbox copies and signals go on `stream`
   int me = 0;
+  std::uint64_t tag_key = 0;  // piece_tag's key
+  // Incoming messages dropped as forged or malformed, and when the last
+  // report of them was printed (at most one per second).
+  std::uint64_t dropped = 0;
+  Clock::time_point dropped_reported{};
+  void drop(const std::string& what) {
+    ++dropped;
+    if (Clock::now() - dropped_reported < std::chrono::seconds(1)) return;
+    dropped_reported = Clock::now();
+    std::fprintf(stderr, "%sproxy: dropped %s (%llu dropped so far; not from this job?)\n",
+                 detail::rank_prefix().c_str(), what.c_str(), static_cast<unsigned long long>(dropped));
+  }
   char* heap = nullptr;
   std::size_t heap_bytes = 0;
   proxy::Consumer host_consumer;
@@ -336,6 +361,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   s.layout = layout;
   s.layout_base = control_;
   s.me = boot.rank();
+  s.tag_key = secret::derive(boot.cookie(), "inbox tag");
   s.heap = heap;
   s.heap_bytes = heap_bytes;
   s.pool = reinterpret_cast<InFlight*>(scratch_);
@@ -500,20 +526,32 @@ void Proxy::quiet() {
   }
 }
 
+std::uint64_t Proxy::dropped() const { return st_->dropped; }
+
 std::string Proxy::failure() const {
   std::lock_guard<std::mutex> lock(failure_mu_);
   return failure_;
 }
 
-void Proxy::fail(const std::string& why) {
+void Proxy::on_own_failure(std::function<void(const std::string&)> hook) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  own_failure_hook_ = std::move(hook);
+}
+
+void Proxy::fail(const std::string& why, bool own) {
+  bool first = false;
+  std::function<void(const std::string&)> hook;
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
-    if (failure_.empty()) failure_ = why;
+    first = failure_.empty();
+    if (first) failure_ = why;
+    if (own) hook = own_failure_hook_;
   }
   failed_.store(true, std::memory_order_release);  // after the message: push() reads it once this is set
   st_->host_consumer.set_failed();
   if (st_->dev_consumer) st_->dev_consumer->set_failed();
   std::fprintf(stderr, "%s\n", why.c_str());
+  if (first && hook) hook(why);
 }
 
 void Proxy::run() {
@@ -619,17 +657,27 @@ bool Proxy::step() {
   if (transport_->progress(s.completions) > 0) busy = true;
   for (auto& c : s.completions) {
     if (c.remote) {  // a peer's piece landed in our inbox: ring its doorbell here
+      // A doorbell can come from anyone who reaches our endpoint: one that
+      // names no PE, or a piece outside the sender's window (a sender
+      // never has more than kInboxSlots in flight), is dropped, and the
+      // piece's tag is checked before it is applied (step 3).
       const int src = inbox::bell_sender(c.data);
-      if (c.error != 0 || src >= s.layout.world)
-        NVST_FAIL("an incoming inbox write (data ", c.data, ") failed or is malformed: ",
-                  c.error ? c.error_text : std::string("no such sender"));
+      if (c.error != 0 || src >= s.layout.world) {
+        s.drop(detail::concat("an incoming doorbell (data ", c.data, "): ",
+                              c.error ? c.error_text : std::string("no such sender")));
+        continue;
+      }
       const std::uint64_t seq = inbox::bell_seq(c.data, s.recv[static_cast<std::size_t>(src)]);
+      if (seq >= s.recv[static_cast<std::size_t>(src)] + kInboxSlots) {
+        s.drop(detail::concat("a doorbell from PE ", src, " for piece ", seq, ", outside its window"));
+        continue;
+      }
       s.landed[static_cast<std::size_t>(src) * kInboxSlots + seq % kInboxSlots] = seq + 1;
       s.trace.add(ProxyTrace::kBell, src, seq);
       continue;
     }
-    if (c.context == nullptr) {  // not ours: a provider's report about a peer's operation on our memory
-      if (c.error != 0) NVST_FAIL("an incoming write from a peer failed: ", c.error_text);
+    if (c.context == nullptr) {  // not ours: a provider's report about someone's operation on our memory
+      if (c.error != 0) s.drop("an incoming write that failed: " + c.error_text);
       continue;
     }
     auto* op = static_cast<InFlight*>(c.context);
@@ -790,6 +838,7 @@ bool Proxy::step() {
     h->sig = c.sig;
     h->sig_value = c.sig_value;
     h->sig_op = c.sig_op;
+    h->tag = piece_tag(s.tag_key, s.me, sent);
     const bool copying = bytes && s.gpu;
     if (copying) {
       CallWatch::Mark mark(cuda_call_, "staging a put's source from the GPU");
@@ -830,6 +879,11 @@ bool Proxy::step() {
             (s.gpu && s.free_events.empty()))
           break;
         const auto* h = reinterpret_cast<const InboxHeader*>(control_ + s.layout.slot(src, k));
+        if (h->tag != piece_tag(s.tag_key, src, next)) {  // a forged doorbell: wait for the real one
+          s.landed[static_cast<std::size_t>(src) * kInboxSlots + k] = 0;
+          s.drop(detail::concat("a doorbell for piece ", next, " from PE ", src, " whose header does not match"));
+          break;
+        }
         NVST_REQUIRE(h->seq == next && h->bytes <= (s.layout.data ? kPieceBytes : 0) && h->dest <= s.heap_bytes &&
                          h->bytes <= s.heap_bytes - h->dest &&
                          (!h->has_signal || h->sig <= s.heap_bytes - proxy::signal_width(h->sig_op)),
