@@ -569,6 +569,52 @@ TEST(Adversarial, NextShmJobRemovesRegionsOfEndedProcesses) {
   std::filesystem::remove(live);
 }
 
+// ---- soak ---------------------------------------------------------------------------
+
+// Operations in a ring, each PE to the next: a put into its own slot and a
+// signal add per operation, an all_reduce of the running count every 1000.
+// Nothing may be lost. CI runs a short one; NVST_SOAK_OPS=100000 the full.
+int soak(int rank) {
+  const long ops = nvst::settings::get_int_in("NVST_SOAK_OPS", 1, 10'000'000).value_or(4000);
+  nvst::init();
+  nvst::coll::prepare();
+  const int n = nvst::n_pes(), next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  constexpr long kSlots = 4096;
+  auto* slots = static_cast<std::uint64_t*>(nvst::calloc(kSlots, 8));
+  auto* count = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+  std::vector<std::uint64_t> values(kSlots);
+  for (long i = 0; i < ops; ++i) {
+    const long slot = i % kSlots;
+    if (slot == 0 && i > 0) nvst::quiet();  // values[] is reused
+    values[static_cast<std::size_t>(slot)] = (static_cast<std::uint64_t>(rank) << 40) | static_cast<std::uint64_t>(i);
+    nvst::putmem_signal_nbi(&slots[slot], &values[static_cast<std::size_t>(slot)], 8, count, 1,
+                            nvst::SignalOp::kAdd, next);
+    if (i % 1000 == 999) {
+      std::uint64_t mine = static_cast<std::uint64_t>(i + 1), sum = 0;
+      nvst::coll::all_reduce(&mine, &sum, 1, nvst::coll::DType::kI64, nvst::coll::RedOp::kSum, nullptr);
+      PE_EXPECT(sum == static_cast<std::uint64_t>(n) * mine, "all_reduce at op ", i, ": ", sum);
+    }
+  }
+  nvst::quiet();
+  nvst::signal_wait_until(count, nvst::Cmp::kEq, static_cast<std::uint64_t>(ops));
+  nvst::barrier_all();
+  long wrong = 0;
+  for (long slot = 0; slot < std::min(ops, kSlots); ++slot) {
+    const long last = slot + (ops - 1 - slot) / kSlots * kSlots;  // the last op that wrote this slot
+    wrong += slots[slot] != ((static_cast<std::uint64_t>(prev) << 40) | static_cast<std::uint64_t>(last));
+  }
+  PE_EXPECT(wrong == 0, wrong, " slots hold the wrong operation after ", ops, " operations");
+  nvst::finalize();
+  return 0;
+}
+
+TEST(Adversarial, SoakNothingLostAtTwoAndFourPes) {
+  for (int pes : {2, 4}) {
+    auto res = run_pes(pes, soak, {{"NVST_COLL_WORKSPACE", "1M"}}, 600);
+    for (int r = 0; r < pes; ++r) EXPECT_EQ(res[r].code(), 0) << pes << " PEs: rank " << r;
+  }
+}
+
 // ---- dead PEs -------------------------------------------------------------------
 
 // PE 2 of 4 is killed in `phase`; every survivor must end its wait with a
