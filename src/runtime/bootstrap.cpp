@@ -322,34 +322,37 @@ std::string Bootstrap::failure() const {
   return failure_;
 }
 
-void Bootstrap::on_failure(std::function<void(const std::string&)> hook) {
+void Bootstrap::on_failure(std::function<void(const std::string&, int)> hook) {
   std::string already;
+  int rank = -1;
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     hook_ = std::move(hook);
     already = failure_;
+    rank = failed_rank_;
   }
-  if (!already.empty() && hook_) hook_(already);
+  if (!already.empty() && hook_) hook_(already, rank);
 }
 
-void Bootstrap::record_failure(const std::string& why) {
-  std::function<void(const std::string&)> hook;
+void Bootstrap::record_failure(const std::string& why, int failed_rank) {
+  std::function<void(const std::string&, int)> hook;
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     if (!failure_.empty()) return;
     failure_ = why;
+    failed_rank_ = failed_rank;
     hook = hook_;
   }
   failed_.store(true, std::memory_order_release);
   std::fprintf(stderr, "%s%s\n", detail::rank_prefix().c_str(), why.c_str());
-  if (hook) hook(why);
+  if (hook) hook(why, failed_rank);
 }
 
 void Bootstrap::report_failure(const std::string& why) noexcept {
   if (failed_.load(std::memory_order_acquire) || world_ == 1 || !watching_.load()) return;
   const std::string text = detail::concat("rank ", rank_, " failed: ", why);
   if (rank_ == 0) {
-    tell_watchers(text, -1);
+    tell_watchers(text, -1, 0);
   } else {
     std::lock_guard<std::mutex> lock(watch_send_mu_);
     try {
@@ -359,7 +362,7 @@ void Bootstrap::report_failure(const std::string& why) noexcept {
     }
   }
   try {
-    record_failure(text);
+    record_failure(text, rank_);
   } catch (...) {
   }
 }
@@ -398,10 +401,12 @@ void Bootstrap::watch_loop() {
       if (pfds[i].revents == 0) continue;
       const int r = ranks[i];
       std::string why;
+      int failed = r;  // rank 0: that rank; others: rank 0 unless its message names another
       try {
         Frame f = recv_frame(pfds[i].fd, net::deadline_after(1.0));
         if (f.io == net::Io::kOk && f.header.kind == Kind::kAbort) {
           why = rank_ == 0 ? detail::concat("rank ", r, " failed: ", as_text(f.payload)) : as_text(f.payload);
+          if (rank_ != 0) failed = static_cast<int>(f.header.seq) - 1;  // tell_watchers: failed rank + 1
         } else if (f.io == net::Io::kOk) {
           continue;  // nothing else travels on the watch
         } else if (rank_ == 0) {
@@ -418,9 +423,9 @@ void Bootstrap::watch_loop() {
           std::lock_guard<std::mutex> lock(watch_send_mu_);
           watch_peers_[static_cast<std::size_t>(r)].reset();
         }
-        tell_watchers(why, r);
+        tell_watchers(why, r, r);
       }
-      record_failure(why);
+      record_failure(why, failed);
       if (rank_ != 0) return;  // nothing more can come from rank 0
     }
   }
@@ -632,15 +637,17 @@ void Bootstrap::broadcast_abort(const std::string& reason, int skip_rank) noexce
   }
   // On the watch too: a rank outside the bootstrap (in a signal wait, say)
   // learns the reason before it sees rank 0 go.
-  tell_watchers(reason, skip_rank);
+  tell_watchers(reason, skip_rank, skip_rank);
 }
 
-void Bootstrap::tell_watchers(const std::string& reason, int skip_rank) noexcept {
+// The frame's seq carries the failed rank + 1 (0: unknown).
+void Bootstrap::tell_watchers(const std::string& reason, int skip_rank, int failed_rank) noexcept {
   std::lock_guard<std::mutex> lock(watch_send_mu_);  // one frame at a time on each connection
   for (int r = 1; r < static_cast<int>(watch_peers_.size()); ++r) {
     if (r == skip_rank || !watch_peers_[static_cast<std::size_t>(r)].valid()) continue;
     try {
-      send_frame(watch_peers_[static_cast<std::size_t>(r)].get(), Kind::kAbort, 0, reason.data(), reason.size());
+      send_frame(watch_peers_[static_cast<std::size_t>(r)].get(), Kind::kAbort,
+                 static_cast<std::uint32_t>(failed_rank + 1), reason.data(), reason.size());
     } catch (...) {
       // That rank is gone too; its own closing reports it.
     }

@@ -88,9 +88,10 @@ class Bootstrap {
 
   // A PE's death (or failure) the watch learned of; "" while there is none.
   std::string failure() const;
-  // Called once, on the watch thread, when the watch learns of a failure.
-  // Set it before the failure can matter (right after construction).
-  void on_failure(std::function<void(const std::string&)> hook);
+  // Called once, on the watch thread, when the watch learns of a failure:
+  // its text and the rank that died or failed (-1: unknown). Set it before
+  // the failure can matter (right after construction).
+  void on_failure(std::function<void(const std::string&, int)> hook);
   // A failure found outside the bootstrap (a PE's proxy lost a peer): told
   // to every other rank through the watch, and recorded here. Thread-safe;
   // nothing once a failure is known.
@@ -107,9 +108,9 @@ class Bootstrap {
   void accept_peers();
   void connect_to_root(const UniqueId& id);
   void broadcast_abort(const std::string& reason, int skip_rank) noexcept;
-  void tell_watchers(const std::string& reason, int skip_rank) noexcept;
+  void tell_watchers(const std::string& reason, int skip_rank, int failed_rank) noexcept;
   void watch_loop();
-  void record_failure(const std::string& why);
+  void record_failure(const std::string& why, int failed_rank);
 
   int rank_;
   int world_;
@@ -128,7 +129,8 @@ class Bootstrap {
   std::mutex watch_send_mu_;  // rank 0: sends on (and resets of) watch_peers_
   mutable std::mutex failure_mu_;
   std::string failure_;
-  std::function<void(const std::string&)> hook_;
+  int failed_rank_ = -1;
+  std::function<void(const std::string&, int)> hook_;
   std::atomic<bool> failed_{false};
   std::atomic<bool> watching_{false};
 };

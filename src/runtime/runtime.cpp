@@ -54,6 +54,7 @@ struct Runtime {
   std::unique_ptr<HeapBacking> heap;
   std::unique_ptr<HeapAllocator> allocator;
   dev::DeviceError* mailbox = nullptr;  // pinned, mapped
+  int* dead_pe = nullptr;               // pinned, mapped (DeviceState::dead_pe)
   ProxyOwner proxy;                     // when some PE is beyond load/store
   std::uint64_t alloc_calls = 0;
   std::unique_ptr<detail::TeamTable> teams;
@@ -155,6 +156,7 @@ void upload_state(Runtime& r) {
   s.barrier_flags = reinterpret_cast<std::uint64_t*>(s.heap_base + 64);
   s.timeout_ns = static_cast<std::uint64_t>(settings::device_timeout_s() * 1e9);
   s.error = r.mailbox;
+  s.dead_pe = r.dead_pe;
   if (r.proxy) {
     s.fifo = r.proxy->device_fifo_for_device();
     s.fifo_tail = r.proxy->device_tail();
@@ -299,14 +301,8 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     (void)stop_at_exit_registered;
     r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
                                       r->heap->on_device() ? r->device : -1, settings::host_timeout_s()));
-    Proxy* proxy = r->proxy.get();
-    const bool shm = proxy->provider() == "shm";
-    r->bootstrap->on_failure([proxy, shm](const std::string& why) {
-      proxy->fail_from_outside(why);
-      if (shm) fabric::remove_stale_shm_regions();  // the dead PE's, once it has ended
-    });
     Bootstrap* boot = r->bootstrap.get();
-    proxy->on_own_failure([boot](const std::string& why) { boot->report_failure(why); });
+    r->proxy->on_own_failure([boot](const std::string& why) { boot->report_failure(why); });
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
@@ -314,12 +310,24 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&r->mailbox), sizeof(dev::DeviceError),
                                   cudaHostAllocMapped));
     std::memset(r->mailbox, 0, sizeof(dev::DeviceError));
+    NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&r->dead_pe), sizeof(int), cudaHostAllocMapped));
+    std::atomic_ref<int>(*r->dead_pe).store(-1);
     dev::DeviceError* mailbox = r->mailbox;
     detail::set_device_error_describer([mailbox] { return detail::describe_device_error(mailbox); });
     upload_state(*r);
     detail::preload_runtime_kernels();  // also the proxy's, built above
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
+  // What a death the bootstrap's watch learns of stops: the proxy (its
+  // producers' waits, kernels' FIFO waits) and kernels' own waits (dead_pe).
+  Proxy* proxy = r->proxy.get();
+  const bool shm = proxy && proxy->provider() == "shm";
+  int* dead_pe = r->dead_pe;
+  r->bootstrap->on_failure([proxy, shm, dead_pe](const std::string& why, int rank) {
+    if (dead_pe && rank >= 0) std::atomic_ref<int>(*dead_pe).store(rank, std::memory_order_release);
+    if (proxy) proxy->fail_from_outside(why);
+    if (shm) fabric::remove_stale_shm_regions();  // the dead PE's, once it has ended
+  });
   r->bootstrap->barrier("init: heaps ready");
 }
 }  // namespace
@@ -337,6 +345,7 @@ void finalize() {
   detail::set_device_error_describer(nullptr);
   r.heap.reset();
   if (r.mailbox) cudaFreeHost(r.mailbox);
+  if (r.dead_pe) cudaFreeHost(r.dead_pe);  // the watch is stopped: nobody writes it
   r.bootstrap->barrier("finalize");
   g_rt.reset();
 }
