@@ -474,9 +474,17 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
       pfds.push_back(pollfd{peers_[static_cast<std::size_t>(r)].get(), POLLIN, 0});
       ranks.push_back(r);
     }
-    int rc = ::poll(pfds.data(), pfds.size(), net::ms_left(deadline));
+    // In slices: a failure the watch learned of (a rank that died while
+    // another, waiting on it elsewhere, keeps this one waiting) ends it.
+    int rc = ::poll(pfds.data(), pfds.size(), net::ms_left(std::min(deadline, net::deadline_after(0.1))));
     if (rc < 0 && errno == EINTR) continue;
     NVST_CHECK_SYS(rc < 0 ? -1 : 0);
+    if (rc == 0 && failed_.load(std::memory_order_acquire)) {
+      const std::string msg = detail::concat(failure(), " (rank 0 in ", what, " #", seq_, ")");
+      broadcast_abort(msg, -1);
+      NVST_FAIL(msg);
+    }
+    if (rc == 0 && net::Clock::now() < deadline) continue;
     if (rc == 0) {
       std::ostringstream missing;
       for (int r : ranks) missing << " " << r;
