@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -116,6 +117,10 @@ void free(void* ptr);
 // Bytes of symmetric heap per PE, and those still free.
 std::size_t heap_size();
 std::size_t heap_free_bytes();
+// Keeps this PE's heap memory mapped past finalize() for as long as the
+// returned handle lives (host heaps; null for GPU heaps), so a view into it
+// (a numpy array) reads stale bytes after finalize instead of freed memory.
+std::shared_ptr<void> heap_lease();
 // True when [addr, addr+bytes) lies inside this PE's symmetric heap.
 bool is_symmetric(const void* addr, std::size_t bytes = 1);
 

@@ -9,10 +9,17 @@
 namespace nvst::settings {
 
 std::optional<std::string> get(const char* name);
-// Integer or size ("1G", "256M", "4096"); throws naming the variable on junk.
+// Every parser throws naming the variable and its value on junk, a sign
+// where none belongs, overflow, or (get_double) inf and nan.
+// Size ("1G", "256M", "4096", "1T"), at most kMaxSize.
+constexpr std::size_t kMaxSize = std::size_t{1} << 50;
 std::optional<std::size_t> get_size(const char* name);
 std::optional<long> get_int(const char* name);
+// An integer in [lo, hi] (hi <= INT_MAX).
+std::optional<int> get_int_in(const char* name, long lo, long hi);
 std::optional<double> get_double(const char* name);
+// Longest timeout a setting may ask for (about 11.5 days).
+constexpr double kMaxSeconds = 1e6;
 
 double host_timeout_s();       // NVST_TIMEOUT_S (120)
 double device_timeout_s();     // NVST_DEVICE_TIMEOUT_S (60)

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include "bindings_common.hpp"
@@ -26,6 +27,11 @@ namespace {
 struct Symmetric {
   void* ptr = nullptr;
   std::size_t nbytes = 0;
+};
+
+// Holds a host heap's memory for a numpy view (nvst::heap_lease).
+struct HeapLease {
+  std::shared_ptr<void> memory;
 };
 
 void require_host_heap(const char* fn) {
@@ -66,6 +72,13 @@ nvst::coll::DType pair_dtype(const py::array& in, const py::array& out, const ch
   dtype_of(out, fn, "output");
   same_dtype(in, out, fn);
   return t;
+}
+
+// Signal word `index` of s (no overflow however large the index).
+void check_word(const Symmetric& s, std::size_t index, const char* fn) {
+  if (index >= s.nbytes / 8)
+    throw py::value_error(std::string("nvshmem_tutorial.") + fn + ": signal index " + std::to_string(index) +
+                          " out of range [0, " + std::to_string(s.nbytes / 8) + ")");
 }
 
 void check_range(const Symmetric& s, std::size_t offset, std::size_t bytes, const char* fn) {
@@ -168,6 +181,7 @@ PYBIND11_MODULE(_nvst, m) {
     nvst::fence();
   });
 
+  py::class_<HeapLease>(m, "_HeapLease", "Holds a host heap's memory for numpy views of it.");
   py::class_<Symmetric>(m, "Symmetric", "A symmetric allocation: the same offset in every PE's heap.")
       .def_readonly("nbytes", &Symmetric::nbytes)
       .def(
@@ -175,16 +189,22 @@ PYBIND11_MODULE(_nvst, m) {
           [](Symmetric& s, py::object dtype) {
             require_host_heap("Symmetric.array");
             py::dtype dt = py::dtype::from_args(dtype);
+            const std::string name = "nvshmem_tutorial.Symmetric.array: dtype " + std::string(py::str(dt));
+            // Object references in raw heap bytes would be dereferenced as pointers.
+            if (dt.attr("hasobject").cast<bool>()) throw py::type_error(name + " holds Python objects");
+            if (dt.itemsize() <= 0) throw py::value_error(name + " has no size");
+            if (s.ptr == nullptr) throw py::value_error("nvshmem_tutorial.Symmetric.array: the buffer was freed");
             if (s.nbytes % static_cast<std::size_t>(dt.itemsize()) != 0)
               throw py::value_error("nvshmem_tutorial.Symmetric.array: " + std::to_string(s.nbytes) +
                                     " bytes are not a whole number of " + std::string(py::str(dt)));
-            // A view of this PE's copy; keeps the Symmetric alive.
+            // A view of this PE's copy. Its base holds the heap's memory, so
+            // the view stays readable (stale) after free() or finalize().
             return py::array(dt, {static_cast<py::ssize_t>(s.nbytes / dt.itemsize())}, {dt.itemsize()}, s.ptr,
-                             py::cast(&s));
+                             py::cast(HeapLease{nvst::heap_lease()}));
           },
           py::arg("dtype"),
-          "A numpy view of this PE's copy (host-memory PEs). Valid until free() or finalize(); do not keep it "
-          "past them.");
+          "A numpy view of this PE's copy (host-memory PEs). After free() or finalize() it still reads the last "
+          "bytes (the memory stays until the view goes) but no longer takes part in the job.");
 
   m.def(
       "alloc",
@@ -223,7 +243,7 @@ PYBIND11_MODULE(_nvst, m) {
         require_host_heap("put_signal");
         require_contiguous(src, "put_signal", "src");
         check_range(dest, offset, static_cast<std::size_t>(src.nbytes()), "put_signal");
-        check_range(sig, sig_index * 8, 8, "put_signal (signal)");
+        check_word(sig, sig_index, "put_signal");
         py::gil_scoped_release nogil;
         nvst::putmem_signal_nbi(static_cast<char*>(dest.ptr) + offset, src.data(),
                                 static_cast<std::size_t>(src.nbytes()),
@@ -237,7 +257,7 @@ PYBIND11_MODULE(_nvst, m) {
       "signal_wait_until",
       [](Symmetric& sig, std::size_t index, const std::string& cmp, std::uint64_t value) {
         require_host_heap("signal_wait_until");
-        check_range(sig, index * 8, 8, "signal_wait_until");
+        check_word(sig, index, "signal_wait_until");
         const nvst::Cmp c = cmp_of(cmp);
         py::gil_scoped_release nogil;
         return nvst::signal_wait_until(static_cast<std::uint64_t*>(sig.ptr) + index, c, value);

@@ -1,7 +1,10 @@
 #include "base/bootstrap.hpp"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -10,13 +13,17 @@
 #include <sstream>
 
 #include "nvst/error.hpp"
+#include "base/job_secret.hpp"
 
 namespace nvst {
 
 namespace {
 
 constexpr std::uint32_t kMagic = 0x5453564e;  // "NVST"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
+
+// Which of a rank's two connections to rank 0 a greeting opens.
+enum : std::int32_t { kChannelOps = 0, kChannelWatch = 1 };
 
 struct Hello {
   std::uint32_t magic;
@@ -24,25 +31,39 @@ struct Hello {
   std::uint8_t cookie[16];
   std::int32_t rank;
   std::int32_t world;
+  std::int32_t channel;
+  std::int32_t pad;
 };
-static_assert(sizeof(Hello) == 32);
+static_assert(sizeof(Hello) == 40);
+
+// How long a new connection may take to greet: a rank sends its greeting
+// right after connecting, so this only bounds what a stranger can hold.
+constexpr double kGreetingS = 3.0;
+// Connections greeting at once; beyond it the oldest stranger is dropped.
+constexpr std::size_t kMaxGreeting = 128;
 
 enum : std::uint32_t { kWelcome = 0x57454c43 };  // root's reply to a good hello
 
 enum class Kind : std::uint32_t { kData = 1, kAbort = 2 };
 
+// The operation's name travels with it (cut to 47 characters), so a PE in
+// another operation is named with what it is doing.
 struct FrameHeader {
   Kind kind;
   std::uint32_t seq;
   std::uint64_t bytes;
+  char op[48];
 };
-static_assert(sizeof(FrameHeader) == 16);
+static_assert(sizeof(FrameHeader) == 64);
+
+std::string op_name(const FrameHeader& h) { return std::string(h.op, strnlen(h.op, sizeof(h.op))); }
 
 // Frames larger than this are a protocol error, not a request to allocate.
 constexpr std::uint64_t kMaxFrameBytes = std::uint64_t{1} << 32;
 
-void send_frame(int fd, Kind kind, std::uint32_t seq, const void* data, std::size_t bytes) {
-  FrameHeader h{kind, seq, bytes};
+void send_frame(int fd, Kind kind, std::uint32_t seq, const void* data, std::size_t bytes, const char* op = "") {
+  FrameHeader h{kind, seq, bytes, {}};
+  std::strncpy(h.op, op, sizeof(h.op) - 1);
   net::send_all(fd, &h, sizeof(h));
   if (bytes) net::send_all(fd, data, bytes);
 }
@@ -66,16 +87,6 @@ Frame recv_frame(int fd, net::Deadline deadline) {
 
 std::string as_text(const std::vector<std::byte>& b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
-
-std::string hex(const std::uint8_t* p, std::size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string s;
-  for (std::size_t i = 0; i < n; ++i) {
-    s += digits[p[i] >> 4];
-    s += digits[p[i] & 15];
-  }
-  return s;
 }
 
 bool same_cookie(const std::uint8_t* a, const std::uint8_t* b) {
@@ -118,7 +129,7 @@ UniqueId UniqueId::create_for_host(const std::string& host) {
 }
 
 std::string UniqueId::to_string() const {
-  return "nvst1:" + host + ":" + std::to_string(port) + ":" + hex(cookie.data(), cookie.size());
+  return "nvst1:" + host + ":" + std::to_string(port) + ":" + secret::to_hex(cookie.data(), cookie.size());
 }
 
 UniqueId UniqueId::parse(const std::string& text) {
@@ -150,79 +161,273 @@ UniqueId UniqueId::parse(const std::string& text) {
 }
 
 Bootstrap::Bootstrap(const UniqueId& id, int rank, int world, double timeout_s)
-    : rank_(rank), world_(world), timeout_s_(timeout_s) {
+    : rank_(rank), world_(world), timeout_s_(timeout_s), cookie_(id.cookie) {
   NVST_REQUIRE(world >= 1, "bootstrap: world size must be >= 1, got ", world);
   NVST_REQUIRE(rank >= 0 && rank < world, "bootstrap: rank ", rank, " out of range [0, ", world,
                ")");
   NVST_REQUIRE(timeout_s > 0, "bootstrap: timeout must be > 0");
   if (world == 1) return;
   if (rank == 0) {
+    if (!id.cookie_file.empty()) cookie_ = secret::publish_cookie(id.cookie_file);
     bool loopback = id.host.rfind("127.", 0) == 0 || id.host == "localhost";
-    listen_ = net::listen_tcp(loopback, id.port, nullptr);
-    accept_peers(id);
-    return;
+    try {
+      listen_ = net::listen_tcp(loopback, id.port, nullptr);
+      accept_peers();
+    } catch (...) {
+      if (!id.cookie_file.empty()) ::unlink(id.cookie_file.c_str());
+      throw;
+    }
+    if (!id.cookie_file.empty()) ::unlink(id.cookie_file.c_str());  // every rank has it now
+    listen_.reset();  // nobody else may join: strangers now meet a closed port
+  } else {
+    connect_to_root(id);
   }
-  auto deadline = net::deadline_after(timeout_s_);
-  root_ = net::connect_tcp(id.host, id.port, deadline);
-  Hello h{kMagic, kVersion, {}, rank, world};
-  std::memcpy(h.cookie, id.cookie.data(), 16);
-  net::send_all(root_.get(), &h, sizeof(h));
-  std::uint32_t welcome = 0;
-  net::Io io = net::recv_all(root_.get(), &welcome, sizeof(welcome), deadline);
-  NVST_REQUIRE(io != net::Io::kClosed,
-               "rank 0 at ", id.host, ":", id.port,
-               " refused this connection (wrong cookie, rank or world size: the unique id must "
-               "come from this job)");
-  NVST_REQUIRE(io == net::Io::kOk, "timed out after ", timeout_s_,
-               " s waiting for rank 0 to accept this rank (NVST_TIMEOUT_S)");
-  NVST_REQUIRE(welcome == kWelcome, "rank 0 sent a malformed greeting");
+  wake_ = net::Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  NVST_CHECK_SYS(wake_.get());
+  watching_.store(true);
+  watch_thread_ = std::thread([this] { watch_loop(); });
 }
 
-Bootstrap::~Bootstrap() = default;
+Bootstrap::~Bootstrap() { stop_watch(); }
 
-void Bootstrap::accept_peers(const UniqueId& id) {
-  peers_.resize(static_cast<std::size_t>(world_));
-  int joined = 1;
+void Bootstrap::connect_to_root(const UniqueId& id) {
   auto deadline = net::deadline_after(timeout_s_);
-  while (joined < world_) {
-    net::Fd conn = net::accept_until(listen_.get(), deadline);
-    if (!conn.valid()) {
-      if (net::Clock::now() < deadline) continue;
+  if (!id.cookie_file.empty()) cookie_ = secret::read_cookie(id.cookie_file, deadline);
+  auto greet = [&](std::int32_t channel) {
+    net::Fd fd = net::connect_tcp(id.host, id.port, deadline);
+    Hello h{kMagic, kVersion, {}, rank_, world_, channel, 0};
+    std::memcpy(h.cookie, cookie_.data(), 16);
+    net::send_all(fd.get(), &h, sizeof(h));
+    std::uint32_t welcome = 0;
+    net::Io io = net::recv_all(fd.get(), &welcome, sizeof(welcome), deadline);
+    if (io == net::Io::kClosed) return net::Fd();
+    NVST_REQUIRE(io == net::Io::kOk, "timed out after ", timeout_s_,
+                 " s waiting for rank 0 to accept this rank (NVST_TIMEOUT_S)");
+    NVST_REQUIRE(welcome == kWelcome, "rank 0 sent a malformed greeting");
+    return fd;
+  };
+  for (;;) {
+    root_ = greet(kChannelOps);
+    if (root_.valid()) break;
+    // A cookie file left by an earlier job that rank 0 has not replaced yet:
+    // read it again while there is time.
+    bool retry = false;
+    if (!id.cookie_file.empty() && net::Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const auto again = secret::read_cookie(id.cookie_file, deadline);
+      retry = again != cookie_;
+      cookie_ = again;
+    }
+    NVST_REQUIRE(retry, "rank 0 at ", id.host, ":", id.port,
+                 " refused this connection (wrong cookie, rank or world size: the unique id must "
+                 "come from this job)");
+  }
+  watch_root_ = greet(kChannelWatch);
+  NVST_REQUIRE(watch_root_.valid(), "rank 0 at ", id.host, ":", id.port, " refused this rank's watch connection");
+}
+
+void Bootstrap::accept_peers() {
+  peers_.resize(static_cast<std::size_t>(world_));
+  watch_peers_.resize(static_cast<std::size_t>(world_));
+  struct Greeting {
+    net::Fd fd;
+    Hello hello{};
+    std::size_t got = 0;
+    net::Deadline until;
+  };
+  std::vector<Greeting> greeting;
+  auto refuse = [&](Greeting& g, const char* why) {
+    ++refused_;
+    std::fprintf(stderr, "%srefused a bootstrap connection: %s\n", detail::rank_prefix().c_str(), why);
+    g.fd.reset();
+  };
+  int joined = 0;  // connections of ranks 1.., two each
+  const int wanted = 2 * (world_ - 1);
+  auto deadline = net::deadline_after(timeout_s_);
+  std::vector<pollfd> pfds;
+  while (joined < wanted) {
+    if (net::Clock::now() >= deadline) {
       std::ostringstream missing;
       for (int r = 1; r < world_; ++r)
-        if (!peers_[static_cast<std::size_t>(r)].valid()) missing << " " << r;
+        if (!peers_[static_cast<std::size_t>(r)].valid() || !watch_peers_[static_cast<std::size_t>(r)].valid())
+          missing << " " << r;
       std::string msg = detail::concat("timed out after ", timeout_s_,
                                        " s waiting for ranks to join the bootstrap; missing:",
                                        missing.str(), " (NVST_TIMEOUT_S)");
       broadcast_abort(msg, -1);
       NVST_FAIL(msg);
     }
-    // A stranger gets a few seconds to greet, not the whole job's timeout.
-    auto greet_deadline = std::min(deadline, net::deadline_after(5.0));
-    Hello h{};
-    net::Io io = net::recv_all(conn.get(), &h, sizeof(h), greet_deadline);
-    if (io != net::Io::kOk || h.magic != kMagic || h.version != kVersion ||
-        !same_cookie(h.cookie, id.cookie.data())) {
-      ++refused_;
-      std::fprintf(stderr, "%srefused a bootstrap connection: %s\n",
-                   detail::rank_prefix().c_str(),
-                   io != net::Io::kOk ? "no greeting" : "wrong magic, version or cookie");
-      continue;  // conn closes here
+    auto wake_at = deadline;
+    pfds.assign(1, pollfd{listen_.get(), POLLIN, 0});
+    for (auto& g : greeting) {
+      pfds.push_back(pollfd{g.fd.get(), POLLIN, 0});
+      wake_at = std::min(wake_at, g.until);
     }
-    if (h.world != world_ || h.rank <= 0 || h.rank >= world_ ||
-        peers_[static_cast<std::size_t>(h.rank)].valid()) {
-      std::string msg = detail::concat(
-          "bootstrap: a peer with the right cookie announced rank ", h.rank, " of world ",
-          h.world, ", but this job has world ", world_,
-          (h.rank > 0 && h.rank < world_ ? " and that rank already joined" : ""),
-          ": check RANK/WORLD_SIZE");
-      broadcast_abort(msg, -1);
-      NVST_FAIL(msg);
+    int rc = ::poll(pfds.data(), pfds.size(), net::ms_left(wake_at));
+    if (rc < 0 && errno == EINTR) continue;
+    NVST_CHECK_SYS(rc < 0 ? -1 : 0);
+    for (std::size_t i = 0; i < greeting.size(); ++i) {
+      Greeting& g = greeting[i];
+      if (pfds[i + 1].revents != 0) {
+        ssize_t n = ::recv(g.fd.get(), reinterpret_cast<char*>(&g.hello) + g.got, sizeof(Hello) - g.got,
+                           MSG_DONTWAIT);
+        if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
+          refuse(g, "closed before greeting");
+          continue;
+        }
+        if (n > 0) g.got += static_cast<std::size_t>(n);
+      }
+      if (g.got < sizeof(Hello)) {
+        if (net::Clock::now() >= g.until) refuse(g, "no greeting in time");
+        continue;
+      }
+      const Hello& h = g.hello;
+      if (h.magic != kMagic || h.version != kVersion || !same_cookie(h.cookie, cookie_.data())) {
+        refuse(g, "wrong magic, version or cookie");
+        continue;
+      }
+      auto& slots = h.channel == kChannelWatch ? watch_peers_ : peers_;
+      if (h.world != world_ || h.rank <= 0 || h.rank >= world_ ||
+          (h.channel != kChannelOps && h.channel != kChannelWatch) ||
+          slots[static_cast<std::size_t>(h.rank)].valid()) {
+        std::string msg = detail::concat(
+            "bootstrap: a peer with the right cookie announced rank ", h.rank, " of world ",
+            h.world, ", but this job has world ", world_,
+            (h.rank > 0 && h.rank < world_ ? " and that rank already joined" : ""),
+            ": check RANK/WORLD_SIZE");
+        broadcast_abort(msg, -1);
+        NVST_FAIL(msg);
+      }
+      std::uint32_t welcome = kWelcome;
+      net::send_all(g.fd.get(), &welcome, sizeof(welcome));
+      slots[static_cast<std::size_t>(h.rank)] = std::move(g.fd);
+      ++joined;
     }
-    std::uint32_t welcome = kWelcome;
-    net::send_all(conn.get(), &welcome, sizeof(welcome));
-    peers_[static_cast<std::size_t>(h.rank)] = std::move(conn);
-    ++joined;
+    std::erase_if(greeting, [](const Greeting& g) { return !g.fd.valid(); });
+    if (pfds[0].revents != 0) {
+      net::Fd conn = net::accept_until(listen_.get(), net::Clock::now());
+      if (conn.valid()) {
+        if (greeting.size() >= kMaxGreeting) {
+          refuse(greeting.front(), "too many connections greeting at once");
+          greeting.erase(greeting.begin());
+        }
+        greeting.push_back(Greeting{std::move(conn), {}, 0, net::deadline_after(kGreetingS)});
+      }
+    }
+  }
+}
+
+std::string Bootstrap::failure() const {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  return failure_;
+}
+
+void Bootstrap::on_failure(std::function<void(const std::string&, int)> hook) {
+  std::string already;
+  int rank = -1;
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    hook_ = std::move(hook);
+    already = failure_;
+    rank = failed_rank_;
+  }
+  if (!already.empty() && hook_) hook_(already, rank);
+}
+
+void Bootstrap::record_failure(const std::string& why, int failed_rank) {
+  std::function<void(const std::string&, int)> hook;
+  {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    if (!failure_.empty()) return;
+    failure_ = why;
+    failed_rank_ = failed_rank;
+    hook = hook_;
+  }
+  failed_.store(true, std::memory_order_release);
+  std::fprintf(stderr, "%s%s\n", detail::rank_prefix().c_str(), why.c_str());
+  if (hook) hook(why, failed_rank);
+}
+
+void Bootstrap::report_failure(const std::string& why) noexcept {
+  if (failed_.load(std::memory_order_acquire) || world_ == 1 || !watching_.load()) return;
+  const std::string text = detail::concat("rank ", rank_, " failed: ", why);
+  if (rank_ == 0) {
+    tell_watchers(text, -1, 0);
+  } else {
+    std::lock_guard<std::mutex> lock(watch_send_mu_);
+    try {
+      send_frame(watch_root_.get(), Kind::kAbort, 0, why.data(), why.size());  // rank 0 names this rank
+    } catch (...) {
+      // Rank 0 is gone; the others see that themselves.
+    }
+  }
+  try {
+    record_failure(text, rank_);
+  } catch (...) {
+  }
+}
+
+void Bootstrap::stop_watch() noexcept {
+  if (!watching_.exchange(false)) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wake_.get(), &one, sizeof(one));
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+// The watch thread. Rank 0: a rank's watch connection closing (or carrying
+// its abort) is that rank's failure, passed on to every other rank. Other
+// ranks: a message on the watch is such a failure; the watch closing is
+// rank 0's.
+void Bootstrap::watch_loop() {
+  std::vector<pollfd> pfds;
+  std::vector<int> ranks;
+  for (;;) {
+    pfds.assign(1, pollfd{wake_.get(), POLLIN, 0});
+    ranks.assign(1, -1);
+    if (rank_ == 0) {
+      for (int r = 1; r < world_; ++r)
+        if (watch_peers_[static_cast<std::size_t>(r)].valid()) {
+          pfds.push_back(pollfd{watch_peers_[static_cast<std::size_t>(r)].get(), POLLIN, 0});
+          ranks.push_back(r);
+        }
+    } else {
+      pfds.push_back(pollfd{watch_root_.get(), POLLIN, 0});
+      ranks.push_back(0);
+    }
+    int rc = ::poll(pfds.data(), pfds.size(), -1);
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc < 0 || pfds[0].revents != 0 || !watching_.load()) return;
+    for (std::size_t i = 1; i < pfds.size(); ++i) {
+      if (pfds[i].revents == 0) continue;
+      const int r = ranks[i];
+      std::string why;
+      int failed = r;  // rank 0: that rank; others: rank 0 unless its message names another
+      try {
+        Frame f = recv_frame(pfds[i].fd, net::deadline_after(1.0));
+        if (f.io == net::Io::kOk && f.header.kind == Kind::kAbort) {
+          why = rank_ == 0 ? detail::concat("rank ", r, " failed: ", as_text(f.payload)) : as_text(f.payload);
+          if (rank_ != 0) failed = static_cast<int>(f.header.seq) - 1;  // tell_watchers: failed rank + 1
+        } else if (f.io == net::Io::kOk) {
+          continue;  // nothing else travels on the watch
+        } else if (rank_ == 0) {
+          why = detail::concat("rank ", r, " died (its bootstrap connection closed)");
+        } else {
+          why = "lost the bootstrap root (rank 0): it died or closed its connection";
+        }
+      } catch (const std::exception& e) {
+        why = detail::concat("rank ", r, " broke its bootstrap watch connection: ", e.what());
+      }
+      if (!watching_.load()) return;  // the job is ending on purpose
+      if (rank_ == 0) {
+        {
+          std::lock_guard<std::mutex> lock(watch_send_mu_);
+          watch_peers_[static_cast<std::size_t>(r)].reset();
+        }
+        tell_watchers(why, r, r);
+      }
+      record_failure(why, failed);
+      if (rank_ != 0) return;  // nothing more can come from rank 0
+    }
   }
 }
 
@@ -230,6 +435,10 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange(const void* data, std::s
                                                         const char* what) {
   NVST_REQUIRE(!aborted_, "bootstrap: used after an earlier failure");
   NVST_REQUIRE(data != nullptr || bytes == 0, "bootstrap ", what, ": null data");
+  if (failed_.load(std::memory_order_acquire)) {
+    aborted_ = true;
+    NVST_FAIL(failure(), " (entering ", what, ")");
+  }
   ++seq_;
   if (world_ == 1) {
     const auto* p = static_cast<const std::byte*>(data);
@@ -265,9 +474,17 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
       pfds.push_back(pollfd{peers_[static_cast<std::size_t>(r)].get(), POLLIN, 0});
       ranks.push_back(r);
     }
-    int rc = ::poll(pfds.data(), pfds.size(), net::ms_left(deadline));
+    // In slices: a failure the watch learned of (a rank that died while
+    // another, waiting on it elsewhere, keeps this one waiting) ends it.
+    int rc = ::poll(pfds.data(), pfds.size(), net::ms_left(std::min(deadline, net::deadline_after(0.1))));
     if (rc < 0 && errno == EINTR) continue;
     NVST_CHECK_SYS(rc < 0 ? -1 : 0);
+    if (rc == 0 && failed_.load(std::memory_order_acquire)) {
+      const std::string msg = detail::concat(failure(), " (rank 0 in ", what, " #", seq_, ")");
+      broadcast_abort(msg, -1);
+      NVST_FAIL(msg);
+    }
+    if (rc == 0 && net::Clock::now() < deadline) continue;
     if (rc == 0) {
       std::ostringstream missing;
       for (int r : ranks) missing << " " << r;
@@ -295,10 +512,10 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
         broadcast_abort(msg, r);
         NVST_FAIL(msg);
       }
-      if (f.header.seq != seq_) {
-        std::string msg = detail::concat("rank ", r, " is in bootstrap operation #",
-                                         f.header.seq, " while rank 0 is in ", what, " #", seq_,
-                                         ": the PEs called collectives in different orders");
+      if (f.header.seq != seq_ || op_name(f.header) != std::string_view(what).substr(0, sizeof(f.header.op) - 1)) {
+        std::string msg = detail::concat("rank ", r, " is in '", op_name(f.header), "' (bootstrap operation #",
+                                         f.header.seq, ") while rank 0 is in '", what, "' (#", seq_,
+                                         "): the PEs called collectives in different orders");
         broadcast_abort(msg, -1);
         NVST_FAIL(msg);
       }
@@ -317,7 +534,7 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
   for (int r = 1; r < world_; ++r) {
     try {
       send_frame(peers_[static_cast<std::size_t>(r)].get(), Kind::kData, seq_, reply.data(),
-                 reply.size());
+                 reply.size(), what);
     } catch (const Error&) {
       std::string msg =
           detail::concat("rank ", r, " died before receiving the result of ", what, " #", seq_);
@@ -333,10 +550,16 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data,
                                                                const char* what) {
   auto deadline = net::deadline_after(timeout_s_);
   try {
-    send_frame(root_.get(), Kind::kData, seq_, data, bytes);
+    send_frame(root_.get(), Kind::kData, seq_, data, bytes, what);
   } catch (const Error&) {
     NVST_FAIL("lost the bootstrap root (rank 0) entering ", what, " #", seq_,
               ": it died or closed its connection");
+  }
+  // Wait in slices: a failure the watch learned of (a PE that died while
+  // rank 0 does not wait for it) ends this wait too.
+  while (net::wait_readable(root_.get(), std::min(deadline, net::deadline_after(0.1))) == net::Io::kTimeout &&
+         net::Clock::now() < deadline) {
+    if (failed_.load(std::memory_order_acquire)) NVST_FAIL(failure(), " (in ", what, " #", seq_, ")");
   }
   Frame f = recv_frame(root_.get(), deadline);
   if (f.io == net::Io::kClosed)
@@ -346,8 +569,8 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data,
     NVST_FAIL("timed out after ", timeout_s_, " s in ", what, " #", seq_,
               " waiting for rank 0 (NVST_TIMEOUT_S); some rank has not arrived");
   if (f.header.kind == Kind::kAbort) NVST_FAIL(as_text(f.payload));
-  NVST_REQUIRE(f.header.seq == seq_, "bootstrap reply for operation #", f.header.seq,
-               " while in ", what, " #", seq_);
+  NVST_REQUIRE(f.header.seq == seq_, "bootstrap reply for '", op_name(f.header), "' (#", f.header.seq,
+               ") while in '", what, "' (#", seq_, ")");
   const std::size_t head = sizeof(std::uint64_t) * static_cast<std::size_t>(world_);
   NVST_REQUIRE(f.payload.size() >= head, "short bootstrap reply");
   std::vector<std::vector<std::byte>> all(static_cast<std::size_t>(world_));
@@ -383,23 +606,28 @@ std::vector<std::byte> Bootstrap::allgather(const void* data, std::size_t bytes,
 void Bootstrap::broadcast(void* data, std::size_t bytes, int root, const char* what) {
   NVST_REQUIRE(root >= 0 && root < world_, what, ": root ", root, " out of range [0, ", world_,
                ")");
-  // Every rank sends its size; the root also sends the data.
-  std::vector<std::byte> mine(sizeof(std::uint64_t));
-  std::uint64_t n = bytes;
-  std::memcpy(mine.data(), &n, sizeof(n));
+  NVST_REQUIRE(data != nullptr || bytes == 0, what, ": null data for ", bytes, " bytes");
+  // Every rank sends its size and root; the root also sends the data.
+  struct Shape {
+    std::uint64_t bytes;
+    std::int64_t root;
+  } shape{bytes, root};
+  std::vector<std::byte> mine(sizeof(shape));
+  std::memcpy(mine.data(), &shape, sizeof(shape));
   if (rank_ == root && bytes) {
     const auto* p = static_cast<const std::byte*>(data);
     mine.insert(mine.end(), p, p + bytes);
   }
   auto all = exchange(mine.data(), mine.size(), what);
   for (int r = 0; r < world_; ++r) {
-    std::uint64_t theirs;
+    Shape theirs{};
+    NVST_REQUIRE(all[static_cast<std::size_t>(r)].size() >= sizeof(theirs), what, ": short contribution of rank ", r);
     std::memcpy(&theirs, all[static_cast<std::size_t>(r)].data(), sizeof(theirs));
-    NVST_REQUIRE(theirs == bytes, what, ": rank ", r, " broadcasts ", theirs,
-                 " bytes but this rank expects ", bytes);
+    NVST_REQUIRE(theirs.bytes == bytes && theirs.root == root, what, ": rank ", r, " broadcasts ", theirs.bytes,
+                 " bytes from root ", theirs.root, " but rank ", rank_, " expects ", bytes, " bytes from root ", root);
   }
   if (rank_ != root && bytes)
-    std::memcpy(data, all[static_cast<std::size_t>(root)].data() + sizeof(std::uint64_t), bytes);
+    std::memcpy(data, all[static_cast<std::size_t>(root)].data() + sizeof(Shape), bytes);
 }
 
 void Bootstrap::barrier(const char* what) { exchange(nullptr, 0, what); }
@@ -415,6 +643,23 @@ void Bootstrap::broadcast_abort(const std::string& reason, int skip_rank) noexce
       // That rank is gone too; nothing more to tell it.
     }
   }
+  // On the watch too: a rank outside the bootstrap (in a signal wait, say)
+  // learns the reason before it sees rank 0 go.
+  tell_watchers(reason, skip_rank, skip_rank);
+}
+
+// The frame's seq carries the failed rank + 1 (0: unknown).
+void Bootstrap::tell_watchers(const std::string& reason, int skip_rank, int failed_rank) noexcept {
+  std::lock_guard<std::mutex> lock(watch_send_mu_);  // one frame at a time on each connection
+  for (int r = 1; r < static_cast<int>(watch_peers_.size()); ++r) {
+    if (r == skip_rank || !watch_peers_[static_cast<std::size_t>(r)].valid()) continue;
+    try {
+      send_frame(watch_peers_[static_cast<std::size_t>(r)].get(), Kind::kAbort,
+                 static_cast<std::uint32_t>(failed_rank + 1), reason.data(), reason.size());
+    } catch (...) {
+      // That rank is gone too; its own closing reports it.
+    }
+  }
 }
 
 void Bootstrap::abort(const std::string& reason) noexcept {
@@ -424,9 +669,12 @@ void Bootstrap::abort(const std::string& reason) noexcept {
     broadcast_abort("rank 0 failed: " + reason, -1);
     return;
   }
-  try {
-    send_frame(root_.get(), Kind::kAbort, seq_, reason.data(), reason.size());
-  } catch (...) {
+  std::lock_guard<std::mutex> lock(watch_send_mu_);
+  for (int fd : {root_.get(), watch_root_.get()}) {
+    try {
+      if (fd >= 0) send_frame(fd, Kind::kAbort, seq_, reason.data(), reason.size());
+    } catch (...) {
+    }
   }
 }
 

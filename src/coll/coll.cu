@@ -171,9 +171,10 @@ Algo algo_from_env(Algo asked) {
 // Checks the team, makes sure its workspace exists, and runs the host-heap
 // version of a collective when this PE has no GPU. Returns true if it ran.
 template <typename F>
-bool on_host(const TeamView& t, const char* fn, F&& run) {
+bool on_host(const TeamView& t, const char* fn, CallSig sig, F&& run) {
   if (!host_heaps()) return false;
-  run(HostCall{t, host_workspace(fn, t)});
+  sig.fn = fn;
+  run(HostCall{t, host_workspace(fn, t), sig});
   return true;
 }
 
@@ -557,13 +558,13 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
   // dominate the ring's 2(n-1) steps (chosen by bytes; not yet timed).
   if (algo == Algo::kAuto && t.cross_node && t.npes >= 3 && count * es >= kRingMin) algo = Algo::kRing;
   if (algo == Algo::kRing) {
-    if (!on_host(t, fn, [&](const HostCall& c) {
+    if (!on_host(t, fn, {fn, 1, dtype, op, -1, count}, [&](const HostCall& c) {
           host_ring_all_reduce(c, static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
         }))
       ring_all_reduce(t, in, out, count, dtype, op, stream);
     return;
   }
-  if (on_host(t, fn, [&](const HostCall& c) {
+  if (on_host(t, fn, {fn, 1, dtype, op, -1, count}, [&](const HostCall& c) {
         host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
       }))
     return;
@@ -609,7 +610,7 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::", fn, ": null buffer");
   if (in_stride == 0)  // all_gather
     if (const HierTeams* h = hier_wanted(fn, t, stream)) return hier_all_gather(*h, in, out, count, dtype, stream);
-  if (on_host(t, fn, [&](const HostCall& c) {
+  if (on_host(t, fn, {fn, in_stride == 0 ? 2 : 3, dtype, RedOp::kSum, -1, count}, [&](const HostCall& c) {
         host_all_to_all(c, static_cast<const char*>(in), in_stride * total, static_cast<char*>(out), total);
       }))
     return;
@@ -645,7 +646,7 @@ void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaS
 void barrier(cudaStream_t stream, Team team) {
   const char* fn = "barrier";
   const TeamView t = check_team(fn, team);
-  if (on_host(t, fn, [&](const HostCall& c) {
+  if (on_host(t, fn, {fn, 4, DType::kF32, RedOp::kSum, -1, 0}, [&](const HostCall& c) {
         nvst::quiet();  // this PE's puts land before the others go on
         host_exchange(c, nullptr, 0, 0);
       }))
@@ -663,7 +664,7 @@ namespace {
 void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t stride, void* out, std::size_t count,
                  DType dtype, RedOp op, int dest, cudaStream_t stream) {
   const std::size_t es = dtype_size(dtype);
-  if (on_host(t, fn, [&](const HostCall& c) {
+  if (on_host(t, fn, {fn, dest < 0 ? 5 : 6, dtype, op, dest, count}, [&](const HostCall& c) {
         host_push_reduce(c, static_cast<const char*>(in), stride, static_cast<char*>(out), count, dtype, op, dest);
       }))
     return;
@@ -741,7 +742,7 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
   NVST_REQUIRE(send_counts[me] == recv_counts[me], "nvst::coll::all_to_allv: PE ", t.world_pe(me), " sends itself ",
                send_counts[me], " elements but expects ", recv_counts[me]);
   NVST_REQUIRE((!sends || in != nullptr) && (!receives || out != nullptr), "nvst::coll::all_to_allv: null buffer");
-  if (on_host(t, fn, [&](const HostCall& c) {
+  if (on_host(t, fn, {fn, 8, dtype, RedOp::kSum, -1, 0}, [&](const HostCall& c) {
         host_all_to_allv(c, static_cast<const char*>(in), v.send_off, v.send_len, static_cast<char*>(out), v.recv_off,
                          v.recv_len);
       }))
@@ -778,7 +779,7 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
   NVST_REQUIRE(count == 0 || (out != nullptr && (in != nullptr || t.me != root)),
                "nvst::coll::broadcast: null buffer");
   const std::size_t total = count * es;
-  if (on_host(t, fn, [&](const HostCall& c) {
+  if (on_host(t, fn, {fn, 7, dtype, RedOp::kSum, root, count}, [&](const HostCall& c) {
         host_broadcast(c, static_cast<const char*>(in), static_cast<char*>(out), total, root);
       }))
     return;

@@ -2,12 +2,17 @@
 #include "coll/host_coll.hpp"
 
 #include "coll/ring_layout.hpp"
+#include "base/bootstrap.hpp"
+#include "runtime/runtime_internal.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <type_traits>
 
 namespace nvst::coll::internal {
@@ -40,18 +45,72 @@ void host_prepare(int handle, int npes, std::size_t chunk) {
 
 HostWorkspace& host_workspace(const char* fn, const TeamView& t) { return workspace_of(g_host, fn, t); }
 
+namespace {
+// An epoch signal: the call's bits above the epoch.
+constexpr int kEpochBits = 40;
+constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << kEpochBits) - 1;
+const char* const kKinds[] = {"?", "all_reduce", "all_gather", "all_to_all", "barrier", "reduce_scatter", "reduce",
+                              "broadcast", "all_to_allv"};
+
+std::string describe(std::uint32_t bits) {
+  const unsigned kind = bits >> 20, dtype = (bits >> 16) & 15, op = (bits >> 13) & 7;
+  return detail::concat(kind < std::size(kKinds) ? kKinds[kind] : "?", " (dtype ",
+                        dtype < 5 ? dtype_name(static_cast<DType>(dtype)) : "?", ", op ",
+                        op < 4 ? redop_name(static_cast<RedOp>(op)) : "?", ")");
+}
+
+[[noreturn]] void mismatch(const HostCall& c, int p, std::uint32_t theirs) {
+  // This PE's signals of this call must reach the others before it stops,
+  // so they find the mismatch too rather than this PE gone.
+  try {
+    nvst::quiet();
+  } catch (const Error&) {
+  }
+  const std::uint32_t mine = c.sig.bits();
+  const bool same_call = (theirs >> 13) == (mine >> 13);
+  const std::string why = detail::concat(
+      "nvst::coll::", c.sig.fn, ": PE ", c.t.world_pe(p), " called ", describe(theirs), " while PE ",
+      c.t.world_pe(c.t.me), " called ", describe(mine), " with count ", c.sig.count,
+      c.sig.root >= 0 ? detail::concat(", root ", c.sig.root) : std::string(), ", team ", c.t.handle,
+      same_call ? ": they differ in count, root or team" : "", "; every member must make the same call");
+  // The job cannot go on (the members' epochs differ): every PE hears why,
+  // also one that has not read the odd member's flag yet.
+  detail::runtime_bootstrap().report_failure(why);
+  NVST_FAIL(why);
+}
+}  // namespace
+
+std::uint32_t CallSig::bits() const {
+  std::uint64_t h = (count + 1) * 0x9e3779b97f4a7c15ull ^ (static_cast<std::uint64_t>(root + 1) << 32);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
+  return (static_cast<std::uint32_t>(kind) << 20) | (static_cast<std::uint32_t>(dtype) << 16) |
+         (static_cast<std::uint32_t>(op) << 13) | static_cast<std::uint32_t>(h & 0x1fff);
+}
+
 const char* host_exchange(const HostCall& c, const char* src, std::size_t stride, std::size_t bytes, int only_from,
                           int only_to) {
   const int me = c.t.me, n = c.t.npes;
   const std::uint64_t e = ++c.w.epoch;
+  NVST_REQUIRE(e <= kEpochMask, "nvst::coll::", c.sig.fn, ": ", e, " host collectives on team ", c.t.handle,
+               " are more than the epoch signal counts");
+  const std::uint64_t signal = static_cast<std::uint64_t>(c.sig.bits()) << kEpochBits | e;
   char* buf = c.w.data[e & 1];
   for (int p = 0; p < n; ++p)
     if (p != me)
       nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * c.w.slot, src + static_cast<std::size_t>(p) * stride,
                               (only_from < 0 || only_from == me) && (only_to < 0 || only_to == p) ? bytes : 0,
-                              &c.w.flags[me], e, nvst::SignalOp::kSet, c.t.world_pe(p));
-  for (int p = 0; p < n; ++p)
-    if (p != me) nvst::signal_wait_until(&c.w.flags[p], nvst::Cmp::kGe, e);
+                              &c.w.flags[me], signal, nvst::SignalOp::kSet, c.t.world_pe(p));
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    std::uint64_t v = std::atomic_ref<std::uint64_t>(c.w.flags[p]).load(std::memory_order_acquire);
+    while ((v & kEpochMask) < e) v = nvst::signal_wait_until(&c.w.flags[p], nvst::Cmp::kNe, v);
+    // A member already in its next call (epoch e + 1) has overwritten this
+    // one's bits; the others' check covers it.
+    if ((v & kEpochMask) == e && (v >> kEpochBits) != c.sig.bits())
+      mismatch(c, p, static_cast<std::uint32_t>(v >> kEpochBits));
+  }
   nvst::quiet();  // `src` may be reused
   return buf;
 }

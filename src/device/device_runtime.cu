@@ -81,6 +81,9 @@ std::string describe_device_error(const dev::DeviceError* e) {
       out << "PE " << v->peer_pe << " sends " << v->observed << " bytes to this PE, which expects "
           << v->expected << " (all_to_allv: recv_counts must equal the senders' send_counts)";
       break;
+    case dev::FailKind::kPeerDied:
+      out << "PE " << v->peer_pe << " died while this PE waited (the bootstrap's watch saw it go)";
+      break;
     default:
       out << "unknown device failure kind " << v->kind;
   }

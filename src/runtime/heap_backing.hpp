@@ -34,6 +34,8 @@ class HeapBacking {
   // Node member i's heap as mapped into this process, or nullptr.
   virtual char* peer_base(int node_index) const = 0;
   virtual bool on_device() const = 0;
+  // Keeps the memory alive past this object (host heaps), else null.
+  virtual std::shared_ptr<void> lease() const { return nullptr; }
 };
 
 std::unique_ptr<HeapBacking> make_host_heap(std::size_t bytes);

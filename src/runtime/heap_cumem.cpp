@@ -3,9 +3,11 @@
 // (SCM_RIGHTS), and mapped by every PE into one virtual window that holds the
 // whole node's heaps side by side: node PE i's heap is at window + i*size.
 //
-// The sockets live in a private directory /tmp/nvst-<uid>-<cookie prefix>
-// (mode 0700, checked to be ours), and every fd message carries the job's
-// cookie, so a process of another job or user cannot inject memory.
+// The sockets live in a directory of the job inside /tmp/nvst-<uid> (mode
+// 0700, checked to be ours; job_secret.hpp), and every fd message carries
+// the job's cookie, so a process of another job or user cannot inject
+// memory. Each PE removes its socket once it has every peer's handle, and
+// the node's first PE the directory after the last barrier.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "base/bootstrap.hpp"
 #include "runtime/driver_api.hpp"
 #include "runtime/heap_backing.hpp"
+#include "base/job_secret.hpp"
 #include "base/socket.hpp"
 
 namespace nvst {
@@ -32,19 +35,14 @@ struct FdMessage {
   std::uint64_t size;
 };
 
+// A directory of this job inside the user's private one. Its name is
+// derived from the cookie by a keyed hash, so it reveals nothing of it.
 std::string private_dir(const NodeContext& node) {
-  char prefix[17];
-  for (int i = 0; i < 8; ++i) std::snprintf(prefix + 2 * i, 3, "%02x", node.cookie[static_cast<std::size_t>(i)]);
-  std::string dir = "/tmp/nvst-" + std::to_string(::getuid()) + "-" + prefix;
+  std::string dir = secret::private_dir() + "/sockets-" + secret::derived_name(node.cookie, "node sockets");
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     int err = errno;
     NVST_FAIL("cannot create socket directory ", dir, ": ", std::strerror(err));
   }
-  struct stat st {};
-  NVST_CHECK_SYS(::lstat(dir.c_str(), &st));
-  NVST_REQUIRE(S_ISDIR(st.st_mode) && st.st_uid == ::getuid() && (st.st_mode & 077) == 0,
-               "socket directory ", dir,
-               " is not a private directory owned by this user (mode must be 0700)");
   return dir;
 }
 
@@ -150,9 +148,10 @@ class CuMemHeap final : public HeapBacking {
           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
       map(in.node_index);
     }
+    listener.reset();
+    ::unlink(path_of(node_.node_index).c_str());  // every peer has connected to it
     node_.bootstrap->barrier("heap fd exchange: mapped");
-    ::unlink(path_of(node_.node_index).c_str());
-    if (node_.node_index == 0) ::rmdir(dir.c_str());  // fails harmlessly if a peer is slower
+    if (node_.node_index == 0) ::rmdir(dir.c_str());  // every socket in it is gone
   }
 
   NodeContext node_;

@@ -12,19 +12,20 @@ namespace {
 class HostHeap final : public HeapBacking {
  public:
   explicit HostHeap(std::size_t bytes) : size_((bytes + 4095) / 4096 * 4096) {
-    base_ = static_cast<char*>(std::aligned_alloc(4096, size_));
-    NVST_REQUIRE(base_ != nullptr, "cannot allocate a host heap of ", size_, " bytes");
-    std::memset(base_, 0, size_);
+    char* p = static_cast<char*>(std::aligned_alloc(4096, size_));
+    NVST_REQUIRE(p != nullptr, "cannot allocate a host heap of ", size_, " bytes");
+    std::memset(p, 0, size_);
+    mem_ = std::shared_ptr<char>(p, [](char* q) { std::free(q); });
   }
-  ~HostHeap() override { std::free(base_); }
-  char* local_base() const override { return base_; }
+  char* local_base() const override { return mem_.get(); }
   std::size_t size() const override { return size_; }
   char* peer_base(int) const override { return nullptr; }
   bool on_device() const override { return false; }
+  std::shared_ptr<void> lease() const override { return mem_; }
 
  private:
   std::size_t size_;
-  char* base_;
+  std::shared_ptr<char> mem_;  // freed with the last lease
 };
 }  // namespace
 

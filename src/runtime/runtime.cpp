@@ -54,9 +54,14 @@ struct Runtime {
   std::unique_ptr<HeapBacking> heap;
   std::unique_ptr<HeapAllocator> allocator;
   dev::DeviceError* mailbox = nullptr;  // pinned, mapped
+  int* dead_pe = nullptr;               // pinned, mapped (DeviceState::dead_pe)
   ProxyOwner proxy;                     // when some PE is beyond load/store
   std::uint64_t alloc_calls = 0;
   std::unique_ptr<detail::TeamTable> teams;
+  // The watch thread may call into the proxy: stopped before members go.
+  ~Runtime() {
+    if (bootstrap) bootstrap->stop_watch();
+  }
 };
 
 std::unique_ptr<Runtime> g_rt;
@@ -71,12 +76,14 @@ std::uint64_t g_init_generation = 0;
 // then a hang in exit). So the proxy stops and the rest is left to the OS.
 void abandon_at_exit() {
   if (!g_rt) return;
+  if (g_rt->bootstrap) g_rt->bootstrap->stop_watch();
   g_rt->proxy.reset();
   (void)g_rt.release();  // deliberately leaked: the process is ending
 }
 
 Runtime& rt(const char* fn) {
-  NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called before nvst::init()");
+  NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called ",
+               g_init_generation == 0 ? "before nvst::init()" : "after nvst::finalize() (and before a new nvst::init())");
   return *g_rt;
 }
 
@@ -163,6 +170,7 @@ void upload_state(Runtime& r) {
   s.barrier_flags = reinterpret_cast<std::uint64_t*>(s.heap_base + 64);
   s.timeout_ns = static_cast<std::uint64_t>(settings::device_timeout_s() * 1e9);
   s.error = r.mailbox;
+  s.dead_pe = r.dead_pe;
   if (r.proxy) {
     s.fifo = r.proxy->device_fifo_for_device();
     s.fifo_tail = r.proxy->device_tail();
@@ -275,7 +283,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
                                                  static_cast<int>(r->node_pes.size()));
 
   NodeContext node{r->bootstrap.get(), r->launch.rank, r->node_pes, r->node_index, r->device,
-                   r->launch.id.cookie, settings::host_timeout_s()};
+                   r->bootstrap->cookie(), settings::host_timeout_s()};
   switch (kind) {
     case HeapKind::kCuMem: r->heap = make_cumem_heap(heap_bytes, node); break;
     case HeapKind::kCudaIpc: r->heap = make_cudaipc_heap(heap_bytes, node); break;
@@ -295,6 +303,8 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
                                       r->heap->on_device() ? r->device : -1, settings::host_timeout_s(),
                                       r->launch.local_world));
+    Bootstrap* boot = r->bootstrap.get();
+    r->proxy->on_own_failure([boot](const std::string& why) { boot->report_failure(why); });
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
@@ -302,12 +312,24 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
     NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&r->mailbox), sizeof(dev::DeviceError),
                                   cudaHostAllocMapped));
     std::memset(r->mailbox, 0, sizeof(dev::DeviceError));
+    NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&r->dead_pe), sizeof(int), cudaHostAllocMapped));
+    std::atomic_ref<int>(*r->dead_pe).store(-1);
     dev::DeviceError* mailbox = r->mailbox;
     detail::set_device_error_describer([mailbox] { return detail::describe_device_error(mailbox); });
     upload_state(*r);
     detail::preload_runtime_kernels();  // also the proxy's, built above
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
   }
+  // What a death the bootstrap's watch learns of stops: the proxy (its
+  // producers' waits, kernels' FIFO waits) and kernels' own waits (dead_pe).
+  Proxy* proxy = r->proxy.get();
+  const bool shm = proxy && proxy->provider() == "shm";
+  int* dead_pe = r->dead_pe;
+  r->bootstrap->on_failure([proxy, shm, dead_pe](const std::string& why, int rank) {
+    if (dead_pe && rank >= 0) std::atomic_ref<int>(*dead_pe).store(rank, std::memory_order_release);
+    if (proxy) proxy->fail_from_outside(why);
+    if (shm) fabric::remove_stale_shm_regions();  // the dead PE's, once it has ended
+  });
   r->bootstrap->barrier("init: heaps ready");
   // After the heap: CUDA and NVSHMEM have registered their exit handlers by
   // now, and handlers run in reverse order of registration, so this one
@@ -321,10 +343,15 @@ void finalize() {
   // Everyone stops touching peers' heaps before anyone unmaps; barrier_all
   // quiets this PE's proxy first, so after it no write to anyone is pending.
   barrier_all();
+  // The job ends on purpose from here: peers that finish first close their
+  // connections, which is no failure. A death from now on is still
+  // reported by the last barrier.
+  r.bootstrap->stop_watch();
   r.proxy.reset();
   detail::set_device_error_describer(nullptr);
   r.heap.reset();
   if (r.mailbox) cudaFreeHost(r.mailbox);
+  if (r.dead_pe) cudaFreeHost(r.dead_pe);  // the watch is stopped: nobody writes it
   r.bootstrap->barrier("finalize");
   g_rt.reset();
 }
@@ -471,6 +498,7 @@ void free(void* ptr) {
 
 std::size_t heap_size() { return rt("heap_size").heap->size(); }
 std::size_t heap_free_bytes() { return rt("heap_free_bytes").allocator->free_bytes(); }
+std::shared_ptr<void> heap_lease() { return rt("heap_lease").heap->lease(); }
 
 bool is_symmetric(const void* addr, std::size_t bytes) {
   Runtime& r = rt("is_symmetric");
@@ -704,6 +732,8 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
     return false;
   };
   static const char* names[] = {"==", "!=", ">", ">=", "<", "<="};
+  const int c = static_cast<int>(cmp);
+  NVST_REQUIRE(c >= 0 && c < 6, "nvst::signal_wait_until: comparison ", c, " is not one of Cmp's values");
   std::atomic_ref<std::uint64_t> a(*sig_addr);
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration<double>(settings::host_timeout_s());
@@ -715,6 +745,7 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
       r.proxy ? r.proxy->changes() : unrung, [&] { return holds(v = a.load(std::memory_order_acquire)); },
       [&] {
         if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
+        if (std::string f = r.bootstrap->failure(); !f.empty()) throw Error(f);
         NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
                      settings::host_timeout_s(), " s waiting for signal word at heap offset ", offset_of(r, sig_addr),
                      " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v, "; NVST_TIMEOUT_S)");
@@ -754,10 +785,29 @@ void detail::check_gpu_heap(const char* fn) {
                ": needs a GPU heap (this PE's heap is in host memory; use the host-side forms)");
 }
 
+std::vector<std::uint8_t> detail::fabric_address_of(int pe) {
+  Runtime& r = rt("fabric_address_of");
+  nvst::check_pe(r, pe, "fabric_address_of");
+  return r.proxy ? r.proxy->transport().address(pe) : std::vector<std::uint8_t>{};
+}
+std::uint64_t detail::fabric_key(int pe, bool heap) {
+  Runtime& r = rt("fabric_key");
+  nvst::check_pe(r, pe, "fabric_key");
+  return r.proxy ? r.proxy->transport().key(pe, heap ? fabric::Region::kHeap : fabric::Region::kControl) : 0;
+}
+std::uint64_t detail::fabric_dropped() {
+  Runtime& r = rt("fabric_dropped");
+  return r.proxy ? r.proxy->dropped() : 0;
+}
+
 Bootstrap& detail::runtime_bootstrap() { return *rt("runtime_bootstrap").bootstrap; }
 Proxy* detail::runtime_proxy(const char* fn) { return rt(fn).proxy.get(); }
 bool detail::heap_on_device(const char* fn) { return rt(fn).heap->on_device(); }
-std::uint64_t detail::heap_offset(const void* sym) { return offset_of(rt("heap_offset"), sym); }
+std::uint64_t detail::heap_offset(const void* sym) {
+  Runtime& r = rt("heap_offset");
+  NVST_REQUIRE(is_symmetric(sym, 1), "heap_offset: ", sym, " is not in the symmetric heap");
+  return offset_of(r, sym);
+}
 
 double host_timeout_seconds() { return settings::host_timeout_s(); }
 double device_timeout_seconds() { return settings::device_timeout_s(); }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace nvst {
 class Bootstrap;
@@ -27,6 +28,13 @@ void check_gpu_heap(const char* fn);
 Proxy* runtime_proxy(const char* fn);
 bool heap_on_device(const char* fn);
 std::uint64_t heap_offset(const void* sym);
+// PE `pe`'s fabric endpoint address, and how many incoming messages this
+// PE's proxy dropped as forged (for the adversarial tests; empty / 0
+// without a proxy).
+std::vector<std::uint8_t> fabric_address_of(int pe);
+std::uint64_t fabric_dropped();
+// The key PE `pe` registered its heap (heap = true) or control region under.
+std::uint64_t fabric_key(int pe, bool heap);
 // True while `stream` is being captured into a CUDA graph (checked call).
 bool stream_capturing(cudaStream_t stream);
 }  // namespace detail

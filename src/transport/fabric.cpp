@@ -8,16 +8,23 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "nvst/error.hpp"
 #include "base/bootstrap.hpp"
+#include "base/job_secret.hpp"
 #include "nvst/settings.hpp"
 #include "nvst/topology.hpp"
 
@@ -69,6 +76,46 @@ InfoPtr hints(const std::string& provider) {
   return h;
 }
 
+// Where a socket-based provider's endpoint listens: the IPv4 address of
+// NVST_FABRIC_IFACE; else loopback when every PE runs on this host (a
+// stranger elsewhere cannot reach it at all); else "" (the provider's
+// choice). Collective (one allgather). Other providers (shm, verbs, efa)
+// have no such choice here: "".
+std::string bind_address(Bootstrap& boot, const std::string& provider) {
+  const bool sockets = provider.rfind("tcp", 0) == 0 || provider.rfind("sockets", 0) == 0;
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string boot_id;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), boot_id);
+  const std::uint64_t mine = secret::derive(secret::Cookie{}, std::string(host) + "|" + boot_id);
+  const std::vector<std::byte> all = boot.allgather(&mine, sizeof(mine), "fabric: hosts");
+  bool one_host = true;
+  for (int p = 0; p < boot.world(); ++p) {
+    std::uint64_t theirs;
+    std::memcpy(&theirs, all.data() + sizeof(theirs) * static_cast<std::size_t>(p), sizeof(theirs));
+    one_host = one_host && theirs == mine;
+  }
+  const auto iface = settings::get("NVST_FABRIC_IFACE");
+  if (!sockets) return {};
+  if (!iface) return one_host ? "127.0.0.1" : "";
+  ifaddrs* list = nullptr;
+  NVST_CHECK_SYS(::getifaddrs(&list));
+  std::string found, names;
+  for (ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    names += std::string(names.empty() ? "" : ", ") + i->ifa_name;
+    if (*iface == i->ifa_name && found.empty()) {
+      char text[INET_ADDRSTRLEN] = {};
+      ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof(text));
+      found = text;
+    }
+  }
+  ::freeifaddrs(list);
+  NVST_REQUIRE(!found.empty(), "NVST_FABRIC_IFACE='", *iface, "' is not an interface with an IPv4 address here (",
+               names.empty() ? "none" : names, ")");
+  return found;
+}
+
 }  // namespace
 
 std::vector<std::string> providers_present() {
@@ -90,6 +137,33 @@ std::vector<std::string> shm_region_paths(int pid) {
   for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
     if (e.path().filename().string().rfind(prefix, 0) == 0) found.push_back(e.path().string());
   return found;
+}
+
+namespace {
+// Whether process `pid` has ended (gone, or a zombie not yet reaped).
+bool process_gone(int pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && (line[close + 2] == 'Z' || line[close + 2] == 'X');
+}
+}  // namespace
+
+int remove_stale_shm_regions() {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = e.path().filename().string();
+    const auto colon = name.find(':');
+    if (colon == 0 || colon == std::string::npos || name.find_first_not_of("0123456789") != colon) continue;
+    struct stat st{};
+    if (::lstat(e.path().c_str(), &st) != 0 || st.st_uid != ::getuid()) continue;
+    if (!process_gone(std::stoi(name.substr(0, colon)))) continue;
+    removed += std::filesystem::remove(e.path(), ec) ? 1 : 0;
+  }
+  return removed;
 }
 
 std::string chosen_provider() {
@@ -181,7 +255,9 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   m.scratch_bytes = scratch_bytes;
   provider_ = chosen_provider();
   InfoPtr h = hints(provider_);
-  int rc = fi_getinfo(kApi, nullptr, nullptr, 0, h.get(), &m.info);
+  const std::string bind = bind_address(boot, provider_);
+  int rc = fi_getinfo(kApi, bind.empty() ? nullptr : bind.c_str(), nullptr, bind.empty() ? 0 : FI_SOURCE, h.get(),
+                      &m.info);
   if (rc != 0 || m.info == nullptr) {
     std::string present;
     for (auto& p : providers_present()) present += (present.empty() ? "" : ", ") + p;
@@ -231,6 +307,7 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   // A stale shm region name (see shm_regions_of_this_pid): shm's fi_enable
   // fails with EBUSY and removes the name as it does, so a second endpoint
   // works. Listed first: after the failure the names are gone.
+  if (provider_ == "shm") remove_stale_shm_regions();  // left by killed processes of this user
   const std::string stale = shm_regions_of_this_pid(provider_);
   for (bool retried = false;;) {
     NVST_CHECK_FI(fi_endpoint(m.domain, m.info, &m.ep, nullptr));
@@ -250,11 +327,22 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
               stale.empty() ? "" : "; /dev/shm held this pid's shm region names before:" + stale);
   }
 
-  // Keys: ours when the provider lets us choose (1 heap, 2 scratch, 3 control).
+  // Keys, where the provider lets us choose them (tcp and shm do, with
+  // mr_mode 0 and offsets for addresses): pseudo-random per job and PE,
+  // derived from the job's secret, so a process that reaches our endpoint
+  // cannot name our memory; a write with a guessed key is refused by the
+  // provider. Providers that choose keys themselves (FI_MR_PROV_KEY) are
+  // asked for nothing.
+  const std::size_t key_bytes = m.info->domain_attr->mr_key_size;
+  auto key = [&](const char* region) {
+    std::uint64_t k = secret::derive(boot.cookie(), detail::concat("fabric key|", region, "|", boot.rank()));
+    if (key_bytes > 0 && key_bytes < 8) k &= (std::uint64_t{1} << (8 * key_bytes)) - 1;
+    return k | 1;  // never 0
+  };
   const std::uint64_t remote = FI_REMOTE_WRITE | FI_REMOTE_READ | FI_WRITE | FI_READ;
-  if (heap) m.heap_mr = m.reg(heap, heap_bytes, remote, 1);
-  m.scratch_mr = m.reg(scratch, scratch_bytes, FI_WRITE | FI_READ, 2);
-  m.control_mr = m.reg(control, control_bytes, remote, 3);
+  if (heap) m.heap_mr = m.reg(heap, heap_bytes, remote, key("heap"));
+  m.scratch_mr = m.reg(scratch, scratch_bytes, FI_WRITE | FI_READ, key("scratch"));
+  m.control_mr = m.reg(control, control_bytes, remote, key("control"));
 
   PeerAddress mine{};
   mine.heap_base = reinterpret_cast<std::uint64_t>(heap);
@@ -277,6 +365,16 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
 }
 
 Transport::~Transport() = default;
+
+std::uint64_t Transport::key(int pe, Region region) const {
+  NVST_REQUIRE(pe >= 0 && pe < static_cast<int>(impl_->peers.size()), "fabric: PE ", pe, " out of range");
+  return impl_->remote_key(pe, region);
+}
+
+std::vector<std::uint8_t> Transport::address(int pe) const {
+  const PeerAddress& a = impl_->peers.at(static_cast<std::size_t>(pe));
+  return {a.name, a.name + a.name_len};
+}
 
 bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
                       std::uint64_t dest_offset, void* context) {

@@ -11,6 +11,12 @@
 // means the bytes are visible in the target's memory, which is what lets a
 // signal follow its data. Providers must carry 4 bytes of remote CQ data
 // (write_with_data).
+//
+// Scope: memory keys are pseudo-random per job and PE (derived from the
+// job's secret) where the provider lets us choose them, so a stranger who
+// reaches the endpoint cannot write our memory; socket-based providers
+// listen on NVST_FABRIC_IFACE's address, or on loopback when every PE runs
+// on one host.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +33,11 @@ namespace nvst {
 class Bootstrap;
 
 namespace fabric {
+
+// Removes this user's shm regions whose process has ended (killed PEs of
+// this or an earlier job); returns how many. Opening an shm transport and a
+// PE that learns of a peer's death call it.
+int remove_stale_shm_regions();
 
 // What every context passed to write()/write_with_data() must begin with: providers
 // that ask for FI_CONTEXT or FI_CONTEXT2 mode use these bytes while the
@@ -101,6 +112,10 @@ class Transport {
   // Whether the caller may block on wait_fd() now (fi_trywait): false when
   // events are already pending (call progress() first) or there is no fd.
   bool may_block();
+  // PE `pe`'s endpoint address as the provider names it (fi_getname).
+  std::vector<std::uint8_t> address(int pe) const;
+  // The key PE `pe` registered `region` under.
+  std::uint64_t key(int pe, Region region) const;
 
   // Largest single write; larger puts are split by the caller.
   std::size_t max_write() const { return max_write_; }

@@ -16,6 +16,7 @@
 #include "device/device_runtime.hpp"
 #include "base/backoff.hpp"
 #include "base/bootstrap.hpp"
+#include "base/job_secret.hpp"
 #include "nvst/settings.hpp"
 #include "transport/inbox_bell.hpp"
 #include "nvst/topology.hpp"
@@ -108,6 +109,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   s.timeout_s = timeout_s;
   s.layout = layout;
   s.me = boot.rank();
+  s.tag_key = secret::derive(boot.cookie(), "inbox tag");
   s.heap = heap;
   s.heap_bytes = heap_bytes;
   s.host_fifo = host_fifo_;
@@ -248,21 +250,41 @@ std::uint64_t Proxy::atomic(const proxy::Command& c) {
   }
 }
 
+void Proxy::State::drop(const std::string& what) {
+  const std::uint64_t n = dropped.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (Clock::now() - dropped_reported < std::chrono::seconds(1)) return;
+  dropped_reported = Clock::now();
+  std::fprintf(stderr, "%sproxy: dropped %s (%llu dropped so far; not from this job?)\n",
+               detail::rank_prefix().c_str(), what.c_str(), static_cast<unsigned long long>(n));
+}
+
+std::uint64_t Proxy::dropped() const { return st_->dropped.load(std::memory_order_relaxed); }
+
 std::string Proxy::failure() const {
   std::lock_guard<std::mutex> lock(failure_mu_);
   return failure_;
 }
 
-void Proxy::fail(const std::string& why) {
+void Proxy::on_own_failure(std::function<void(const std::string&)> hook) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  own_failure_hook_ = std::move(hook);
+}
+
+void Proxy::fail(const std::string& why, bool own) {
+  bool first = false;
+  std::function<void(const std::string&)> hook;
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
-    if (failure_.empty()) failure_ = why;
+    first = failure_.empty();
+    if (first) failure_ = why;
+    if (own) hook = own_failure_hook_;
   }
   failed_.store(true, std::memory_order_release);  // after the message: push() reads it once this is set
   st_->host_consumer.set_failed();
   if (st_->dev_consumer) st_->dev_consumer->set_failed();
   changes_.ring();  // waiters look at `failed` now
   std::fprintf(stderr, "%s\n", why.c_str());
+  if (first && hook) hook(why);
 }
 
 void Proxy::run() {
@@ -394,17 +416,27 @@ bool Proxy::State::complete() {
   const bool any = transport->progress(completions) > 0;
   for (auto& c : completions) {
     if (c.remote) {  // a peer's piece landed in our inbox: ring its doorbell here
+      // A doorbell can come from anyone who reaches our endpoint: one that
+      // names no PE, or a piece outside the sender's window (a sender
+      // never has more than kInboxSlots in flight), is dropped, and the
+      // piece's tag is checked before it is applied (step 3).
       const int src = inbox::bell_sender(c.data);
-      if (c.error != 0 || src >= layout.world)
-        NVST_FAIL("an incoming inbox write (data ", c.data, ") failed or is malformed: ",
-                  c.error ? c.error_text : std::string("no such sender"));
+      if (c.error != 0 || src >= layout.world) {
+        drop(detail::concat("an incoming doorbell (data ", c.data, "): ",
+                            c.error ? c.error_text : std::string("no such sender")));
+        continue;
+      }
       const std::uint64_t seq = inbox::bell_seq(c.data, recv[static_cast<std::size_t>(src)]);
+      if (seq >= recv[static_cast<std::size_t>(src)] + kInboxSlots) {
+        drop(detail::concat("a doorbell from PE ", src, " for piece ", seq, ", outside its window"));
+        continue;
+      }
       landed[static_cast<std::size_t>(src) * kInboxSlots + seq % kInboxSlots] = seq + 1;
       trace.add(ProxyTrace::kBell, src, seq);
       continue;
     }
-    if (c.context == nullptr) {  // not ours: a provider's report about a peer's operation on our memory
-      if (c.error != 0) NVST_FAIL("an incoming write from a peer failed: ", c.error_text);
+    if (c.context == nullptr) {  // not ours: a provider's report about someone's operation on our memory
+      if (c.error != 0) drop("an incoming write that failed: " + c.error_text);
       continue;
     }
     auto* op = static_cast<InFlight*>(c.context);

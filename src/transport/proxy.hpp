@@ -33,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -77,6 +78,17 @@ class Proxy {
   std::uint64_t atomic(const proxy::Command& c);
   // The failure, if the proxy stopped on one ("" otherwise).
   std::string failure() const;
+  // Stops the proxy on a failure found elsewhere (a dead PE the bootstrap's
+  // watch reported), so its waiting producers end with that message.
+  // Thread-safe.
+  void fail_from_outside(const std::string& why) { fail(why, false); }
+  // Called (on the proxy thread) when the proxy stops on a failure it found
+  // itself, so the runtime can tell the other PEs. Thread-safe.
+  void on_own_failure(std::function<void(const std::string&)> hook);
+  // Incoming messages dropped as forged or malformed (read racily: for
+  // reports and tests).
+  std::uint64_t dropped() const;
+  const fabric::Transport& transport() const { return *transport_; }
   // Stops the proxy thread and waits for it. False when it cannot: the
   // thread is held inside a provider call for good (a dead peer, see
   // watch()) or this is that thread; it is then left running, and this
@@ -95,7 +107,7 @@ class Proxy {
   struct InFlight;
   void run();
   bool step();
-  void fail(const std::string& why);
+  void fail(const std::string& why, bool own = true);
   // Whether the proxy thread has been inside one provider call (returned in
   // `call`) for longer than 0.8 x NVST_TIMEOUT_S.
   bool stuck_in_provider(CallWatch::Snapshot& call) const;
@@ -123,6 +135,7 @@ class Proxy {
   std::chrono::microseconds spin_;  // an idle proxy's spin before it parks
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
+  std::function<void(const std::string&)> own_failure_hook_;  // under failure_mu_
   std::atomic<bool> failed_{false};  // fail() was called: the thread stops working
   std::atomic<bool> exited_{false};  // run() has returned
   bool left_behind_ = false;          // stop() detached a thread that still runs

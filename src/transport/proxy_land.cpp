@@ -77,9 +77,15 @@ bool Proxy::State::take_landed() {
       const int k = static_cast<int>(next % kInboxSlots);
       if (landed[static_cast<std::size_t>(src) * kInboxSlots + k] != next + 1 || (gpu && free_events.empty())) break;
       const auto* h = reinterpret_cast<const InboxHeader*>(control + layout.slot(src, k));
-      NVST_REQUIRE(h->seq == next && h->bytes <= (layout.data ? kPieceBytes : 0) && h->dest <= heap_bytes &&
+      if (h->tag != piece_tag(tag_key, src, next)) {  // a forged doorbell or header: wait for the real piece
+        landed[static_cast<std::size_t>(src) * kInboxSlots + k] = 0;
+        drop(detail::concat("a doorbell for piece ", next, " from PE ", src, " whose header does not match"));
+        break;
+      }
+      // The tag matched: the header is a job PE's, so a bad field is a bug.
+      NVST_REQUIRE(h->bytes <= (layout.data ? kPieceBytes : 0) && h->dest <= heap_bytes &&
                        h->bytes <= heap_bytes - h->dest && piece_kind_valid(*h),
-                   "proxy: inbox piece ", next, " from PE ", src, " is malformed (seq ", h->seq, ", dest ", h->dest,
+                   "proxy: inbox piece ", next, " from PE ", src, " is malformed (dest ", h->dest,
                    ", bytes ", h->bytes, ", kind ", static_cast<int>(h->kind), ")");
       const char* data = reinterpret_cast<const char*>(h) + kInboxHeader;
       any = true;

@@ -68,7 +68,7 @@ bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t de
   char* at = stage + static_cast<std::size_t>(slot) * kSlotBytes;
   auto* h = reinterpret_cast<InboxHeader*>(at);
   *h = InboxHeader{};
-  h->seq = seq;
+  h->tag = piece_tag(tag_key, me, seq);
   h->dest = dest;
   h->bytes = bytes;
   h->kind = kind;

@@ -62,7 +62,11 @@ inline std::size_t round_up(std::size_t v, std::size_t a) { return (v + a - 1) /
 
 // The header in front of each piece in an inbox slot.
 struct InboxHeader {
-  std::uint64_t seq;        // piece number from this source, for checks
+  // piece_tag(key, sender, seq): names the piece (its seq) so that only the
+  // job's PEs can write a header the target accepts. It takes the place of
+  // a plain seq, so the header stays 64 bytes and a power-of-two put still
+  // fills whole pieces.
+  std::uint64_t tag;
   std::uint64_t dest;       // heap offset
   std::uint64_t bytes;      // data bytes after the header
   std::uint64_t sig;        // heap offset of the signal word
@@ -106,6 +110,16 @@ struct ControlLayout {
   std::size_t bytes() const { return slot(world, 0); }
 };
 
+// A piece's tag: the job's inbox key (derived from its secret) mixed with
+// the sender and seq, so a header a stranger wrote, or an old piece a
+// forged doorbell points at, does not match the piece expected.
+inline std::uint64_t piece_tag(std::uint64_t key, int src, std::uint64_t seq) {
+  std::uint64_t z = key ^ (seq * 0x9e3779b97f4a7c15ull) ^ (static_cast<std::uint64_t>(src) << 48);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
 inline std::uint64_t load_acquire(const std::uint64_t* p) {
   return std::atomic_ref<const std::uint64_t>(*p).load(std::memory_order_acquire);
 }
@@ -145,6 +159,12 @@ struct Proxy::State {
   proxy_impl::ControlLayout layout;
   bool gpu = false;  // a GPU heap: inbox copies and signals go on `stream`
   int me = 0;
+  std::uint64_t tag_key = 0;  // piece_tag's key
+  // Incoming messages dropped as forged or malformed (Proxy::dropped reads
+  // it from other threads), and when the last report of them was printed.
+  std::atomic<std::uint64_t> dropped{0};
+  Clock::time_point dropped_reported{};
+  void drop(const std::string& what);  // counts it, and reports at most once a second
   char* heap = nullptr;
   std::size_t heap_bytes = 0;
   proxy::FifoShared* host_fifo = nullptr;  // where answers to host threads' atomics go

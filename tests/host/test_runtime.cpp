@@ -225,18 +225,23 @@ TEST(LaunchEnv, TorchrunAndMpirunVariables) {
     ::setenv("LOCAL_WORLD_SIZE", "2", 1);
     ::setenv("MASTER_ADDR", "10.1.2.3", 1);
     ::setenv("MASTER_PORT", "29500", 1);
+    // Across hosts torchrun hands out no secret: the job must bring one.
+    std::string msg = error_of([] { nvst::launch_info_from_environment(); });
+    PE_EXPECT(contains(msg, "set NVST_COOKIE"), msg);
+    ::setenv("NVST_COOKIE", "00112233445566778899aabbccddeeff", 1);
     nvst::LaunchInfo l = nvst::launch_info_from_environment();
     PE_EXPECT(l.launcher == "torchrun" && l.rank == 3 && l.world == 8 && l.local_rank == 1 &&
                   l.local_world == 2 && l.id.host == "10.1.2.3" && l.id.port == 29501,
               "torchrun parse: ", l.launcher, " ", l.rank, " ", l.id.port);
     auto cookie = l.id.cookie;
     ::setenv("RANK", "5", 1);
-    PE_EXPECT(nvst::launch_info_from_environment().id.cookie == cookie,
-              "ranks of one job must derive the same cookie");
+    PE_EXPECT(nvst::launch_info_from_environment().id.cookie == cookie && cookie[0] == 0x00 && cookie[15] == 0xff,
+              "ranks of one job must take NVST_COOKIE");
     ::setenv("RANK", "8", 1);
-    std::string msg = error_of([] { nvst::launch_info_from_environment(); });
+    msg = error_of([] { nvst::launch_info_from_environment(); });
     PE_EXPECT(contains(msg, "rank 8 out of range"), msg);
-    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "NVST_COOKIE"})
       ::unsetenv(v);
     ::setenv("OMPI_COMM_WORLD_RANK", "0", 1);
     ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
@@ -244,7 +249,8 @@ TEST(LaunchEnv, TorchrunAndMpirunVariables) {
     PE_EXPECT(contains(msg, "NVST_BOOTSTRAP_ADDR"), msg);
     ::setenv("NVST_BOOTSTRAP_ADDR", "127.0.0.1", 1);
     l = nvst::launch_info_from_environment();
-    PE_EXPECT(l.launcher == "mpirun" && l.world == 2 && l.id.port == 29600, "mpirun parse");
+    PE_EXPECT(l.launcher == "mpirun" && l.world == 2 && l.id.port == 29600 && !l.id.cookie_file.empty(),
+              "mpirun parse (one host: the cookie travels by file)");
     return 0;
   });
   EXPECT_EQ(res[0].code(), 0);

@@ -130,6 +130,29 @@ def test_bad_input_raises_with_a_message():
     assert nt.launch(2, _bad_input) == [True, True]
 
 
+def _view_outlives_finalize(rank):
+    buf = nt.alloc(64)
+    sig = nt.alloc(16)
+    for dtype, exc, text in [(np.dtype("V0"), ValueError, "no size"), (object, TypeError, "Python objects"),
+                             (np.dtype([("a", object)]), TypeError, "Python objects")]:
+        with pytest.raises(exc, match=text):
+            buf.array(dtype)
+    for index in (2, 2**61, 2**63):
+        with pytest.raises(ValueError, match="signal index"):
+            nt.signal_wait_until(sig, index, "ge", 1)
+        with pytest.raises(ValueError, match="signal index"):
+            nt.put_signal(buf, np.zeros(1, np.uint8), sig, index, 1, rank)
+    view = buf.array(np.uint8)
+    view[:] = 40 + rank
+    nt.barrier_all()
+    return view  # read (pickled) after launch's finalize: the heap must still be there
+
+
+def test_numpy_views_and_signal_indices_fail_cleanly():
+    views = nt.launch(2, _view_outlives_finalize)
+    assert [int(v[0]) for v in views] == [40, 41] and all(len(v) == 64 for v in views)
+
+
 def _mismatched_alloc(rank):
     with pytest.raises(RuntimeError, match="disagree"):
         nt.alloc(64 if rank == 0 else 128)

@@ -60,7 +60,9 @@ __device__ __forceinline__ void atom_add_release_sys(std::uint64_t* p, std::uint
 
 // Spins until ready() holds; after NVST_DEVICE_TIMEOUT_S calls timed_out(),
 // which reports and stops the kernel (fail). The clock is read only every
-// 1024 polls, and not at all when the first poll succeeds.
+// 1024 polls, and not at all when the first poll succeeds; so is the word
+// that says a PE died (DeviceState::dead_pe), which stops the kernel
+// naming it.
 template <typename Ready, typename TimedOut>
 __device__ __forceinline__ void spin_until(Ready ready, TimedOut timed_out) {
   if (ready()) return;
@@ -68,7 +70,10 @@ __device__ __forceinline__ void spin_until(Ready ready, TimedOut timed_out) {
   const std::uint64_t start = global_timer_ns();
   for (unsigned spins = 1;; ++spins) {
     if (ready()) return;
-    if ((spins & 1023u) == 0 && timeout != 0 && global_timer_ns() - start > timeout) timed_out();
+    if ((spins & 1023u) != 0) continue;
+    if (const volatile int* dead = state().dead_pe; dead != nullptr && *dead >= 0)
+      fail(FailKind::kPeerDied, *dead, 0, 0, 0, -1);
+    if (timeout != 0 && global_timer_ns() - start > timeout) timed_out();
   }
 }
 

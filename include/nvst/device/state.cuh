@@ -40,6 +40,7 @@ enum class FailKind : int {
   kProxyFailed = 7,     // the proxy stopped on an error (the host log says which)
   kBadArgument = 8,     // a library kernel found a bad value in its input (offset: where)
   kCountMismatch = 9,   // a collective's peer sent another byte count than this PE expects
+  kPeerDied = 10,       // the host learned that PE peer_pe died (DeviceState::dead_pe)
 };
 
 // A fatal device-side error, written to pinned host memory before the kernel
@@ -75,6 +76,10 @@ struct DeviceState {
   unsigned long long* fifo_head_cache;  // the last `head` a producer read (device memory)
   int initialized;
   int backend;                   // kBackendNvst or kBackendNvshmem
+  // Pinned, mapped: the rank the host learned had died (the bootstrap's
+  // watch), -1 while none; nullptr: not kept. Device waits read it with
+  // their clock, so a wait on a dead PE's word ends naming it.
+  const volatile int* dead_pe;
 };
 
 }  // namespace nvst::dev
