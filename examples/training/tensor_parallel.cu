@@ -44,8 +44,8 @@ constexpr int kRows = 4;  // rows per block: one put of kRows rows per block and
 
 // out[b, j] = sum_k in[b, k] * w[j, k] over rows [row0, row0 + kRows), j in [0, cols).
 // The inner order is k = 0..K-1, the same for the split and the unsplit layer.
-__device__ void gemm_rows(const float* in, int in_stride, const float* w, int w_stride, int k_len, float* out,
-                          int cols, int row0) {
+__device__ void gemm_rows(const float* in, int in_stride, const float* w, int w_stride, int k_len, float* out, int cols,
+                          int row0) {
   for (int i = threadIdx.x; i < kRows * cols; i += blockDim.x) {
     const int b = row0 + i / cols, j = i % cols;
     float acc = 0.f;
@@ -71,9 +71,9 @@ __global__ void column_parallel_allgather(const float* x, const float* w1_shard,
 // rows (all PEs' column parts of Y that it multiplies: only its own, which
 // it wrote itself, but from every block of its own column kernel), computes
 // the partial product and puts it into slot `me` of every PE.
-__global__ void row_parallel_partial(const float* y_parts, const float* w2_shard, float* partial_local,
-                                     float* partials, std::uint64_t* y_arrived, std::uint64_t* p_arrived,
-                                     std::uint64_t epoch, int me, int n) {
+__global__ void row_parallel_partial(const float* y_parts, const float* w2_shard, float* partial_local, float* partials,
+                                     std::uint64_t* y_arrived, std::uint64_t* p_arrived, std::uint64_t epoch, int me,
+                                     int n) {
   const int k_len = kN / n, row0 = blockIdx.x * kRows;
   if (threadIdx.x == 0) nvst::dev::signal_wait_until(y_arrived + me, Cmp::kGe, epoch * gridDim.x);
   __syncthreads();
@@ -145,8 +145,8 @@ int run_pe() {
   std::vector<float> w1_shard(w1.begin() + me * hid * kK, w1.begin() + (me + 1) * hid * kK), w2_shard(kM * hid);
   for (int j = 0; j < kM; ++j)
     for (int k = 0; k < hid; ++k) w2_shard[j * hid + k] = w2[j * kN + me * hid + k];
-  float *d_x = device_copy(x), *d_w1s = device_copy(w1_shard), *d_w2s = device_copy(w2_shard),
-        *d_b2 = device_copy(b2), *d_w1 = device_copy(w1), *d_w2 = device_copy(w2);
+  float *d_x = device_copy(x), *d_w1s = device_copy(w1_shard), *d_w2s = device_copy(w2_shard), *d_b2 = device_copy(b2),
+        *d_w1 = device_copy(w1), *d_w2 = device_copy(w2);
   // Symmetric: what peers write into, and what the device puts read.
   auto* y_local = static_cast<float*>(nvst::malloc(sizeof(float) * kB * hid));
   auto* y_parts = static_cast<float*>(nvst::malloc(sizeof(float) * n * kB * hid));
@@ -205,9 +205,10 @@ int run_pe() {
   NVST_CHECK_CUDA(cudaEventSynchronize(e1));
   float ms = 0;
   NVST_CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-  std::printf("[PE %d] %s column-parallel all-gather (%d wrong of %d) and row-parallel all-reduce (max error "
-              "%.3g of %.3g); split forward %.1f us per call (including a barrier), %d PEs\n",
-              me, ok ? "PASS" : "FAIL", y_wrong, kB * kN, err, mag, ms * 1e3 / kIters, n);
+  std::printf(
+      "[PE %d] %s column-parallel all-gather (%d wrong of %d) and row-parallel all-reduce (max error "
+      "%.3g of %.3g); split forward %.1f us per call (including a barrier), %d PEs\n",
+      me, ok ? "PASS" : "FAIL", y_wrong, kB * kN, err, mag, ms * 1e3 / kIters, n);
   nvst::barrier_all();
   for (void* p : {static_cast<void*>(y_local), static_cast<void*>(y_parts), static_cast<void*>(p_local),
                   static_cast<void*>(partials), static_cast<void*>(y_arrived), static_cast<void*>(p_arrived)})

@@ -108,19 +108,19 @@ struct HandleMemory;  // src/ep/handle_memory.hpp
 // calls record_use on its stream, as torch's record_stream.
 struct DispatchHandle {
   int num_tokens = 0, num_topk = 0, num_experts = 0, n_pes = 0;
-  int num_recv_tokens = 0;                       // rows this PE received
-  std::vector<int> count;                        // [src * n_pes + dst]: tokens src sends to dst
-  std::vector<int> num_recv_tokens_per_expert;   // [E_local], aligned up to expert_alignment
-  std::shared_ptr<int> send_pos;                 // device [num_tokens, n_pes]: row of token t in its
-                                                 // stream to PE r, -1 if t does not go to r
+  int num_recv_tokens = 0;                      // rows this PE received
+  std::vector<int> count;                       // [src * n_pes + dst]: tokens src sends to dst
+  std::vector<int> num_recv_tokens_per_expert;  // [E_local], aligned up to expert_alignment
+  std::shared_ptr<int> send_pos;                // device [num_tokens, n_pes]: row of token t in its
+                                                // stream to PE r, -1 if t does not go to r
   // Nodes (PEs [n * pes_per_node, (n + 1) * pes_per_node)). A token crosses
   // to another node once, however many of its PEs it goes to.
   int pes_per_node = 0;
-  std::vector<int> node_count;                   // [src * n_nodes + node]: tokens src sends to node
-  std::shared_ptr<int> node_pos;                 // device [num_tokens, n_nodes] when across nodes, else null
-  std::shared_ptr<int> relay_pos;                // device [rows this PE relays, pes_per_node]: each one's row
-                                                 // at each PE of this node, -1 if none (the combine sums them)
-  std::shared_ptr<HandleMemory> memory;          // owns the three arrays above
+  std::vector<int> node_count;           // [src * n_nodes + node]: tokens src sends to node
+  std::shared_ptr<int> node_pos;         // device [num_tokens, n_nodes] when across nodes, else null
+  std::shared_ptr<int> relay_pos;        // device [rows this PE relays, pes_per_node]: each one's row
+                                         // at each PE of this node, -1 if none (the combine sums them)
+  std::shared_ptr<HandleMemory> memory;  // owns the three arrays above
   bool valid() const { return n_pes > 0 && send_pos != nullptr; }
   // Work queued on `stream` so far reads the arrays (skipped under capture).
   void record_use(cudaStream_t stream) const;
@@ -136,10 +136,10 @@ struct DispatchHandle {
 };
 
 struct DispatchInput {
-  const void* x = nullptr;                  // [T, H], XType
-  const float* x_scales = nullptr;          // FP8: [T, H / 128]; else nullptr
-  const std::int64_t* topk_idx = nullptr;   // [T, K]
-  const float* topk_weights = nullptr;      // [T, K] or nullptr
+  const void* x = nullptr;                 // [T, H], XType
+  const float* x_scales = nullptr;         // FP8: [T, H / 128]; else nullptr
+  const std::int64_t* topk_idx = nullptr;  // [T, K]
+  const float* topk_weights = nullptr;     // [T, K] or nullptr
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
   XType x_type = XType::kBF16;
   int expert_alignment = 1;  // num_recv_tokens_per_expert is rounded up to it
@@ -162,7 +162,7 @@ struct CombineInput {
   const float* topk_weights = nullptr;  // [num_recv_tokens, K] to sum back, or nullptr
   const void* bias = nullptr;           // [T, H] bfloat16 added to the result, or nullptr
   int hidden = 0;
-  const void* bias_2 = nullptr;         // a second [T, H] bfloat16 bias (DeepEP's bias pair), or nullptr
+  const void* bias_2 = nullptr;  // a second [T, H] bfloat16 bias (DeepEP's bias pair), or nullptr
 };
 struct CombineOutput {
   void* combined_x = nullptr;              // [T, H] bfloat16: sum over PEs of the rows sent back
@@ -175,7 +175,7 @@ struct LowLatencyDispatchInput {
   const void* x = nullptr;                 // [T, H] bfloat16, T <= num_max_dispatch_tokens_per_rank
   const std::int64_t* topk_idx = nullptr;  // [T, K]
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
-  bool use_fp8 = true;  // quantise to e4m3 on the fly (one scale per 128 channels)
+  bool use_fp8 = true;       // quantise to e4m3 on the fly (one scale per 128 channels)
   bool round_scale = false;  // fp8: each scale rounded up to a power of two (DeepEP's round_scale)
   // fp8 with round_scale and hidden % 512 == 0: scales as UE8M0, their
   // exponent bytes (2^(b - 127)), four to an int32 (DeepEP's use_ue8m0).
@@ -193,19 +193,19 @@ struct LowLatencyDispatchInput {
 // use_ue8m0 bytes of int32 [E_local][H / 512][n_pes * M] (byte j % 4 of
 // [e][j / 4][i]).
 struct LowLatencyDispatchOutput {
-  void* recv_x = nullptr;          // [E_local, n_pes * M, H], bf16 or fp8
-  void* recv_x_scales = nullptr;   // fp8: see above; else nullptr
-  int* recv_count = nullptr;       // [E_local] (device)
-  int* recv_src_info = nullptr;    // [E_local, n_pes * M, 3]: source PE, token index, top-k slot
-  int max_rows_per_expert = 0;     // n_pes * M
-  int buffer_index = 0;            // which of the two buffers (the combine needs it)
+  void* recv_x = nullptr;         // [E_local, n_pes * M, H], bf16 or fp8
+  void* recv_x_scales = nullptr;  // fp8: see above; else nullptr
+  int* recv_count = nullptr;      // [E_local] (device)
+  int* recv_src_info = nullptr;   // [E_local, n_pes * M, 3]: source PE, token index, top-k slot
+  int max_rows_per_expert = 0;    // n_pes * M
+  int buffer_index = 0;           // which of the two buffers (the combine needs it)
 };
 struct LowLatencyCombineInput {
-  const void* x = nullptr;                     // [E_local, n_pes * M, H] bfloat16, packed as dispatched
-  const std::int64_t* topk_idx = nullptr;      // [T, K] as given to the dispatch
-  const float* topk_weights = nullptr;         // [T, K]
+  const void* x = nullptr;                 // [E_local, n_pes * M, H] bfloat16, packed as dispatched
+  const std::int64_t* topk_idx = nullptr;  // [T, K] as given to the dispatch
+  const float* topk_weights = nullptr;     // [T, K]
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
-  int buffer_index = 0;                        // from LowLatencyDispatchOutput
+  int buffer_index = 0;                          // from LowLatencyDispatchOutput
   std::int64_t* wait_recv_cost_stats = nullptr;  // optional [n_pes]: as the dispatch's, for the combine's rows
   // Send the rows in LogFMT-10 (src/ep/logfmt.hpp): groups of 128 channels
   // under 1 in magnitude as 10 bits a value (relative error at most 2.2 %),
@@ -225,8 +225,8 @@ class Buffer {
   // receives dispatched rows, half receives combined rows); 0 = no normal
   // mode. num_max_dispatch_tokens_per_rank (M), hidden, num_experts and
   // num_topk size the low-latency buffers; M = 0 = no low-latency mode.
-  Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank = 0, int ll_hidden = 0,
-         int ll_num_experts = 0, int ll_num_topk = 0);
+  Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank = 0, int ll_hidden = 0, int ll_num_experts = 0,
+         int ll_num_topk = 0);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -260,19 +260,18 @@ class Buffer {
   // for stages, per buffer set: M x top-k records (dispatch) and, for
   // LogFMT, (n_pes - PEs per node) x M x top-k combine slots (about 120 MB
   // per set at DeepEP's 128 x top-8 of hidden 7168 on 2 nodes of 8).
-  static std::size_t low_latency_size_hint(int num_max_dispatch_tokens_per_rank, int hidden, int n_pes,
-                                           int num_experts, int num_topk);
+  static std::size_t low_latency_size_hint(int num_max_dispatch_tokens_per_rank, int hidden, int n_pes, int num_experts,
+                                           int num_topk);
 
   // Normal dispatch. Without a handle (handle.valid() false) it first
   // computes the layout and exchanges counts with every PE (host
   // synchronisation) and fills `handle`; with one it reuses it (then
   // topk_idx must route as before) and does not synchronise the host.
-  DispatchOutput dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config,
-                          cudaStream_t stream);
+  DispatchOutput dispatch(const DispatchInput& in, DispatchHandle& handle, const Config& config, cudaStream_t stream);
   // Sends the rows of in.x back where dispatch took them from and sums them
   // per token, in PE order (deterministic). Uses handle from the dispatch.
-  void combine(const CombineInput& in, const DispatchHandle& handle, const CombineOutput& out,
-               const Config& config, cudaStream_t stream);
+  void combine(const CombineInput& in, const DispatchHandle& handle, const CombineOutput& out, const Config& config,
+               cudaStream_t stream);
 
   // The low-latency kernels take every SM (one or two blocks an SM) and the
   // send halves wait for every PE. PEs sharing one GPU are tested with

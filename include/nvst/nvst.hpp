@@ -140,10 +140,8 @@ void barrier_all_on_stream(cudaStream_t stream);
 // Stream-ordered copies through the copy engine to/from a node peer's heap.
 // dest (put) or src (get) must be symmetric; the other side may be any
 // device or pinned memory. Complete when the stream reaches that point.
-void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
-                      cudaStream_t stream);
-void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
-                      cudaStream_t stream);
+void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
+void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
 // Blocking forms: return when the copy is complete.
 void putmem(void* dest, const void* src, std::size_t bytes, int pe);
 void getmem(void* dest, const void* src, std::size_t bytes, int pe);
@@ -163,8 +161,8 @@ enum class Cmp { kEq, kNe, kGt, kGe, kLt, kLe };
 
 void putmem_nbi(void* dest, const void* src, std::size_t bytes, int pe);
 // dest and sig_addr are symmetric; the signal word is 8-byte aligned.
-void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
-                       std::uint64_t signal, SignalOp op, int pe);
+void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr, std::uint64_t signal,
+                       SignalOp op, int pe);
 void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe);
 // *dest on `pe` = value (nvshmem_TYPE_p): T of 1, 2, 4 or 8 bytes, dest
 // symmetric and aligned to sizeof(T). Through the proxy the value rides in
@@ -194,8 +192,7 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
 // with a message after NVST_DEVICE_TIMEOUT_S). GPU heaps only.
 void putmem_signal_on_stream(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
                              std::uint64_t signal, SignalOp op, int pe, cudaStream_t stream);
-void signal_op_on_stream(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe,
-                         cudaStream_t stream);
+void signal_op_on_stream(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe, cudaStream_t stream);
 void signal_wait_until_on_stream(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value, cudaStream_t stream);
 
 // ---- remote atomics (nvshmem_TYPE_atomic_*) --------------------------------

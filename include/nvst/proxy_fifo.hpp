@@ -101,14 +101,14 @@ static_assert(signal_width(static_cast<std::uint8_t>(set_of_width(1))) == 1 &&
               "set_of_width and signal_width are each other's inverse");
 
 struct alignas(64) Command {
-  std::uint64_t tag;        // 0 = empty; (ticket + 1) << 8 | op when published
-  std::uint64_t dest;       // heap offset at the target
-  std::uint64_t src;        // source address in the producer's address space
+  std::uint64_t tag;   // 0 = empty; (ticket + 1) << 8 | op when published
+  std::uint64_t dest;  // heap offset at the target
+  std::uint64_t src;   // source address in the producer's address space
   std::uint64_t bytes;
-  std::uint64_t sig;        // heap offset of the signal word at the target
+  std::uint64_t sig;  // heap offset of the signal word at the target
   std::uint64_t sig_value;
-  std::uint32_t pe;         // target PE
-  std::uint8_t sig_op;      // SignalOp
+  std::uint32_t pe;            // target PE
+  std::uint8_t sig_op;         // SignalOp
   std::uint8_t src_on_device;  // 1: src is GPU memory (staged by the proxy)
   std::uint8_t pad[2];
   std::uint64_t reserved;
@@ -128,7 +128,7 @@ struct FifoShared {
   alignas(64) std::uint64_t failed;     // non-zero: the proxy failed, stop waiting
   std::uint32_t capacity;               // a power of two
   std::uint32_t pad;
-  alignas(64) Command slots[1];         // really `capacity` of them
+  alignas(64) Command slots[1];  // really `capacity` of them
 };
 
 // The header, the slots, then one AtomicReply per slot.
@@ -138,7 +138,8 @@ constexpr std::size_t fifo_bytes(std::uint32_t capacity) {
 #if defined(__CUDACC__)
 __host__ __device__
 #endif
-inline AtomicReply* replies(FifoShared* f, std::uint32_t capacity) {
+    inline AtomicReply*
+    replies(FifoShared* f, std::uint32_t capacity) {
   return reinterpret_cast<AtomicReply*>(reinterpret_cast<char*>(f) + sizeof(FifoShared) +
                                         (capacity - 1) * sizeof(Command));
 }

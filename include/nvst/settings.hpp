@@ -21,10 +21,10 @@ std::optional<double> get_double(const char* name);
 // Longest timeout a setting may ask for (about 11.5 days).
 constexpr double kMaxSeconds = 1e6;
 
-double host_timeout_s();       // NVST_TIMEOUT_S (120)
-double device_timeout_s();     // NVST_DEVICE_TIMEOUT_S (60)
+double host_timeout_s();                 // NVST_TIMEOUT_S (120)
+double device_timeout_s();               // NVST_DEVICE_TIMEOUT_S (60)
 std::size_t heap_bytes(bool host_heap);  // NVST_SYMMETRIC_SIZE (1G; 256M host)
-std::optional<int> node_size();  // NVST_NODE_SIZE: logical nodes of k PEs
+std::optional<int> node_size();          // NVST_NODE_SIZE: logical nodes of k PEs
 // NVST_COLL_WORKSPACE (32M): bytes of each buffer of a team's collective
 // workspace (coll.cu keeps 2 on host heaps, 4 on GPUs, per team).
 std::size_t coll_workspace_bytes();

@@ -18,8 +18,15 @@ import torch.distributed as dist
 
 from . import _nvst
 from . import distributed as nd
-from .tensors import (alloc_tensor, check_tensor, current_stream, init_from_torch, nvshmem_barrier, nvshmem_free_tensor,
-                      reserve_heap)
+from .tensors import (
+    alloc_tensor,
+    check_tensor,
+    current_stream,
+    init_from_torch,
+    nvshmem_barrier,
+    nvshmem_free_tensor,
+    reserve_heap,
+)
 
 _MIN_SLOT = 1 << 20
 

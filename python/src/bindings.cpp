@@ -119,9 +119,7 @@ PYBIND11_MODULE(_nvst, m) {
 
   m.def(
       "get_unique_id",
-      [](const std::string& host) {
-        return host.empty() ? nvst::new_loopback_unique_id() : nvst::new_unique_id(host);
-      },
+      [](const std::string& host) { return host.empty() ? nvst::new_loopback_unique_id() : nvst::new_unique_id(host); },
       py::arg("host") = "",
       "A unique ID for a new job whose rank 0 is this process (pass it to every PE). host: this host's "
       "address as the other PEs reach it; empty = every PE runs on this host (loopback).");
@@ -150,14 +148,16 @@ PYBIND11_MODULE(_nvst, m) {
         py::gil_scoped_release nogil;
         nvst::init(options);
       },
-      py::arg("backend") = "", "Joins the job the environment describes (torchrun, mpirun, NVST_*); backend as "
+      py::arg("backend") = "",
+      "Joins the job the environment describes (torchrun, mpirun, NVST_*); backend as "
       "for init_with_unique_id.");
   m.def("nvshmem_backend_built", &nvst::nvshmem_backend_built,
         "True when this build links NVSHMEM (the nvidia-nvshmem wheel was found at build time).");
   m.def("nvshmem_backend_version", &nvst::nvshmem_backend_version);
   m.attr("cuda_architectures") = NVST_CUDA_ARCHITECTURES;  // CMAKE_CUDA_ARCHITECTURES, comma-separated
-  m.def("check_backend", [](const std::string& backend, const std::string& fn) { check_backend(backend, fn.c_str()); },
-        py::arg("backend"), py::arg("fn"), "Raises ValueError (naming fn) for a backend init would refuse.");
+  m.def(
+      "check_backend", [](const std::string& backend, const std::string& fn) { check_backend(backend, fn.c_str()); },
+      py::arg("backend"), py::arg("fn"), "Raises ValueError (naming fn) for a backend init would refuse.");
   m.def("finalize", [] {
     py::gil_scoped_release nogil;
     nvst::finalize();
@@ -218,7 +218,8 @@ PYBIND11_MODULE(_nvst, m) {
       },
       py::arg("nbytes"), "Collective: every PE asks for the same size.");
   m.def(
-      "free", [](Symmetric& s) {
+      "free",
+      [](Symmetric& s) {
         nvst::free(s.ptr);
         s.ptr = nullptr;
         s.nbytes = 0;
@@ -238,8 +239,8 @@ PYBIND11_MODULE(_nvst, m) {
       "Blocking put of a numpy array into dest (+offset bytes) on PE pe.");
   m.def(
       "put_signal",
-      [](Symmetric& dest, py::array src, Symmetric& sig, std::size_t sig_index, std::uint64_t value, int pe,
-         bool add, std::size_t offset) {
+      [](Symmetric& dest, py::array src, Symmetric& sig, std::size_t sig_index, std::uint64_t value, int pe, bool add,
+         std::size_t offset) {
         require_host_heap("put_signal");
         require_contiguous(src, "put_signal", "src");
         check_range(dest, offset, static_cast<std::size_t>(src.nbytes()), "put_signal");
@@ -284,9 +285,7 @@ PYBIND11_MODULE(_nvst, m) {
     return py::int_(wide ? old : static_cast<std::uint32_t>(old));
   };
   // Python ints of either sign become the word's bits (two's complement).
-  auto bits = [](py::int_ v) {
-    return PyLong_AsUnsignedLongLongMask(v.ptr());
-  };
+  auto bits = [](py::int_ v) { return PyLong_AsUnsignedLongLongMask(v.ptr()); };
   m.def(
       "atomic_fetch_add",
       [atomic, bits](Symmetric& buf, std::size_t index, py::int_ value, int pe, const std::string& dtype) {
@@ -301,8 +300,8 @@ PYBIND11_MODULE(_nvst, m) {
         return atomic("atomic_compare_swap", buf, index, dtype, nvst::proxy::AtomicOp::kCompareSwap, bits(value),
                       bits(cond), pe);
       },
-      py::arg("buffer"), py::arg("index"), py::arg("cond"), py::arg("value"), py::arg("pe"),
-      py::arg("dtype") = "int64", "Stores value if the word equals cond; returns the word before either way.");
+      py::arg("buffer"), py::arg("index"), py::arg("cond"), py::arg("value"), py::arg("pe"), py::arg("dtype") = "int64",
+      "Stores value if the word equals cond; returns the word before either way.");
   m.def(
       "atomic_swap",
       [atomic, bits](Symmetric& buf, std::size_t index, py::int_ value, int pe, const std::string& dtype) {
@@ -369,11 +368,13 @@ PYBIND11_MODULE(_nvst, m) {
   // Teams (ints: TEAM_WORLD, TEAM_NODE, and what the splits return).
   m.attr("TEAM_WORLD") = static_cast<int>(nvst::Team::kWorld);
   m.attr("TEAM_NODE") = static_cast<int>(nvst::Team::kNode);
-  m.def("team_my_pe", [](int team) { return nvst::team_my_pe(team_of(team)); }, py::arg("team"),
-        "This PE's index in the team; -1 if it is not a member.");
+  m.def(
+      "team_my_pe", [](int team) { return nvst::team_my_pe(team_of(team)); }, py::arg("team"),
+      "This PE's index in the team; -1 if it is not a member.");
   m.def("team_n_pes", [](int team) { return nvst::team_n_pes(team_of(team)); }, py::arg("team"));
-  m.def("team_translate_pe", [](int team, int pe) { return nvst::team_translate_pe(team_of(team), pe); },
-        py::arg("team"), py::arg("team_pe"), "The world PE of the team's member team_pe.");
+  m.def(
+      "team_translate_pe", [](int team, int pe) { return nvst::team_translate_pe(team_of(team), pe); }, py::arg("team"),
+      py::arg("team_pe"), "The world PE of the team's member team_pe.");
   m.def(
       "team_split_strided",
       [](int parent, int start, int stride, int size) {

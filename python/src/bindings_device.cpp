@@ -25,8 +25,15 @@ namespace {
 
 // DLPack's C ABI (dlpack.h, v0.8; stable), declared here so that the module
 // needs no header from PyTorch or DLPack.
-struct DLDevice { std::int32_t device_type; std::int32_t device_id; };
-struct DLDataType { std::uint8_t code; std::uint8_t bits; std::uint16_t lanes; };
+struct DLDevice {
+  std::int32_t device_type;
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
 struct DLTensor {
   void* data;
   DLDevice device;
@@ -91,7 +98,6 @@ py::capsule dlpack_bytes(std::uintptr_t addr, std::int64_t nbytes, py::object ow
   });
 }
 
-
 nvst::coll::DType dtype_named(const std::string& name) {
   if (name == "float32") return nvst::coll::DType::kF32;
   if (name == "bfloat16") return nvst::coll::DType::kBF16;
@@ -154,11 +160,10 @@ void bind_device(py::module_& m) {
       },
       py::arg("addr"), "Collective: frees what malloc returned.");
   m.def(
-      "peer_addr", [](std::uintptr_t a, int pe) { return addr(nvst::ptr(as<>(a), pe)); },
-      py::arg("addr"), py::arg("pe"), "nvshmem_ptr: where this PE reaches pe's copy of addr (0: not by load/store).");
+      "peer_addr", [](std::uintptr_t a, int pe) { return addr(nvst::ptr(as<>(a), pe)); }, py::arg("addr"),
+      py::arg("pe"), "nvshmem_ptr: where this PE reaches pe's copy of addr (0: not by load/store).");
   m.def(
-      "is_symmetric",
-      [](std::uintptr_t addr, std::size_t nbytes) { return nvst::is_symmetric(as<>(addr), nbytes); },
+      "is_symmetric", [](std::uintptr_t addr, std::size_t nbytes) { return nvst::is_symmetric(as<>(addr), nbytes); },
       py::arg("addr"), py::arg("nbytes") = 1);
   m.def(
       "barrier_all_on_stream",
@@ -183,12 +188,11 @@ void bind_device(py::module_& m) {
       py::arg("dest"), py::arg("src"), py::arg("nbytes"), py::arg("pe"), py::arg("stream"));
   m.def(
       "putmem_signal_on_stream",
-      [](std::uintptr_t dest, std::uintptr_t src, std::size_t nbytes, std::uintptr_t sig, std::uint64_t value,
-         bool add, int pe, std::uintptr_t stream) {
+      [](std::uintptr_t dest, std::uintptr_t src, std::size_t nbytes, std::uintptr_t sig, std::uint64_t value, bool add,
+         int pe, std::uintptr_t stream) {
         py::gil_scoped_release nogil;
-        nvst::putmem_signal_on_stream(as<>(dest), as<>(src), nbytes, as<std::uint64_t>(sig),
-                                      value, add ? nvst::SignalOp::kAdd : nvst::SignalOp::kSet, pe,
-                                      as_stream(stream));
+        nvst::putmem_signal_on_stream(as<>(dest), as<>(src), nbytes, as<std::uint64_t>(sig), value,
+                                      add ? nvst::SignalOp::kAdd : nvst::SignalOp::kSet, pe, as_stream(stream));
       },
       py::arg("dest"), py::arg("src"), py::arg("nbytes"), py::arg("signal"), py::arg("value"), py::arg("add"),
       py::arg("pe"), py::arg("stream"));
@@ -196,8 +200,8 @@ void bind_device(py::module_& m) {
       "signal_op_on_stream",
       [](std::uintptr_t sig, std::uint64_t value, bool add, int pe, std::uintptr_t stream) {
         py::gil_scoped_release nogil;
-        nvst::signal_op_on_stream(as<std::uint64_t>(sig), value,
-                                  add ? nvst::SignalOp::kAdd : nvst::SignalOp::kSet, pe, as_stream(stream));
+        nvst::signal_op_on_stream(as<std::uint64_t>(sig), value, add ? nvst::SignalOp::kAdd : nvst::SignalOp::kSet, pe,
+                                  as_stream(stream));
       },
       py::arg("signal"), py::arg("value"), py::arg("add"), py::arg("pe"), py::arg("stream"));
   m.def(

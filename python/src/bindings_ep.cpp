@@ -20,7 +20,6 @@ namespace nvst_py {
 
 namespace {
 
-
 // The shape fields every input struct has.
 template <typename In>
 void set_shape(In& in, int num_tokens, int hidden, int num_topk, int num_experts) {
@@ -75,11 +74,14 @@ void bind_ep(py::module_& m) {
                                 as_stream(stream));
       },
       py::arg("topk_idx"), py::arg("num_tokens"), py::arg("num_topk"), py::arg("num_experts"),
-      py::arg("num_tokens_per_rank"), py::arg("num_tokens_per_expert"), py::arg("is_token_in_rank"),
-      py::arg("stream"), py::arg("num_tokens_per_node") = 0);
-  e.def("nvl_size_hint", [](int num_recv_tokens, int hidden, int num_topk, bool fp8) {
-    return ep::Buffer::nvl_size_hint(num_recv_tokens, hidden, num_topk, fp8 ? ep::XType::kFP8 : ep::XType::kBF16);
-  }, py::arg("num_recv_tokens"), py::arg("hidden"), py::arg("num_topk"), py::arg("fp8"));
+      py::arg("num_tokens_per_rank"), py::arg("num_tokens_per_expert"), py::arg("is_token_in_rank"), py::arg("stream"),
+      py::arg("num_tokens_per_node") = 0);
+  e.def(
+      "nvl_size_hint",
+      [](int num_recv_tokens, int hidden, int num_topk, bool fp8) {
+        return ep::Buffer::nvl_size_hint(num_recv_tokens, hidden, num_topk, fp8 ? ep::XType::kFP8 : ep::XType::kBF16);
+      },
+      py::arg("num_recv_tokens"), py::arg("hidden"), py::arg("num_topk"), py::arg("fp8"));
   e.def("low_latency_size_hint", &ep::Buffer::low_latency_size_hint, py::arg("num_max_dispatch_tokens_per_rank"),
         py::arg("hidden"), py::arg("num_ranks"), py::arg("num_experts"), py::arg("num_topk"));
 
@@ -108,8 +110,9 @@ void bind_ep(py::module_& m) {
           "copy_out",
           [](const ep::Buffer& b, const std::vector<std::uintptr_t>& dst, const std::vector<std::uintptr_t>& src,
              const std::vector<std::size_t>& nbytes, std::uintptr_t stream) {
-            NVST_REQUIRE(dst.size() == src.size() && src.size() == nbytes.size(), "nvshmem_tutorial.ep.copy_out: ",
-                         dst.size(), " destinations, ", src.size(), " sources, ", nbytes.size(), " sizes");
+            NVST_REQUIRE(dst.size() == src.size() && src.size() == nbytes.size(),
+                         "nvshmem_tutorial.ep.copy_out: ", dst.size(), " destinations, ", src.size(), " sources, ",
+                         nbytes.size(), " sizes");
             const ep::Buffer::Region r = b.local_nvl_region();
             const std::uintptr_t lo = addr(r.ptr), hi = lo + r.bytes;
             for (std::size_t i = 0; i < src.size(); ++i)
@@ -155,8 +158,8 @@ void bind_ep(py::module_& m) {
             return d;
           },
           py::arg("x"), py::arg("x_scales"), py::arg("topk_idx"), py::arg("topk_weights"), py::arg("num_tokens"),
-          py::arg("hidden"), py::arg("num_topk"), py::arg("num_experts"), py::arg("fp8"),
-          py::arg("expert_alignment"), py::arg("handle"), py::arg("num_sms"), py::arg("threads"), py::arg("stream"))
+          py::arg("hidden"), py::arg("num_topk"), py::arg("num_experts"), py::arg("fp8"), py::arg("expert_alignment"),
+          py::arg("handle"), py::arg("num_sms"), py::arg("threads"), py::arg("stream"))
       .def(
           "combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_weights, std::uintptr_t bias, int hidden,

@@ -185,9 +185,10 @@ class Ring {
   }
   void check_item(const py::array& a, const char* fn) const {
     if (!(a.flags() & py::array::c_style) || static_cast<std::uint64_t>(a.nbytes()) != view_.item_bytes)
-      throw py::value_error(std::string("nvshmem_tutorial.RingBuffer.") + fn + ": the item must be a C-contiguous "
-                            "array of " + std::to_string(view_.item_bytes) + " bytes (got " +
-                            std::to_string(a.nbytes()) + ")");
+      throw py::value_error(std::string("nvshmem_tutorial.RingBuffer.") + fn +
+                            ": the item must be a C-contiguous "
+                            "array of " +
+                            std::to_string(view_.item_bytes) + " bytes (got " + std::to_string(a.nbytes()) + ")");
   }
   std::uint64_t* words_ = nullptr;
   char* data_ = nullptr;

@@ -39,8 +39,8 @@ __device__ __forceinline__ void wait_parity(std::uint32_t bar, std::uint32_t par
 
 // Bytes [begin, end) go by bulk copies (both pointers 16-byte aligned there,
 // end - begin a multiple of 16); the bytes before and after, one by one.
-__global__ void __launch_bounds__(kThreads) tma_copy_kernel(char* dst, const char* src, std::size_t begin,
-                                                            std::size_t end, std::size_t nbytes) {
+__global__ void __launch_bounds__(kThreads)
+    tma_copy_kernel(char* dst, const char* src, std::size_t begin, std::size_t end, std::size_t nbytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   __shared__ alignas(128) char stage[kChunk];
   __shared__ alignas(8) std::uint64_t bar;
@@ -56,10 +56,10 @@ __global__ void __launch_bounds__(kThreads) tma_copy_kernel(char* dst, const cha
          at += static_cast<std::size_t>(gridDim.x) * kChunk) {
       const std::uint32_t n = static_cast<std::uint32_t>(end - at < kChunk ? end - at : kChunk);
       asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar_at), "r"(n) : "memory");
-      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                       stage_at),
-                   "l"(src + at), "r"(n), "r"(bar_at)
-                   : "memory");
+      asm volatile(
+          "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(stage_at),
+          "l"(src + at), "r"(n), "r"(bar_at)
+          : "memory");
       wait_parity(bar_at, parity);
       parity ^= 1;
       asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst + at), "r"(stage_at),
@@ -90,8 +90,10 @@ void tma_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t strea
   NVST_CHECK_CUDA(cudaGetDevice(&device));
   NVST_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   NVST_CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  NVST_REQUIRE(major >= 9, "nvshmem_tutorial.tma_copy: the bulk copy engine needs compute capability 9.0 (Hopper) "
-               "or newer; this GPU has ", major, ".x");
+  NVST_REQUIRE(major >= 9,
+               "nvshmem_tutorial.tma_copy: the bulk copy engine needs compute capability 9.0 (Hopper) "
+               "or newer; this GPU has ",
+               major, ".x");
   const auto d = reinterpret_cast<std::uintptr_t>(dst), s = reinterpret_cast<std::uintptr_t>(src);
   // Bulk copies need 16-byte aligned addresses and sizes on both sides: when
   // the two pointers agree mod 16, all but a head and a tail of < 16 bytes.
@@ -102,8 +104,8 @@ void tma_copy(void* dst, const void* src, std::size_t nbytes, cudaStream_t strea
   }
   const std::size_t chunks = (std::max<std::size_t>(end - begin, 1) + kChunk - 1) / kChunk;
   const int blocks = static_cast<int>(std::min<std::size_t>(chunks, static_cast<std::size_t>(sms) * 8));
-  tma_copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), begin,
-                                                   end, nbytes);
+  tma_copy_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), begin, end,
+                                                   nbytes);
   NVST_CHECK_CUDA(cudaGetLastError());
 }
 

@@ -43,9 +43,12 @@ class Backoff {
   void pause() {
     ++rounds_;
     if (rounds_ == 257) precise_.emplace();  // from the first sleep on
-    if (rounds_ > 4096) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    else if (rounds_ > 256) std::this_thread::sleep_for(std::chrono::microseconds(20));
-    else if (rounds_ > 64) std::this_thread::yield();
+    if (rounds_ > 4096)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    else if (rounds_ > 256)
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    else if (rounds_ > 64)
+      std::this_thread::yield();
   }
   // Whether this round should look at the clock (every round once sleeping).
   bool check_clock() const { return rounds_ > 256 || (rounds_ & 63) == 0; }

@@ -78,8 +78,7 @@ Frame recv_frame(int fd, net::Deadline deadline) {
   Frame f;
   f.io = net::recv_all(fd, &f.header, sizeof(f.header), deadline);
   if (f.io != net::Io::kOk) return f;
-  NVST_REQUIRE(f.header.bytes <= kMaxFrameBytes, "bootstrap frame of ", f.header.bytes,
-               " bytes: protocol error");
+  NVST_REQUIRE(f.header.bytes <= kMaxFrameBytes, "bootstrap frame of ", f.header.bytes, " bytes: protocol error");
   f.payload.resize(f.header.bytes);
   if (f.header.bytes) f.io = net::recv_all(fd, f.payload.data(), f.header.bytes, deadline);
   return f;
@@ -118,8 +117,8 @@ UniqueId UniqueId::create_loopback() {
 }
 
 UniqueId UniqueId::create_for_host(const std::string& host) {
-  NVST_REQUIRE(!host.empty() && host.find(':') == std::string::npos,
-               "nvst::new_unique_id: host '", host, "' must be a host name or IPv4 address");
+  NVST_REQUIRE(!host.empty() && host.find(':') == std::string::npos, "nvst::new_unique_id: host '", host,
+               "' must be a host name or IPv4 address");
   if (host == "127.0.0.1" || host == "localhost") return create_loopback();
   UniqueId id;
   id.host = host;
@@ -134,8 +133,7 @@ std::string UniqueId::to_string() const {
 
 UniqueId UniqueId::parse(const std::string& text) {
   auto bad = [&](const char* why) {
-    NVST_FAIL("malformed unique id '", text, "': ", why,
-              " (expected nvst1:HOST:PORT:32-hex-digit-cookie)");
+    NVST_FAIL("malformed unique id '", text, "': ", why, " (expected nvst1:HOST:PORT:32-hex-digit-cookie)");
   };
   if (text.rfind("nvst1:", 0) != 0) bad("missing nvst1: prefix");
   std::size_t c2 = text.rfind(':');
@@ -163,8 +161,7 @@ UniqueId UniqueId::parse(const std::string& text) {
 Bootstrap::Bootstrap(const UniqueId& id, int rank, int world, double timeout_s)
     : rank_(rank), world_(world), timeout_s_(timeout_s), cookie_(id.cookie) {
   NVST_REQUIRE(world >= 1, "bootstrap: world size must be >= 1, got ", world);
-  NVST_REQUIRE(rank >= 0 && rank < world, "bootstrap: rank ", rank, " out of range [0, ", world,
-               ")");
+  NVST_REQUIRE(rank >= 0 && rank < world, "bootstrap: rank ", rank, " out of range [0, ", world, ")");
   NVST_REQUIRE(timeout_s > 0, "bootstrap: timeout must be > 0");
   if (world == 1) return;
   if (rank == 0) {
@@ -251,9 +248,9 @@ void Bootstrap::accept_peers() {
       for (int r = 1; r < world_; ++r)
         if (!peers_[static_cast<std::size_t>(r)].valid() || !watch_peers_[static_cast<std::size_t>(r)].valid())
           missing << " " << r;
-      std::string msg = detail::concat("timed out after ", timeout_s_,
-                                       " s waiting for ranks to join the bootstrap; missing:",
-                                       missing.str(), " (NVST_TIMEOUT_S)");
+      std::string msg =
+          detail::concat("timed out after ", timeout_s_,
+                         " s waiting for ranks to join the bootstrap; missing:", missing.str(), " (NVST_TIMEOUT_S)");
       broadcast_abort(msg, -1);
       NVST_FAIL(msg);
     }
@@ -269,8 +266,7 @@ void Bootstrap::accept_peers() {
     for (std::size_t i = 0; i < greeting.size(); ++i) {
       Greeting& g = greeting[i];
       if (pfds[i + 1].revents != 0) {
-        ssize_t n = ::recv(g.fd.get(), reinterpret_cast<char*>(&g.hello) + g.got, sizeof(Hello) - g.got,
-                           MSG_DONTWAIT);
+        ssize_t n = ::recv(g.fd.get(), reinterpret_cast<char*>(&g.hello) + g.got, sizeof(Hello) - g.got, MSG_DONTWAIT);
         if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
           refuse(g, "closed before greeting");
           continue;
@@ -288,13 +284,11 @@ void Bootstrap::accept_peers() {
       }
       auto& slots = h.channel == kChannelWatch ? watch_peers_ : peers_;
       if (h.world != world_ || h.rank <= 0 || h.rank >= world_ ||
-          (h.channel != kChannelOps && h.channel != kChannelWatch) ||
-          slots[static_cast<std::size_t>(h.rank)].valid()) {
-        std::string msg = detail::concat(
-            "bootstrap: a peer with the right cookie announced rank ", h.rank, " of world ",
-            h.world, ", but this job has world ", world_,
-            (h.rank > 0 && h.rank < world_ ? " and that rank already joined" : ""),
-            ": check RANK/WORLD_SIZE");
+          (h.channel != kChannelOps && h.channel != kChannelWatch) || slots[static_cast<std::size_t>(h.rank)].valid()) {
+        std::string msg = detail::concat("bootstrap: a peer with the right cookie announced rank ", h.rank,
+                                         " of world ", h.world, ", but this job has world ", world_,
+                                         (h.rank > 0 && h.rank < world_ ? " and that rank already joined" : ""),
+                                         ": check RANK/WORLD_SIZE");
         broadcast_abort(msg, -1);
         NVST_FAIL(msg);
       }
@@ -431,8 +425,7 @@ void Bootstrap::watch_loop() {
   }
 }
 
-std::vector<std::vector<std::byte>> Bootstrap::exchange(const void* data, std::size_t bytes,
-                                                        const char* what) {
+std::vector<std::vector<std::byte>> Bootstrap::exchange(const void* data, std::size_t bytes, const char* what) {
   NVST_REQUIRE(!aborted_, "bootstrap: used after an earlier failure");
   NVST_REQUIRE(data != nullptr || bytes == 0, "bootstrap ", what, ": null data");
   if (failed_.load(std::memory_order_acquire)) {
@@ -456,8 +449,7 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange(const void* data, std::s
   }
 }
 
-std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::byte> mine,
-                                                             const char* what) {
+std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::byte> mine, const char* what) {
   std::vector<std::vector<std::byte>> all(static_cast<std::size_t>(world_));
   all[0] = std::move(mine);
   std::vector<bool> got(static_cast<std::size_t>(world_), false);
@@ -488,9 +480,8 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
     if (rc == 0) {
       std::ostringstream missing;
       for (int r : ranks) missing << " " << r;
-      std::string msg = detail::concat("timed out after ", timeout_s_, " s in ", what, " #",
-                                       seq_, " waiting for rank(s)", missing.str(),
-                                       " (NVST_TIMEOUT_S)");
+      std::string msg = detail::concat("timed out after ", timeout_s_, " s in ", what, " #", seq_,
+                                       " waiting for rank(s)", missing.str(), " (NVST_TIMEOUT_S)");
       broadcast_abort(msg, -1);
       NVST_FAIL(msg);
     }
@@ -533,11 +524,9 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
   for (auto& part : all) reply.insert(reply.end(), part.begin(), part.end());
   for (int r = 1; r < world_; ++r) {
     try {
-      send_frame(peers_[static_cast<std::size_t>(r)].get(), Kind::kData, seq_, reply.data(),
-                 reply.size(), what);
+      send_frame(peers_[static_cast<std::size_t>(r)].get(), Kind::kData, seq_, reply.data(), reply.size(), what);
     } catch (const Error&) {
-      std::string msg =
-          detail::concat("rank ", r, " died before receiving the result of ", what, " #", seq_);
+      std::string msg = detail::concat("rank ", r, " died before receiving the result of ", what, " #", seq_);
       broadcast_abort(msg, r);
       NVST_FAIL(msg);
     }
@@ -545,15 +534,12 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
   return all;
 }
 
-std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data,
-                                                               std::size_t bytes,
-                                                               const char* what) {
+std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data, std::size_t bytes, const char* what) {
   auto deadline = net::deadline_after(timeout_s_);
   try {
     send_frame(root_.get(), Kind::kData, seq_, data, bytes, what);
   } catch (const Error&) {
-    NVST_FAIL("lost the bootstrap root (rank 0) entering ", what, " #", seq_,
-              ": it died or closed its connection");
+    NVST_FAIL("lost the bootstrap root (rank 0) entering ", what, " #", seq_, ": it died or closed its connection");
   }
   // Wait in slices: a failure the watch learned of (a PE that died while
   // rank 0 does not wait for it) ends this wait too.
@@ -563,14 +549,13 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data,
   }
   Frame f = recv_frame(root_.get(), deadline);
   if (f.io == net::Io::kClosed)
-    NVST_FAIL("lost the bootstrap root (rank 0) in ", what, " #", seq_,
-              ": it died or closed its connection");
+    NVST_FAIL("lost the bootstrap root (rank 0) in ", what, " #", seq_, ": it died or closed its connection");
   if (f.io == net::Io::kTimeout)
     NVST_FAIL("timed out after ", timeout_s_, " s in ", what, " #", seq_,
               " waiting for rank 0 (NVST_TIMEOUT_S); some rank has not arrived");
   if (f.header.kind == Kind::kAbort) NVST_FAIL(as_text(f.payload));
-  NVST_REQUIRE(f.header.seq == seq_, "bootstrap reply for '", op_name(f.header), "' (#", f.header.seq,
-               ") while in '", what, "' (#", seq_, ")");
+  NVST_REQUIRE(f.header.seq == seq_, "bootstrap reply for '", op_name(f.header), "' (#", f.header.seq, ") while in '",
+               what, "' (#", seq_, ")");
   const std::size_t head = sizeof(std::uint64_t) * static_cast<std::size_t>(world_);
   NVST_REQUIRE(f.payload.size() >= head, "short bootstrap reply");
   std::vector<std::vector<std::byte>> all(static_cast<std::size_t>(world_));
@@ -586,11 +571,9 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data,
   return all;
 }
 
-std::vector<std::byte> Bootstrap::allgather(const void* data, std::size_t bytes,
-                                            const char* what) {
+std::vector<std::byte> Bootstrap::allgather(const void* data, std::size_t bytes, const char* what) {
   auto all = exchange(data, bytes, what);
-  bool same = std::all_of(all.begin(), all.end(),
-                          [&](const auto& part) { return part.size() == bytes; });
+  bool same = std::all_of(all.begin(), all.end(), [&](const auto& part) { return part.size() == bytes; });
   if (!same) {
     std::ostringstream sizes;
     for (int r = 0; r < world_; ++r)
@@ -604,8 +587,7 @@ std::vector<std::byte> Bootstrap::allgather(const void* data, std::size_t bytes,
 }
 
 void Bootstrap::broadcast(void* data, std::size_t bytes, int root, const char* what) {
-  NVST_REQUIRE(root >= 0 && root < world_, what, ": root ", root, " out of range [0, ", world_,
-               ")");
+  NVST_REQUIRE(root >= 0 && root < world_, what, ": root ", root, " out of range [0, ", world_, ")");
   NVST_REQUIRE(data != nullptr || bytes == 0, what, ": null data for ", bytes, " bytes");
   // Every rank sends its size and root; the root also sends the data.
   struct Shape {
@@ -626,8 +608,7 @@ void Bootstrap::broadcast(void* data, std::size_t bytes, int root, const char* w
     NVST_REQUIRE(theirs.bytes == bytes && theirs.root == root, what, ": rank ", r, " broadcasts ", theirs.bytes,
                  " bytes from root ", theirs.root, " but rank ", rank_, " expects ", bytes, " bytes from root ", root);
   }
-  if (rank_ != root && bytes)
-    std::memcpy(data, all[static_cast<std::size_t>(root)].data() + sizeof(Shape), bytes);
+  if (rank_ != root && bytes) std::memcpy(data, all[static_cast<std::size_t>(root)].data() + sizeof(Shape), bytes);
 }
 
 void Bootstrap::barrier(const char* what) { exchange(nullptr, 0, what); }
@@ -637,8 +618,7 @@ void Bootstrap::broadcast_abort(const std::string& reason, int skip_rank) noexce
   for (int r = 1; r < static_cast<int>(peers_.size()); ++r) {
     if (r == skip_rank || !peers_[static_cast<std::size_t>(r)].valid()) continue;
     try {
-      send_frame(peers_[static_cast<std::size_t>(r)].get(), Kind::kAbort, seq_, reason.data(),
-                 reason.size());
+      send_frame(peers_[static_cast<std::size_t>(r)].get(), Kind::kAbort, seq_, reason.data(), reason.size());
     } catch (...) {
       // That rank is gone too; nothing more to tell it.
     }

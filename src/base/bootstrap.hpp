@@ -69,8 +69,7 @@ class Bootstrap {
 
   // Every rank contributes a buffer (sizes may differ); every rank receives
   // all of them, indexed by rank. `what` names the operation in errors.
-  std::vector<std::vector<std::byte>> exchange(const void* data, std::size_t bytes,
-                                               const char* what);
+  std::vector<std::vector<std::byte>> exchange(const void* data, std::size_t bytes, const char* what);
   // Same-size contributions concatenated in rank order; a size mismatch
   // throws on every rank, naming each rank's size.
   std::vector<std::byte> allgather(const void* data, std::size_t bytes, const char* what);
@@ -101,10 +100,8 @@ class Bootstrap {
   void stop_watch() noexcept;
 
  private:
-  std::vector<std::vector<std::byte>> exchange_root(std::vector<std::byte> mine,
-                                                    const char* what);
-  std::vector<std::vector<std::byte>> exchange_client(const void* data, std::size_t bytes,
-                                                      const char* what);
+  std::vector<std::vector<std::byte>> exchange_root(std::vector<std::byte> mine, const char* what);
+  std::vector<std::vector<std::byte>> exchange_client(const void* data, std::size_t bytes, const char* what);
   void accept_peers();
   void connect_to_root(const UniqueId& id);
   void broadcast_abort(const std::string& reason, int skip_rank) noexcept;
@@ -118,9 +115,9 @@ class Bootstrap {
   std::uint32_t seq_ = 0;
   int refused_ = 0;
   bool aborted_ = false;
-  net::Fd listen_;                 // rank 0
-  std::vector<net::Fd> peers_;     // rank 0: one per rank (peers_[0] unused)
-  net::Fd root_;                   // other ranks
+  net::Fd listen_;              // rank 0
+  std::vector<net::Fd> peers_;  // rank 0: one per rank (peers_[0] unused)
+  net::Fd root_;                // other ranks
   std::array<std::uint8_t, 16> cookie_{};
   std::vector<net::Fd> watch_peers_;  // rank 0: each rank's watch connection
   net::Fd watch_root_;                // other ranks: the watch to rank 0

@@ -13,9 +13,7 @@ std::function<std::string()> g_device_error_describer;
 }  // namespace
 
 void set_error_rank(int rank) { g_rank = rank; }
-void set_device_error_describer(std::function<std::string()> f) {
-  g_device_error_describer = std::move(f);
-}
+void set_device_error_describer(std::function<std::string()> f) { g_device_error_describer = std::move(f); }
 
 std::string rank_prefix() {
   if (g_rank < 0) return "[nvst] ";
@@ -26,11 +24,9 @@ void throw_error(const std::string& message, const char* file, int line) {
   throw Error(rank_prefix() + message + " (" + file + ":" + std::to_string(line) + ")");
 }
 
-void throw_cuda_error(const char* call, int code, const char* name, const char* text,
-                      const char* file, int line) {
-  std::string msg = rank_prefix() + call + " failed: " + (name ? name : "?") + " (" +
-                    std::to_string(code) + "): " + (text ? text : "?") + " (" + file + ":" +
-                    std::to_string(line) + ")";
+void throw_cuda_error(const char* call, int code, const char* name, const char* text, const char* file, int line) {
+  std::string msg = rank_prefix() + call + " failed: " + (name ? name : "?") + " (" + std::to_string(code) +
+                    "): " + (text ? text : "?") + " (" + file + ":" + std::to_string(line) + ")";
   if (g_device_error_describer) {
     std::string dev = g_device_error_describer();
     if (!dev.empty()) msg += "\n  device-side cause: " + dev;
@@ -39,8 +35,8 @@ void throw_cuda_error(const char* call, int code, const char* name, const char* 
 }
 
 void throw_errno_error(const char* call, int err, const char* file, int line) {
-  throw Error(rank_prefix() + call + " failed: " + std::strerror(err) + " (errno " +
-              std::to_string(err) + ") (" + file + ":" + std::to_string(line) + ")");
+  throw Error(rank_prefix() + call + " failed: " + std::strerror(err) + " (errno " + std::to_string(err) + ") (" +
+              file + ":" + std::to_string(line) + ")");
 }
 
 }  // namespace nvst::detail

@@ -46,8 +46,8 @@ void launcher_cookie(LaunchInfo& l, const std::string& job) {
                "nvshmem_tutorial.init through torch.distributed)");
   const secret::Cookie public_key{};  // a name from public values, hashed only to make it short
   l.id.cookie_file = secret::private_dir() + "/cookie-" +
-                     secret::derived_name(public_key, job + "|" + l.id.host + "|" + std::to_string(l.id.port) +
-                                                          "|" + std::to_string(l.world));
+                     secret::derived_name(public_key, job + "|" + l.id.host + "|" + std::to_string(l.id.port) + "|" +
+                                                          std::to_string(l.world));
 }
 
 std::uint16_t bootstrap_port(const char* launcher) {
@@ -60,13 +60,11 @@ std::uint16_t bootstrap_port(const char* launcher) {
 
 void validate(const LaunchInfo& l) {
   NVST_REQUIRE(l.world >= 1, "world size must be >= 1, got ", l.world, " (", l.launcher, ")");
-  NVST_REQUIRE(l.rank >= 0 && l.rank < l.world, "rank ", l.rank, " out of range [0, ", l.world,
-               ") (", l.launcher, ")");
-  NVST_REQUIRE(l.local_world >= 1 && l.local_rank >= 0 && l.local_rank < l.local_world,
-               "local rank ", l.local_rank, " out of range [0, ", l.local_world, ") (",
+  NVST_REQUIRE(l.rank >= 0 && l.rank < l.world, "rank ", l.rank, " out of range [0, ", l.world, ") (", l.launcher, ")");
+  NVST_REQUIRE(l.local_world >= 1 && l.local_rank >= 0 && l.local_rank < l.local_world, "local rank ", l.local_rank,
+               " out of range [0, ", l.local_world, ") (", l.launcher, ")");
+  NVST_REQUIRE(l.local_world <= l.world, "local world size ", l.local_world, " exceeds the world size ", l.world, " (",
                l.launcher, ")");
-  NVST_REQUIRE(l.local_world <= l.world, "local world size ", l.local_world, " exceeds the world size ", l.world,
-               " (", l.launcher, ")");
 }
 
 }  // namespace
@@ -90,7 +88,8 @@ LaunchInfo launch_info_from_environment() {
     l.local_world = settings::get_int_in("NVST_LOCAL_WORLD_SIZE", 1, INT_MAX).value_or(l.world);
   } else if (torch) {
     l.launcher = "torchrun";
-    NVST_REQUIRE(!mpi, "both torchrun (RANK/WORLD_SIZE) and mpirun (OMPI_COMM_WORLD_*) variables are set: "
+    NVST_REQUIRE(!mpi,
+                 "both torchrun (RANK/WORLD_SIZE) and mpirun (OMPI_COMM_WORLD_*) variables are set: "
                  "which launcher started this process?");
     l.rank = require_int("RANK", 0, INT_MAX - 1);
     l.world = require_int("WORLD_SIZE", 1, INT_MAX);

@@ -35,10 +35,26 @@ std::optional<std::size_t> get_size(const char* name) {
   unsigned long long mul = 1;
   switch (*end) {
     case '\0': break;
-    case 'k': case 'K': mul = 1ull << 10; ++end; break;
-    case 'm': case 'M': mul = 1ull << 20; ++end; break;
-    case 'g': case 'G': mul = 1ull << 30; ++end; break;
-    case 't': case 'T': mul = 1ull << 40; ++end; break;
+    case 'k':
+    case 'K':
+      mul = 1ull << 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      mul = 1ull << 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      mul = 1ull << 30;
+      ++end;
+      break;
+    case 't':
+    case 'T':
+      mul = 1ull << 40;
+      ++end;
+      break;
     default: NVST_FAIL(name, "='", *v, example);
   }
   if (*end == 'B' || *end == 'b') ++end;

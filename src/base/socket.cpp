@@ -40,8 +40,7 @@ sockaddr_in resolve_ipv4(const std::string& host, std::uint16_t port) {
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  NVST_REQUIRE(rc == 0 && res != nullptr, "cannot resolve bootstrap host '", host,
-               "': ", ::gai_strerror(rc));
+  NVST_REQUIRE(rc == 0 && res != nullptr, "cannot resolve bootstrap host '", host, "': ", ::gai_strerror(rc));
   sockaddr_in addr = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
   ::freeaddrinfo(res);
   addr.sin_port = htons(port);
@@ -52,8 +51,7 @@ sockaddr_in resolve_ipv4(const std::string& host, std::uint16_t port) {
 // a socket layer without it (seen on Firecracker VMs: EOPNOTSUPP) is fine.
 void set_nodelay(int fd) {
   int one = 1;
-  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 && errno != EOPNOTSUPP &&
-      errno != ENOPROTOOPT)
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0 && errno != EOPNOTSUPP && errno != ENOPROTOOPT)
     NVST_CHECK_SYS(-1);
 }
 
@@ -93,13 +91,12 @@ Fd connect_tcp(const std::string& host, std::uint16_t port, Deadline deadline) {
       return fd;
     }
     last_err = errno;
-    if (last_err != ECONNREFUSED && last_err != ETIMEDOUT && last_err != EHOSTUNREACH &&
-        last_err != ENETUNREACH && last_err != EAGAIN && last_err != EINTR)
-      NVST_FAIL("cannot connect to bootstrap root ", host, ":", port, ": ",
-                std::strerror(last_err));
+    if (last_err != ECONNREFUSED && last_err != ETIMEDOUT && last_err != EHOSTUNREACH && last_err != ENETUNREACH &&
+        last_err != EAGAIN && last_err != EINTR)
+      NVST_FAIL("cannot connect to bootstrap root ", host, ":", port, ": ", std::strerror(last_err));
     if (Clock::now() >= deadline)
-      NVST_FAIL("timed out connecting to bootstrap root ", host, ":", port, " (last error: ",
-                std::strerror(last_err), "); is rank 0 running? (NVST_TIMEOUT_S)");
+      NVST_FAIL("timed out connecting to bootstrap root ", host, ":", port, " (last error: ", std::strerror(last_err),
+                "); is rank 0 running? (NVST_TIMEOUT_S)");
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
@@ -215,8 +212,7 @@ void send_fd(int sock, int fd_to_send, const void* payload, std::size_t bytes) {
     n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
   NVST_CHECK_SYS(n < 0 ? -1 : 0);
-  NVST_REQUIRE(static_cast<std::size_t>(n) == bytes, "sendmsg with fd sent ", n, " of ", bytes,
-               " bytes");
+  NVST_REQUIRE(static_cast<std::size_t>(n) == bytes, "sendmsg with fd sent ", n, " of ", bytes, " bytes");
 }
 
 Io recv_fd(int sock, void* payload, std::size_t bytes, Fd* received, Deadline deadline) {
@@ -234,11 +230,9 @@ Io recv_fd(int sock, void* payload, std::size_t bytes, Fd* received, Deadline de
   } while (n < 0 && errno == EINTR);
   NVST_CHECK_SYS(n < 0 ? -1 : 0);
   if (n == 0) return Io::kClosed;
-  NVST_REQUIRE(static_cast<std::size_t>(n) == bytes, "short fd message: ", n, " of ", bytes,
-               " bytes");
+  NVST_REQUIRE(static_cast<std::size_t>(n) == bytes, "short fd message: ", n, " of ", bytes, " bytes");
   cmsghdr* cmsg = CMSG_FIRSTHDR(&msg);
-  NVST_REQUIRE(cmsg != nullptr && cmsg->cmsg_type == SCM_RIGHTS,
-               "node peer's message carried no file descriptor");
+  NVST_REQUIRE(cmsg != nullptr && cmsg->cmsg_type == SCM_RIGHTS, "node peer's message carried no file descriptor");
   int fd;
   std::memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
   *received = Fd(fd);

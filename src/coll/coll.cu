@@ -47,11 +47,11 @@ namespace {
 
 // One per team (by handle), made by prepare(team).
 struct Workspace {
-  std::uint64_t generation = 0;  // the nvst::init it belongs to (a later init starts afresh)
-  std::size_t chunk = 0;         // bytes of each buffer below (NVST_COLL_WORKSPACE)
-  std::size_t slot = 0;          // push algorithms: each member's part of data[], bytes
-  char* data[2] = {};            // each PE's published input (symmetric)
-  char* red[2] = {};             // two-shot: reduced slices (symmetric)
+  std::uint64_t generation = 0;    // the nvst::init it belongs to (a later init starts afresh)
+  std::size_t chunk = 0;           // bytes of each buffer below (NVST_COLL_WORKSPACE)
+  std::size_t slot = 0;            // push algorithms: each member's part of data[], bytes
+  char* data[2] = {};              // each PE's published input (symmetric)
+  char* red[2] = {};               // two-shot: reduced slices (symmetric)
   char* ll[2] = {};                // the ll push: 2 x kLowLatencyMax per member (symmetric, zeroed)
   std::uint64_t* flags = nullptr;  // [kPhases][kMaxPes][kMaxBlocks] (symmetric)
   std::uint64_t* epoch = nullptr;  // device memory: [0] launches so far, [1] blocks done
@@ -66,8 +66,8 @@ TeamView check_team(const char* fn, Team team) {
   TeamView t{static_cast<int>(team), nvst::team_my_pe(team), nvst::team_n_pes(team), 0, 1};
   NVST_REQUIRE(t.me >= 0, "nvst::coll::", fn, ": this PE (world PE ", nvst::my_pe(), ") is not a member of team ",
                t.handle);
-  NVST_REQUIRE(t.npes <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs in a team (team ", t.handle,
-               " has ", t.npes, ")");
+  NVST_REQUIRE(t.npes <= kMaxPes, "nvst::coll::", fn, ": at most ", kMaxPes, " PEs in a team (team ", t.handle, " has ",
+               t.npes, ")");
   t.start = nvst::team_translate_pe(team, 0);
   t.stride = t.npes > 1 ? nvst::team_translate_pe(team, 1) - t.start : 1;
   if (host_heaps()) return t;
@@ -101,8 +101,7 @@ ReduceKernel reduce_kernel(DType dtype, RedOp op, Kernel k) {
   return nullptr;
 }
 
-void launch_reduce_dtype(DType dtype, RedOp op, Kernel k, int blocks, int threads, const Args& a,
-                         cudaStream_t s) {
+void launch_reduce_dtype(DType dtype, RedOp op, Kernel k, int blocks, int threads, const Args& a, cudaStream_t s) {
   nvst::detail::launch_early(true, reduce_kernel(dtype, op, k), blocks, threads, s, a);
 }
 
@@ -229,10 +228,9 @@ namespace {
 // deadlock (docs/09).
 void preload_coll_kernels() {
   static const bool done = [] {
-    std::vector<const void*> k = {reinterpret_cast<const void*>(gather_kernel),
-                                  reinterpret_cast<const void*>(lowlatency_gather_kernel),
-                                  reinterpret_cast<const void*>(alltoallv_kernel),
-                                  reinterpret_cast<const void*>(broadcast_kernel)};
+    std::vector<const void*> k = {
+        reinterpret_cast<const void*>(gather_kernel), reinterpret_cast<const void*>(lowlatency_gather_kernel),
+        reinterpret_cast<const void*>(alltoallv_kernel), reinterpret_cast<const void*>(broadcast_kernel)};
     for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI32, DType::kI64})
       for (RedOp op : {RedOp::kSum, RedOp::kMax, RedOp::kMin, RedOp::kProd})
         for (Kernel kernel : {Kernel::kOneShot, Kernel::kTwoShot, Kernel::kRing, Kernel::kLowLatency})
@@ -361,8 +359,10 @@ class Scratch {
     parts_ = {base, base + first_padded};
   }
   ~Scratch() {
-    if (async_) cudaFreeAsync(async_, stream_);
-    else if (!host_heaps()) cudaEventRecord(g_arena.last_use, stream_);
+    if (async_)
+      cudaFreeAsync(async_, stream_);
+    else if (!host_heaps())
+      cudaEventRecord(g_arena.last_use, stream_);
   }
   char* operator[](std::size_t i) const { return parts_[i]; }
   Scratch(const Scratch&) = delete;
@@ -377,8 +377,10 @@ class Scratch {
 
 void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
   if (bytes == 0 || dst == src) return;
-  if (host_heaps()) std::memmove(dst, src, bytes);
-  else NVST_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+  if (host_heaps())
+    std::memmove(dst, src, bytes);
+  else
+    NVST_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
 }
 
 // The ring on GPUs: launches of a slice of every segment, each as large as
@@ -408,8 +410,10 @@ void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t c
 // callers ran host-memory PEs' form already): on one node, when asked for,
 // or by auto up to kLowLatencyMax.
 bool use_lowlatency(const char* fn, const TeamView& t, Algo algo, std::size_t bytes) {
-  NVST_REQUIRE(!(t.cross_node && algo == Algo::kLowLatency), "nvst::coll::", fn, ": ll stores into the members' "
-               "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
+  NVST_REQUIRE(!(t.cross_node && algo == Algo::kLowLatency), "nvst::coll::", fn,
+               ": ll stores into the members' "
+               "memory, which only NVLink peers allow, and team ",
+               t.handle, " spans nodes (use oneshot or auto)");
   return !t.cross_node && (algo == Algo::kLowLatency || (algo == Algo::kAuto && bytes <= kLowLatencyMax));
 }
 
@@ -526,8 +530,10 @@ void hier_all_reduce(const HierTeams& h, const void* in, void* out, std::size_t 
   char* dst = static_cast<char*>(out);
   if (padded) {  // the pad's values reach only the pad of the result
     copy_bytes(whole, in, count * es, stream);
-    if (host_heaps()) std::memset(whole + count * es, 0, (c * k - count) * es);
-    else NVST_CHECK_CUDA(cudaMemsetAsync(whole + count * es, 0, (c * k - count) * es, stream));
+    if (host_heaps())
+      std::memset(whole + count * es, 0, (c * k - count) * es);
+    else
+      NVST_CHECK_CUDA(cudaMemsetAsync(whole + count * es, 0, (c * k - count) * es, stream));
     src = dst = whole;
   }
   reduce_scatter(src, part, c, dtype, op, stream, h.node);
@@ -545,8 +551,10 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
   const Algo asked = algo;
   algo = algo_from_env(algo);
   if (algo == Algo::kHierarchical && t.handle != static_cast<int>(Team::kWorld)) {
-    NVST_REQUIRE(asked != Algo::kHierarchical, "nvst::coll::all_reduce: hierarchical runs on the world team (its "
-                 "nodes and the columns across them), not team ", t.handle);
+    NVST_REQUIRE(asked != Algo::kHierarchical,
+                 "nvst::coll::all_reduce: hierarchical runs on the world team (its "
+                 "nodes and the columns across them), not team ",
+                 t.handle);
     algo = Algo::kAuto;  // NVST_COLL_ALGO=hierarchical means the world's all_reduces
   }
   if (algo == Algo::kHierarchical) {
@@ -568,15 +576,17 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
         host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
       }))
     return;
-  NVST_REQUIRE(!(t.cross_node && algo == Algo::kTwoShot), "nvst::coll::all_reduce: twoshot reads the members' "
-               "memory, which only NVLink peers allow, and team ", t.handle, " spans nodes (use oneshot or auto)");
+  NVST_REQUIRE(!(t.cross_node && algo == Algo::kTwoShot),
+               "nvst::coll::all_reduce: twoshot reads the members' "
+               "memory, which only NVLink peers allow, and team ",
+               t.handle, " spans nodes (use oneshot or auto)");
   if (use_lowlatency(fn, t, algo, count * es))
     return lowlatency_launch(fn, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, 0, out, 0, count, es, stream);
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
   // step less: it won at every size measured on 2x H200. Across nodes only
   // oneshot (pushes) works.
-  const bool oneshot = algo == Algo::kOneShot || t.cross_node ||
-                       (algo == Algo::kAuto && (t.npes == 2 || count * es <= kOneShotMax));
+  const bool oneshot =
+      algo == Algo::kOneShot || t.cross_node || (algo == Algo::kAuto && (t.npes == 2 || count * es <= kOneShotMax));
   const Args proto = base_args(fn, t);
   // oneshot: each member's part of the workspace is a slot; twoshot
   // publishes the whole chunk.
@@ -721,10 +731,10 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
   const TeamView t = check_team(fn, team);
   const int me = t.me;
   const std::size_t un = static_cast<std::size_t>(t.npes);
-  NVST_REQUIRE(send_counts.size() == un && send_displs.size() == un && recv_counts.size() == un &&
-                   recv_displs.size() == un,
-               "nvst::coll::all_to_allv: counts and displacements need ", t.npes, " entries each (got ",
-               send_counts.size(), ", ", send_displs.size(), ", ", recv_counts.size(), ", ", recv_displs.size(), ")");
+  NVST_REQUIRE(
+      send_counts.size() == un && send_displs.size() == un && recv_counts.size() == un && recv_displs.size() == un,
+      "nvst::coll::all_to_allv: counts and displacements need ", t.npes, " entries each (got ", send_counts.size(),
+      ", ", send_displs.size(), ", ", recv_counts.size(), ", ", recv_displs.size(), ")");
   const std::size_t es = dtype_size(dtype);
   VArgs v{};
   bool sends = false, receives = false;
@@ -758,8 +768,8 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
   }
   v.a.push_blocking = t.cross_node && overlaps(in, in_end, out, out_end);
   // The grid must be the same on every PE (block b talks to block b).
-  nvst::detail::launch_early(true, alltoallv_kernel, max_blocks(), threads_for(std::min(most, v.a.slot_bytes)),
-                             stream, v);
+  nvst::detail::launch_early(true, alltoallv_kernel, max_blocks(), threads_for(std::min(most, v.a.slot_bytes)), stream,
+                             v);
 }
 
 void all_to_allv(const void* in, const std::size_t* send_counts, const std::size_t* send_displs, void* out,
@@ -776,8 +786,7 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
   const TeamView t = check_team(fn, team);
   check_root(fn, root, t);
   const std::size_t es = dtype_size(dtype);
-  NVST_REQUIRE(count == 0 || (out != nullptr && (in != nullptr || t.me != root)),
-               "nvst::coll::broadcast: null buffer");
+  NVST_REQUIRE(count == 0 || (out != nullptr && (in != nullptr || t.me != root)), "nvst::coll::broadcast: null buffer");
   const std::size_t total = count * es;
   if (on_host(t, fn, {fn, 7, dtype, RedOp::kSum, root, count}, [&](const HostCall& c) {
         host_broadcast(c, static_cast<const char*>(in), static_cast<char*>(out), total, root);

@@ -36,8 +36,8 @@ inline bool host_heaps() { return nvst::device() < 0; }
 // A collective's team as this PE sees it.
 struct TeamView {
   int handle;
-  int me, npes;       // this PE's index, the team's size
-  int start, stride;  // member p is world PE start + p * stride
+  int me, npes;             // this PE's index, the team's size
+  int start, stride;        // member p is world PE start + p * stride
   bool cross_node = false;  // GPUs: some member is on another node
   int world_pe(int p) const { return start + p * stride; }
 };

@@ -49,8 +49,8 @@ namespace {
 // An epoch signal: the call's bits above the epoch.
 constexpr int kEpochBits = 40;
 constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << kEpochBits) - 1;
-const char* const kKinds[] = {"?", "all_reduce", "all_gather", "all_to_all", "barrier", "reduce_scatter", "reduce",
-                              "broadcast", "all_to_allv"};
+const char* const kKinds[] = {"?",      "all_reduce", "all_gather", "all_to_all", "barrier", "reduce_scatter",
+                              "reduce", "broadcast",  "all_to_allv"};
 
 std::string describe(std::uint32_t bits) {
   const unsigned kind = bits >> 20, dtype = (bits >> 16) & 15, op = (bits >> 13) & 7;
@@ -68,11 +68,11 @@ std::string describe(std::uint32_t bits) {
   }
   const std::uint32_t mine = c.sig.bits();
   const bool same_call = (theirs >> 13) == (mine >> 13);
-  const std::string why = detail::concat(
-      "nvst::coll::", c.sig.fn, ": PE ", c.t.world_pe(p), " called ", describe(theirs), " while PE ",
-      c.t.world_pe(c.t.me), " called ", describe(mine), " with count ", c.sig.count,
-      c.sig.root >= 0 ? detail::concat(", root ", c.sig.root) : std::string(), ", team ", c.t.handle,
-      same_call ? ": they differ in count, root or team" : "", "; every member must make the same call");
+  const std::string why =
+      detail::concat("nvst::coll::", c.sig.fn, ": PE ", c.t.world_pe(p), " called ", describe(theirs), " while PE ",
+                     c.t.world_pe(c.t.me), " called ", describe(mine), " with count ", c.sig.count,
+                     c.sig.root >= 0 ? detail::concat(", root ", c.sig.root) : std::string(), ", team ", c.t.handle,
+                     same_call ? ": they differ in count, root or team" : "", "; every member must make the same call");
   // The job cannot go on (the members' epochs differ): every PE hears why,
   // also one that has not read the odd member's flag yet.
   detail::runtime_bootstrap().report_failure(why);
@@ -215,8 +215,8 @@ void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::siz
 // The reductions, as push_reduce on the GPU: part p of in (at p * stride)
 // goes to member p (all_reduce: stride 0; reduce_scatter: stride = count
 // elements), or to `dest` only (reduce), which alone reduces.
-void host_push_reduce(const HostCall& c, const char* in, std::size_t stride, char* out, std::size_t count,
-                      DType dtype, RedOp op, int dest) {
+void host_push_reduce(const HostCall& c, const char* in, std::size_t stride, char* out, std::size_t count, DType dtype,
+                      RedOp op, int dest) {
   const std::size_t es = dtype_size(dtype);
   const std::size_t slot = c.w.slot;
   for (std::size_t off = 0; off < count; off += slot / es) {

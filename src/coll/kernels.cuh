@@ -17,15 +17,15 @@
 namespace nvst::coll::internal {
 
 struct Args {
-  const char* in;          // this PE's own contribution
-  const char* in_base;     // what goes to PE p: in_base + p * in_stride
-  std::size_t in_stride;   // 0: the same bytes to everyone (all_reduce, all_gather)
-  int root;                // broadcast
-  int dest;                // push to this PE only (reduce's root); -1: every PE
+  const char* in;         // this PE's own contribution
+  const char* in_base;    // what goes to PE p: in_base + p * in_stride
+  std::size_t in_stride;  // 0: the same bytes to everyone (all_reduce, all_gather)
+  int root;               // broadcast
+  int dest;               // push to this PE only (reduce's root); -1: every PE
   char* out;
-  std::size_t n;        // elements in this launch
-  std::size_t out_stride;  // all_gather: bytes between PEs' parts of out
-  int me, npes;            // this PE's index in the team, the team's size
+  std::size_t n;            // elements in this launch
+  std::size_t out_stride;   // all_gather: bytes between PEs' parts of out
+  int me, npes;             // this PE's index in the team, the team's size
   int pe_start, pe_stride;  // team member p is world PE pe_start + p * pe_stride
   char* data_buf[2];
   char* red_buf[2];
@@ -41,8 +41,8 @@ struct Args {
   std::size_t ring_seg, ring_off, ring_c;
   // Filled in the kernel by begin_launch():
   std::uint64_t e;
-  char* data;           // this PE's data[e & 1]
-  char* red;            // this PE's red[e & 1]
+  char* data;  // this PE's data[e & 1]
+  char* red;   // this PE's red[e & 1]
 };
 
 // The launch's epoch, the same in every block (see coll.cu's top comment).
@@ -88,16 +88,19 @@ __device__ __forceinline__ void end_launch(const Args& a) {
   }
 }
 
-
 template <typename T>
 struct Ops {
   __device__ static T sum(T a, T b) {
-    if constexpr (std::is_integral_v<T>) return wrap_add(a, b);
-    else return a + b;
+    if constexpr (std::is_integral_v<T>)
+      return wrap_add(a, b);
+    else
+      return a + b;
   }
   __device__ static T prod(T a, T b) {
-    if constexpr (std::is_integral_v<T>) return wrap_mul(a, b);
-    else return a * b;
+    if constexpr (std::is_integral_v<T>)
+      return wrap_mul(a, b);
+    else
+      return a * b;
   }
   __device__ static T max(T a, T b) { return a > b ? a : b; }
   __device__ static T min(T a, T b) { return a < b ? a : b; }
@@ -123,10 +126,14 @@ struct Ops<__half> {
 
 template <typename T, RedOp OP>
 __device__ __forceinline__ T apply(T a, T b) {
-  if constexpr (OP == RedOp::kSum) return Ops<T>::sum(a, b);
-  else if constexpr (OP == RedOp::kMax) return Ops<T>::max(a, b);
-  else if constexpr (OP == RedOp::kProd) return Ops<T>::prod(a, b);
-  else return Ops<T>::min(a, b);
+  if constexpr (OP == RedOp::kSum)
+    return Ops<T>::sum(a, b);
+  else if constexpr (OP == RedOp::kMax)
+    return Ops<T>::max(a, b);
+  else if constexpr (OP == RedOp::kProd)
+    return Ops<T>::prod(a, b);
+  else
+    return Ops<T>::min(a, b);
 }
 
 // The world PE of team member p.
@@ -163,8 +170,10 @@ __device__ __forceinline__ std::uint64_t* flag_on(const Args& a, int phase, int 
 // member p: a release store where it can reach the word, else a signal
 // through the proxy (after this PE's earlier commands to p). One thread.
 __device__ __forceinline__ void tell(const Args& a, int phase, int p, std::uint64_t v) {
-  if (std::uint64_t* f = flag_on(a, phase, a.me, p)) dev::detail::st_release_sys(f, v);
-  else dev::signal_op(my_flag(a, phase, a.me), v, dev::SignalOp::kSet, world_pe(a, p));
+  if (std::uint64_t* f = flag_on(a, phase, a.me, p))
+    dev::detail::st_release_sys(f, v);
+  else
+    dev::signal_op(my_flag(a, phase, a.me), v, dev::SignalOp::kSet, world_pe(a, p));
 }
 
 // Publishes [lo, hi) of `in` in this PE's workspace, then tells every PE
@@ -178,8 +187,8 @@ __device__ __forceinline__ void publish_and_wait(const Args& a, const char* src,
   const int t = static_cast<int>(threadIdx.x);
   if (t < a.npes) {
     if (phase != 0 || !(flagged_by_put() >> t & 1ull)) tell(a, phase, t, a.e);
-    dev::detail::wait_until_impl<std::uint64_t>(my_flag(a, phase, t), dev::Cmp::kGe, a.e,
-                                                dev::FailKind::kWaitTimeout, world_pe(a, t));
+    dev::detail::wait_until_impl<std::uint64_t>(my_flag(a, phase, t), dev::Cmp::kGe, a.e, dev::FailKind::kWaitTimeout,
+                                                world_pe(a, t));
   }
   __syncthreads();
 }
@@ -379,8 +388,8 @@ __global__ void __launch_bounds__(kThreads) alltoallv_kernel(const __grid_consta
       if (p == me || k >= v_rounds(v.send_len[p], slot)) continue;
       if (k > 0) {  // the receiver has copied round k - 1 out of its slot
         if (threadIdx.x == 0)
-          dev::detail::wait_until_impl<std::uint64_t>(flag_on(a, kPhaseVAck, p, me), dev::Cmp::kGe,
-                                                      v_value(a.e, k - 1), dev::FailKind::kWaitTimeout, world_pe(a, p));
+          dev::detail::wait_until_impl<std::uint64_t>(flag_on(a, kPhaseVAck, p, me), dev::Cmp::kGe, v_value(a.e, k - 1),
+                                                      dev::FailKind::kWaitTimeout, world_pe(a, p));
         __syncthreads();
       }
       v_range(v.send_len[p], slot, k, base, lo, hi);
@@ -445,7 +454,6 @@ __global__ void __launch_bounds__(kThreads) broadcast_kernel(Args a) {
   end_launch(a);
 }
 
-
 // x = recv op own for n elements (either alone when the other is null),
 // stored to dst and, when not null, out. own and out may be the same.
 template <typename T, RedOp OP>
@@ -506,8 +514,7 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
     }
     const bool send = k < last;
     T* dst = nullptr;
-    if (send)
-      dst = reinterpret_cast<T*>((right_ws ? right_ws : a.red) + static_cast<std::size_t>(k) * region) + lo;
+    if (send) dst = reinterpret_cast<T*>((right_ws ? right_ws : a.red) + static_cast<std::size_t>(k) * region) + lo;
     ring_combine<T, OP>(dst, k >= n - 1 ? out + from : nullptr, recv, k <= n - 1 ? in + from : nullptr, to - from,
                         a.vec_ok);
     if (!send) continue;
@@ -539,8 +546,7 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
 // chance. Each thread sends, then receives, the same lines, so in place is
 // safe: a line of out is written only after the input under it was sent.
 __device__ __forceinline__ void ll_store(void* dst, uint2 d, std::uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x), "r"(flag), "r"(d.y),
-               "r"(flag)
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag)
                : "memory");
 }
 __device__ __forceinline__ uint4 ll_load(const void* src) {
@@ -618,8 +624,10 @@ __device__ __forceinline__ void lowlatency_push(Args& a) {
     LlLine<T> acc;
     for (int p = 0; p < a.npes; ++p) {
       LlLine<T> x;
-      if (p == a.me) x = ll_pack<T>(part(p), i, a.n, in_aligned);
-      else x.w = ll_receive(a, ll + static_cast<std::size_t>(p) * slot + i * 16, flag, p);
+      if (p == a.me)
+        x = ll_pack<T>(part(p), i, a.n, in_aligned);
+      else
+        x.w = ll_receive(a, ll + static_cast<std::size_t>(p) * slot + i * 16, flag, p);
       if constexpr (kReduce) {  // PE order, as every algorithm but ring
         if (p == 0) {
           acc = x;

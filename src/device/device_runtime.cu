@@ -43,18 +43,15 @@ std::string describe_device_error(const dev::DeviceError* e) {
   out << "PE " << v->my_pe << " (block " << v->block << ", thread " << v->thread << "): ";
   switch (static_cast<dev::FailKind>(v->kind)) {
     case dev::FailKind::kWaitTimeout:
-      out << "timed out (NVST_DEVICE_TIMEOUT_S) waiting for the word at heap offset 0x" << std::hex
-          << v->offset << std::dec << " to become " << cmp_name(v->cmp) << " " << v->expected
-          << "; it holds " << v->observed;
+      out << "timed out (NVST_DEVICE_TIMEOUT_S) waiting for the word at heap offset 0x" << std::hex << v->offset
+          << std::dec << " to become " << cmp_name(v->cmp) << " " << v->expected << "; it holds " << v->observed;
       break;
     case dev::FailKind::kBarrierTimeout:
       out << "timed out (NVST_DEVICE_TIMEOUT_S) in a device barrier waiting for PE " << v->peer_pe
-          << " to arrive at barrier " << v->expected << "; PE " << v->peer_pe
-          << " last arrived at barrier " << v->observed;
+          << " to arrive at barrier " << v->expected << "; PE " << v->peer_pe << " last arrived at barrier "
+          << v->observed;
       break;
-    case dev::FailKind::kBadPe:
-      out << "PE " << v->peer_pe << " is out of range";
-      break;
+    case dev::FailKind::kBadPe: out << "PE " << v->peer_pe << " is out of range"; break;
     case dev::FailKind::kNotSymmetric:
       out << "address 0x" << std::hex << v->offset << std::dec << " (+" << v->observed
           << " bytes) is not inside the symmetric heap (" << v->expected << " bytes)";
@@ -74,18 +71,17 @@ std::string describe_device_error(const dev::DeviceError* e) {
           << (v->peer_pe >= 0 ? "; this command was for PE " + std::to_string(v->peer_pe) : std::string());
       break;
     case dev::FailKind::kBadArgument:
-      out << "bad input to a library kernel: element " << v->offset << " holds "
-          << static_cast<long long>(v->observed) << ", outside [-1, " << v->expected << ")";
+      out << "bad input to a library kernel: element " << v->offset << " holds " << static_cast<long long>(v->observed)
+          << ", outside [-1, " << v->expected << ")";
       break;
     case dev::FailKind::kCountMismatch:
-      out << "PE " << v->peer_pe << " sends " << v->observed << " bytes to this PE, which expects "
-          << v->expected << " (all_to_allv: recv_counts must equal the senders' send_counts)";
+      out << "PE " << v->peer_pe << " sends " << v->observed << " bytes to this PE, which expects " << v->expected
+          << " (all_to_allv: recv_counts must equal the senders' send_counts)";
       break;
     case dev::FailKind::kPeerDied:
       out << "PE " << v->peer_pe << " died while this PE waited (the bootstrap's watch saw it go)";
       break;
-    default:
-      out << "unknown device failure kind " << v->kind;
+    default: out << "unknown device failure kind " << v->kind;
   }
   return out.str();
 }
@@ -141,8 +137,8 @@ __global__ void remote_atomic_kernel(void* word, std::uint8_t code, std::uint64_
   if (proxy::atomic_width(code) == 8)
     v = dev::detail::apply_atomic<unsigned long long>(static_cast<unsigned long long*>(word), op, operand, compare);
   else
-    v = dev::detail::apply_atomic<unsigned int>(static_cast<unsigned int*>(word), op, static_cast<unsigned int>(operand),
-                                                static_cast<unsigned int>(compare));
+    v = dev::detail::apply_atomic<unsigned int>(static_cast<unsigned int*>(word), op,
+                                                static_cast<unsigned int>(operand), static_cast<unsigned int>(compare));
   *reinterpret_cast<volatile std::uint64_t*>(old) = v;
   __threadfence_system();
 }
@@ -207,8 +203,8 @@ void launch_signal_op(std::uint64_t* sig, std::uint64_t value, int op, int pe, c
   NVST_CHECK_LAUNCH();
 }
 
-void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
-                                std::uint64_t value, int op, int pe, cudaStream_t stream) {
+void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig, std::uint64_t value,
+                                int op, int pe, cudaStream_t stream) {
   putmem_signal_block_kernel<<<1, 512, 0, stream>>>(dest, src, bytes, sig, value, op, pe);
   NVST_CHECK_LAUNCH();
 }
@@ -224,13 +220,11 @@ void preload_runtime_kernels() {
   // The proxy launches signal_add while user kernels spin waiting for that
   // very signal; a receiver's wait kernel is running when the host API
   // enqueues the credit signal behind it.
-  preload_kernels({reinterpret_cast<const void*>(signal_add_kernel), reinterpret_cast<const void*>(stage_copy_kernel),
-                   reinterpret_cast<const void*>(signal_op_kernel),
-                   reinterpret_cast<const void*>(putmem_signal_block_kernel),
-                   reinterpret_cast<const void*>(signal_wait_until_kernel),
-                   reinterpret_cast<const void*>(barrier_all_kernel),
-                   reinterpret_cast<const void*>(remote_atomic_kernel),
-                   reinterpret_cast<const void*>(atomic_kernel)});
+  preload_kernels(
+      {reinterpret_cast<const void*>(signal_add_kernel), reinterpret_cast<const void*>(stage_copy_kernel),
+       reinterpret_cast<const void*>(signal_op_kernel), reinterpret_cast<const void*>(putmem_signal_block_kernel),
+       reinterpret_cast<const void*>(signal_wait_until_kernel), reinterpret_cast<const void*>(barrier_all_kernel),
+       reinterpret_cast<const void*>(remote_atomic_kernel), reinterpret_cast<const void*>(atomic_kernel)});
 }
 
 void launch_barrier_all(cudaStream_t stream) {

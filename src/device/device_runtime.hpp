@@ -40,8 +40,8 @@ void launch_stage_copy(void* dst, const void* src, std::size_t bytes, cudaStream
 // (nvst::signal_op_on_stream, putmem_signal_on_stream,
 // signal_wait_until_on_stream). op and cmp are dev::SignalOp / dev::Cmp.
 void launch_signal_op(std::uint64_t* sig, std::uint64_t value, int op, int pe, cudaStream_t stream);
-void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
-                                std::uint64_t value, int op, int pe, cudaStream_t stream);
+void launch_putmem_signal_block(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig, std::uint64_t value,
+                                int op, int pe, cudaStream_t stream);
 void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, cudaStream_t stream);
 // Loads these kernels now. CUDA loads kernels lazily
 // (CUDA_MODULE_LOADING=LAZY, the default), and loading one waits for the

@@ -106,8 +106,8 @@ int detail::device_sm_count() {
 
 void Config::validate() const {
   const int sms = detail::device_sm_count();
-  NVST_REQUIRE(num_sms >= 1 && num_sms <= sms, "nvst::ep::Config: num_sms ", num_sms,
-               " must be in [1, ", sms, "] (the SMs of this GPU: every block must be resident at once)");
+  NVST_REQUIRE(num_sms >= 1 && num_sms <= sms, "nvst::ep::Config: num_sms ", num_sms, " must be in [1, ", sms,
+               "] (the SMs of this GPU: every block must be resident at once)");
   NVST_REQUIRE(threads_per_block >= 64 && threads_per_block <= 1024 && threads_per_block % 32 == 0,
                "nvst::ep::Config: threads_per_block ", threads_per_block, " must be a multiple of 32 in [64, 1024]");
 }
@@ -147,8 +147,8 @@ DispatchRegion DispatchRegion::plan(std::size_t bytes, int hidden, int num_topk,
   d.row_bytes = static_cast<std::size_t>(hidden) * xtype_size(x_type);
   d.positions = positions;
   const std::size_t scales = x_type == XType::kFP8 ? static_cast<std::size_t>(hidden) / 128 * 4 : 0;
-  const std::size_t per_row = d.row_bytes + scales + static_cast<std::size_t>(num_topk) * 12 + 4 +
-                              static_cast<std::size_t>(positions) * 4;
+  const std::size_t per_row =
+      d.row_bytes + scales + static_cast<std::size_t>(num_topk) * 12 + 4 + static_cast<std::size_t>(positions) * 4;
   d.capacity = bytes > 6 * 16 ? static_cast<int>(std::min<std::size_t>((bytes - 6 * 16) / per_row, 1u << 30)) : 0;
   const std::size_t c = static_cast<std::size_t>(d.capacity);
   d.x = 0;
@@ -176,11 +176,11 @@ struct Buffer::Impl {
   std::size_t nvl_bytes = 0;
   char* dispatch_region = nullptr;
   char* combine_region = nullptr;
-  char* send_region = nullptr;   // staging of dispatch rows to other nodes (cross_node only)
-  char* relay_region = nullptr;  // rows from other nodes to forward (cross_node only)
-  char* combine_stage = nullptr; // combine: results of rows from other nodes, for the relays (cross_node only)
-  bool cross_node = false;       // some PEs are on other nodes
-  int pes_per_node = 0;          // G: node n is PEs [n * G, (n + 1) * G)
+  char* send_region = nullptr;    // staging of dispatch rows to other nodes (cross_node only)
+  char* relay_region = nullptr;   // rows from other nodes to forward (cross_node only)
+  char* combine_stage = nullptr;  // combine: results of rows from other nodes, for the relays (cross_node only)
+  bool cross_node = false;        // some PEs are on other nodes
+  int pes_per_node = 0;           // G: node n is PEs [n * G, (n + 1) * G)
   std::uint64_t* ready = nullptr;
   std::uint64_t* done = nullptr;
   std::uint64_t* combine_flags = nullptr;  // [R][kCombineChunks] (one node: normal_mode.cu's combine_kernel)
@@ -201,13 +201,13 @@ struct Buffer::Impl {
   // Low-latency mode: two alternating sets.
   int ll_max_tokens = 0, ll_hidden = 0, ll_num_experts = 0, ll_num_topk = 0;
   detail::LowLatencyArgs ll[2]{};
-  char* ll_block = nullptr;         // every low-latency symmetric array, one allocation
+  char* ll_block = nullptr;  // every low-latency symmetric array, one allocation
   std::size_t ll_block_bytes = 0;
   detail::LaunchCounters* ll_counters = nullptr;  // [2 sets][dispatch, combine]
   int* ll_recv_count = nullptr;                   // [2][E_local]
-  std::vector<void*> ll_device;  // cross-node stages (cudaFree)
-  int ll_next = 0;       // the set the next dispatch uses
-  int ll_last_sent = 0;  // the set of the last dispatch's send half
+  std::vector<void*> ll_device;                   // cross-node stages (cudaFree)
+  int ll_next = 0;                                // the set the next dispatch uses
+  int ll_last_sent = 0;                           // the set of the last dispatch's send half
 };
 
 // The kernels' view of a dispatch with this handle: every PE's offsets as
@@ -314,8 +314,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
   const std::size_t count_table =
       num_nvl_bytes > 0 ? 2 * static_cast<std::size_t>(n_pes_) * (count_row_ints * sizeof(int) + 8) : 0;
   const std::size_t want = (m.cross_node ? 5 : 2) * align16(num_nvl_bytes / 2) + flags + count_table + ll_bytes;
-  NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ",
-               want >> 20, " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
+  NVST_REQUIRE(want + (std::size_t{1} << 20) <= nvst::heap_free_bytes(), "nvst::ep::Buffer: needs about ", want >> 20,
+               " MiB of symmetric heap, ", nvst::heap_free_bytes() >> 20,
                " MiB are free; raise NVST_SYMMETRIC_SIZE (or InitOptions::heap_bytes)");
   if (num_nvl_bytes > 0) {
     m.nvl_bytes = align16(num_nvl_bytes / 2) * 2;
@@ -472,11 +472,11 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
       const int most = std::max({r.recv, r.back(), r.staged, r.relayed});
       NVST_REQUIRE(r.recv <= dr.capacity && r.back() <= cr.capacity && r.staged <= rr.capacity &&
                        r.relayed <= rr.capacity && r.relayed <= cr.capacity && r.far_recv <= cr.capacity,
-                   "nvst::ep::dispatch: PE ", p, " receives ", r.recv, ", gets back ", r.back(), ", stages ",
-                   r.staged, " and relays ", r.relayed, " rows; this Buffer holds ",
+                   "nvst::ep::dispatch: PE ", p, " receives ", r.recv, ", gets back ", r.back(), ", stages ", r.staged,
+                   " and relays ", r.relayed, " rows; this Buffer holds ",
                    std::min({dr.capacity, cr.capacity, m.cross_node ? rr.capacity : dr.capacity}),
-                   ": make num_nvl_bytes at least Buffer::nvl_size_hint(", most, ", ...) = ",
-                   Buffer::nvl_size_hint(most, in.hidden, in.num_topk, in.x_type));
+                   ": make num_nvl_bytes at least Buffer::nvl_size_hint(", most,
+                   ", ...) = ", Buffer::nvl_size_hint(most, in.hidden, in.num_topk, in.x_type));
     }
   };
 
@@ -508,16 +508,15 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
     // The layout writes this PE's counts into its row of this call's set of
     // the exchange table, sends the row to every PE and stores every PE's
     // into h_counts (layout.cu).
-    const detail::CountHeader hdr{in.hidden, in.num_topk, E, static_cast<int>(in.x_type), config.num_sms,
-                                  config.threads_per_block};
+    const detail::CountHeader hdr{
+        in.hidden, in.num_topk, E, static_cast<int>(in.x_type), config.num_sms, config.threads_per_block};
     const detail::CountExchangeCall exchange{m.counts, hdr, row, ++m.count_calls, m.h_counts};
     int* const counts = detail::count_row(m.counts, exchange.call, R, rank_) + detail::kCountHeaderInts;
     LayoutOutput lo;
     lo.num_tokens_per_rank = counts;
     lo.num_tokens_per_node = counts + R;
     lo.num_tokens_per_expert = counts + R + N;
-    detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, G, lo, send_pos, node_pos, stream,
-                          &exchange);
+    detail::launch_layout(in.topk_idx, in.num_tokens, in.num_topk, E, R, G, lo, send_pos, node_pos, stream, &exchange);
     NVST_CHECK_CUDA(cudaStreamSynchronize(stream));
     auto row_of = [&](int p) -> const int* { return m.h_counts + static_cast<std::size_t>(p) * row; };
     for (int p = 0; p < R; ++p)
@@ -553,9 +552,9 @@ DispatchOutput Buffer::dispatch(const DispatchInput& in, DispatchHandle& handle,
   } else {
     NVST_REQUIRE(handle.n_pes == n_pes_ && handle.num_tokens == in.num_tokens && handle.num_topk == in.num_topk &&
                      handle.num_experts == in.num_experts,
-                 "nvst::ep::dispatch: the handle was made for ", handle.num_tokens, " tokens, top-",
-                 handle.num_topk, " of ", handle.num_experts, " experts; this call has ", in.num_tokens,
-                 ", top-", in.num_topk, " of ", in.num_experts);
+                 "nvst::ep::dispatch: the handle was made for ", handle.num_tokens, " tokens, top-", handle.num_topk,
+                 " of ", handle.num_experts, " experts; this call has ", in.num_tokens, ", top-", in.num_topk, " of ",
+                 in.num_experts);
     NVST_REQUIRE(handle.pes_per_node == G, "nvst::ep::dispatch: the handle was made by a Buffer with other nodes");
     check_fit(handle);
   }
@@ -617,14 +616,16 @@ Buffer::Region Buffer::local_ll_region() const {
 LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
                                                       Phase phase, int buffer_index) {
   Impl& m = *impl_;
-  NVST_REQUIRE(m.ll_max_tokens > 0, "nvst::ep::low_latency_dispatch: this Buffer has no low-latency memory "
-                                    "(num_max_dispatch_tokens_per_rank = 0)");
+  NVST_REQUIRE(m.ll_max_tokens > 0,
+               "nvst::ep::low_latency_dispatch: this Buffer has no low-latency memory "
+               "(num_max_dispatch_tokens_per_rank = 0)");
   NVST_REQUIRE(in.hidden == m.ll_hidden && in.num_experts == m.ll_num_experts && in.num_topk == m.ll_num_topk,
                "nvst::ep::low_latency_dispatch: shape hidden ", in.hidden, ", ", in.num_experts, " experts, top-",
                in.num_topk, " differs from the Buffer's (", m.ll_hidden, ", ", m.ll_num_experts, ", top-",
                m.ll_num_topk, ")");
-  NVST_REQUIRE(in.num_tokens >= 0 && in.num_tokens <= m.ll_max_tokens, "nvst::ep::low_latency_dispatch: ",
-               in.num_tokens, " tokens; the Buffer takes at most ", m.ll_max_tokens, " per PE");
+  NVST_REQUIRE(in.num_tokens >= 0 && in.num_tokens <= m.ll_max_tokens,
+               "nvst::ep::low_latency_dispatch: ", in.num_tokens, " tokens; the Buffer takes at most ", m.ll_max_tokens,
+               " per PE");
   if (in.num_tokens > 0) {
     NVST_REQUIRE(in.x && in.topk_idx, "nvst::ep::low_latency_dispatch: x and topk_idx are required");
     require_aligned(in.x, "x");
@@ -632,10 +633,11 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
   if (in.use_ue8m0)
     NVST_REQUIRE(in.use_fp8 && in.round_scale && m.ll_hidden % 512 == 0,
                  "nvst::ep::low_latency_dispatch: use_ue8m0 needs use_fp8, round_scale and hidden % 512 == 0 "
-                 "(got use_fp8 ", in.use_fp8, ", round_scale ", in.round_scale, ", hidden ", m.ll_hidden, ")");
+                 "(got use_fp8 ",
+                 in.use_fp8, ", round_scale ", in.round_scale, ", hidden ", m.ll_hidden, ")");
   require_aligned(in.wait_recv_cost_stats, "low_latency_dispatch: wait_recv_cost_stats", 8);
-  NVST_REQUIRE(buffer_index >= -1 && buffer_index <= 1, "nvst::ep::low_latency_dispatch: buffer_index ",
-               buffer_index, " must be 0, 1 or -1 (the last sent)");
+  NVST_REQUIRE(buffer_index >= -1 && buffer_index <= 1, "nvst::ep::low_latency_dispatch: buffer_index ", buffer_index,
+               " must be 0, 1 or -1 (the last sent)");
   int set = buffer_index >= 0 ? buffer_index : m.ll_last_sent;
   if (phase != Phase::kReceive) {
     set = m.ll_next;
@@ -656,16 +658,15 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
   return out;
 }
 
-void Buffer::low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream,
-                                 Phase phase) {
+void Buffer::low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream, Phase phase) {
   Impl& m = *impl_;
   NVST_REQUIRE(m.ll_max_tokens > 0, "nvst::ep::low_latency_combine: this Buffer has no low-latency memory");
   NVST_REQUIRE(in.buffer_index == 0 || in.buffer_index == 1, "nvst::ep::low_latency_combine: buffer_index ",
                in.buffer_index, " must be 0 or 1 (from the dispatch's output)");
   NVST_REQUIRE(in.hidden == m.ll_hidden && in.num_experts == m.ll_num_experts && in.num_topk == m.ll_num_topk,
                "nvst::ep::low_latency_combine: shape differs from the Buffer's");
-  NVST_REQUIRE(in.num_tokens >= 0 && in.num_tokens <= m.ll_max_tokens, "nvst::ep::low_latency_combine: ",
-               in.num_tokens, " tokens; at most ", m.ll_max_tokens);
+  NVST_REQUIRE(in.num_tokens >= 0 && in.num_tokens <= m.ll_max_tokens, "nvst::ep::low_latency_combine: ", in.num_tokens,
+               " tokens; at most ", m.ll_max_tokens);
   if (phase != Phase::kReceive) {
     NVST_REQUIRE(in.x, "nvst::ep::low_latency_combine: x is null");
     require_aligned(in.x, "x");

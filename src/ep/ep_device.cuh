@@ -79,8 +79,10 @@ __device__ __forceinline__ void signal_all_pes(std::uint64_t* counters, std::uin
   const dev::DeviceState& s = dev::state();
   const int p = static_cast<int>(threadIdx.x);
   if (p >= s.n_pes || (skip_self && p == s.my_pe)) return;
-  if (dev::on_node(p)) dev::detail::atom_add_release_sys(pe_ptr(counters + s.my_pe, p), 1);
-  else if (far_total != 0 && blockIdx.x == 0) dev::signal_op(counters + s.my_pe, far_total, dev::SignalOp::kSet, p);
+  if (dev::on_node(p))
+    dev::detail::atom_add_release_sys(pe_ptr(counters + s.my_pe, p), 1);
+  else if (far_total != 0 && blockIdx.x == 0)
+    dev::signal_op(counters + s.my_pe, far_total, dev::SignalOp::kSet, p);
 }
 
 // What a PE of another node is told instead of B additions: counters[me]
@@ -131,13 +133,17 @@ __device__ __forceinline__ bool last_block_to_arrive(unsigned long long* count, 
   __shared__ bool last;
   __syncthreads();
   if (threadIdx.x == 0) {
-    if (system) __threadfence_system();
-    else __threadfence();
+    if (system)
+      __threadfence_system();
+    else
+      __threadfence();
     last = atomicAdd(count, 1ull) == gridDim.x - 1;
     if (last) {
       *reinterpret_cast<volatile unsigned long long*>(count) = 0;
-      if (system) __threadfence_system();
-      else __threadfence();
+      if (system)
+        __threadfence_system();
+      else
+        __threadfence();
     }
   }
   __syncthreads();
@@ -156,8 +162,7 @@ __device__ __forceinline__ void wait_pes(const std::uint64_t* counters, int firs
   const int pe = first + i * stride;
   if (i < count && pe != skip) {
     const long long start = cost != nullptr ? clock64() : 0;
-    dev::detail::wait_until_impl<std::uint64_t>(counters + pe, dev::Cmp::kGe, target, dev::FailKind::kWaitTimeout,
-                                                pe);
+    dev::detail::wait_until_impl<std::uint64_t>(counters + pe, dev::Cmp::kGe, target, dev::FailKind::kWaitTimeout, pe);
     if (cost != nullptr)
       atomicAdd(reinterpret_cast<unsigned long long*>(cost + pe), static_cast<unsigned long long>(clock64() - start));
   }
@@ -249,8 +254,7 @@ __device__ __forceinline__ int4 round_bf16x8(const float (&acc)[8]) {
 // local memory to up to kMaxDst destinations: each piece is loaded once and
 // stored to every destination, so a token sent to several PEs is read once.
 template <int kMaxDst>
-__device__ __forceinline__ void warp_copy_row_multi(char* const* dst, int n_dst, const char* src,
-                                                    std::size_t bytes) {
+__device__ __forceinline__ void warp_copy_row_multi(char* const* dst, int n_dst, const char* src, std::size_t bytes) {
   constexpr int kUnroll = 4;
   const int lane = static_cast<int>(threadIdx.x & 31u);
   const std::size_t nvec = bytes / 16;

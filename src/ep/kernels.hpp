@@ -16,10 +16,10 @@ namespace nvst::ep::detail {
 int device_sm_count();
 
 struct LaunchCounters {
-  unsigned long long blocks_before;  // blocks of all earlier launches of this kind
-  unsigned long long blocks_done;    // blocks of the current launch that finished
-  unsigned long long blocks_packed;  // dispatch across nodes: blocks done packing (see normal_mode.cu)
-  unsigned long long blocks_started; // blocks of the current launch that started (start_ticket)
+  unsigned long long blocks_before;   // blocks of all earlier launches of this kind
+  unsigned long long blocks_done;     // blocks of the current launch that finished
+  unsigned long long blocks_packed;   // dispatch across nodes: blocks done packing (see normal_mode.cu)
+  unsigned long long blocks_started;  // blocks of the current launch that started (start_ticket)
 };
 
 // Most experts the layout counts (its shared-memory counters).
@@ -65,9 +65,9 @@ void preload_layout_kernels();
 // per row, its position in the stream to each PE of the target node.
 struct DispatchRegion {
   std::size_t x = 0, scales = 0, topk_idx = 0, topk_weights = 0, src_idx = 0, dst_pos = 0;  // byte offsets
-  std::size_t row_bytes = 0;  // H * element size
+  std::size_t row_bytes = 0;                                                                // H * element size
   int capacity = 0;
-  int positions = 0;          // ints of dst_pos per row (0: a receive region)
+  int positions = 0;  // ints of dst_pos per row (0: a receive region)
   // The layout for rows of this shape in `bytes` of symmetric memory.
   static DispatchRegion plan(std::size_t bytes, int hidden, int num_topk, XType x_type, int positions = 0);
 };
@@ -80,35 +80,35 @@ struct CombineRegion {
 struct NormalArgs {
   int num_tokens, hidden, num_topk, num_experts;
   XType x_type;
-  const int* send_pos;          // [T, R]
-  int recv_offset[64];          // rows before mine in PE r's receive region (dispatch)
-  int send_offset[65];          // node peer r: rows before r's in my combine region; [R]: all from this node
-  int recv_begin[65];           // my received rows from PE s: [recv_begin[s], recv_begin[s+1])
-  int peer_send_offset[64];     // node peer s: rows before mine in PE s's combine region
-  char* dispatch_region;        // symmetric
+  const int* send_pos;       // [T, R]
+  int recv_offset[64];       // rows before mine in PE r's receive region (dispatch)
+  int send_offset[65];       // node peer r: rows before r's in my combine region; [R]: all from this node
+  int recv_begin[65];        // my received rows from PE s: [recv_begin[s], recv_begin[s+1])
+  int peer_send_offset[64];  // node peer s: rows before mine in PE s's combine region
+  char* dispatch_region;     // symmetric
   DispatchRegion dr;
-  char* combine_region;         // symmetric
+  char* combine_region;  // symmetric
   CombineRegion cr;
-  std::uint64_t* ready;         // symmetric [R]
-  std::uint64_t* done;          // symmetric [R]
-  LaunchCounters* counters;     // device
+  std::uint64_t* ready;      // symmetric [R]
+  std::uint64_t* done;       // symmetric [R]
+  LaunchCounters* counters;  // device
   // Combine on one node (combine_kernel, normal_mode.cu): node peer u sets
   // combine_flags[u * kCombineChunks + c] here to the launch's epoch once
   // the rows of its chunk c back to this PE (rows [c * chunk_rows, (c + 1)
   // * chunk_rows) of them, in this PE's token order) are written.
-  std::uint64_t* combine_flags; // symmetric [R][kCombineChunks]; only grows, never reset
-  int chunk_rows;               // the same on every PE: combine_chunk_rows()
+  std::uint64_t* combine_flags;  // symmetric [R][kCombineChunks]; only grows, never reset
+  int chunk_rows;                // the same on every PE: combine_chunk_rows()
   // Across nodes (hierarchical dispatch, normal_mode.cu); send_region and
   // relay_region are nullptr when every PE is on this node. Node n is PEs
   // [n * G, (n + 1) * G); this PE's relay on node n is PE n * G + (me % G).
-  int pes_per_node, n_nodes;    // G, N
-  const int* node_pos;          // [T, N]
-  int node_send_offset[65];     // rows before node n's in send_region; [N]: all (own node: 0 rows)
-  int relay_put_offset[64];     // [n]: rows before mine in my relay on node n's relay_region
-  int relay_begin[65];          // my relay_region's rows from node n: [relay_begin[n], relay_begin[n + 1])
-  int relay_dst_offset[64];     // [n * G + j]: rows before PE (n, me % G)'s in PE (my node, j)'s dispatch region
-  char* send_region;            // symmetric staging, rr layout: rows to my relays, node by node
-  char* relay_region;           // symmetric, rr layout: rows from PEs of my local rank on other nodes
+  int pes_per_node, n_nodes;  // G, N
+  const int* node_pos;        // [T, N]
+  int node_send_offset[65];   // rows before node n's in send_region; [N]: all (own node: 0 rows)
+  int relay_put_offset[64];   // [n]: rows before mine in my relay on node n's relay_region
+  int relay_begin[65];        // my relay_region's rows from node n: [relay_begin[n], relay_begin[n + 1])
+  int relay_dst_offset[64];   // [n * G + j]: rows before PE (n, me % G)'s in PE (my node, j)'s dispatch region
+  char* send_region;          // symmetric staging, rr layout: rows to my relays, node by node
+  char* relay_region;         // symmetric, rr layout: rows from PEs of my local rank on other nodes
   DispatchRegion rr;
   // Combine across nodes: each PE stages the results of rows from other
   // nodes in combine_stage (cr layout, rows [0, node_lo) then [node_hi, R):
@@ -116,11 +116,11 @@ struct NormalArgs {
   // per row it forwarded into send_region (cr layout, row i of relay_region)
   // and puts each node's run back; the source finds them in its combine
   // region after its node peers' rows, at send_offset[R] + node_send_offset[n].
-  int* relay_pos;               // device [relay_begin[N], G]: the dispatch's dst_pos of my relay rows (handle)
-  char* combine_stage;          // symmetric
-  int node_recv_lo[64];         // [j]: node PE j's received rows from this node are [lo, hi)
+  int* relay_pos;        // device [relay_begin[N], G]: the dispatch's dst_pos of my relay rows (handle)
+  char* combine_stage;   // symmetric
+  int node_recv_lo[64];  // [j]: node PE j's received rows from this node are [lo, hi)
   int node_recv_hi[64];
-  int relay_back_offset[64];    // [n]: rows before this node's partials in PE (n, me % G)'s combine region
+  int relay_back_offset[64];  // [n]: rows before this node's partials in PE (n, me % G)'s combine region
 };
 
 // Chunks of one PE's rows back to another, at most: the flags' size is
@@ -141,37 +141,37 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
 void preload_normal_kernels();
 
 struct LowLatencyArgs {
-  int max_tokens;               // M
+  int max_tokens;  // M
   int hidden, num_topk, num_experts;
   bool use_fp8;
-  bool use_ue8m0;               // fp8 scales as packed exponent bytes (see ll_scale_at)
+  bool use_ue8m0;  // fp8 scales as packed exponent bytes (see ll_scale_at)
   // Dispatch receive region (symmetric), one buffer:
-  char* x;                      // [E_local][R * M][H * (fp8 ? 1 : 2)]
-  void* scales;                 // per expert column-major: float [E_local][H / 128][R * M], or
-                                // with use_ue8m0 int32 [E_local][H / 512][R * M] (4 exponent bytes each)
-  int* src_info;                // [E_local][R * M][3]
-  int* slot_counter;            // [E_local] (symmetric, zero between uses)
-  int* recv_count;              // [E_local] (device, local)
-  std::uint64_t* dispatch_ready; // symmetric [R]: PE p started its dispatch send
-  std::uint64_t* dispatch_done; // symmetric [R]
+  char* x;                        // [E_local][R * M][H * (fp8 ? 1 : 2)]
+  void* scales;                   // per expert column-major: float [E_local][H / 128][R * M], or
+                                  // with use_ue8m0 int32 [E_local][H / 512][R * M] (4 exponent bytes each)
+  int* src_info;                  // [E_local][R * M][3]
+  int* slot_counter;              // [E_local] (symmetric, zero between uses)
+  int* recv_count;                // [E_local] (device, local)
+  std::uint64_t* dispatch_ready;  // symmetric [R]: PE p started its dispatch send
+  std::uint64_t* dispatch_done;   // symmetric [R]
   // Combine receive region (symmetric), one buffer:
-  char* combine_x;              // [M][K] slots: a row as bf16 or LogFMT (logfmt.hpp)
-  std::uint64_t* combine_format; // symmetric [R]: how PE p sent its rows (kCombineSentBf16 or kCombineSentLogfmt)
-  std::uint64_t* combine_ready; // symmetric [R]: PE p started its combine send
-  std::uint64_t* combine_done;  // symmetric [R]
+  char* combine_x;                // [M][K] slots: a row as bf16 or LogFMT (logfmt.hpp)
+  std::uint64_t* combine_format;  // symmetric [R]: how PE p sent its rows (kCombineSentBf16 or kCombineSentLogfmt)
+  std::uint64_t* combine_ready;   // symmetric [R]: PE p started its combine send
+  std::uint64_t* combine_done;    // symmetric [R]
   LaunchCounters* dispatch_counters;
   LaunchCounters* combine_counters;
   // Across nodes (all nullptr when every PE is on this node). A row for a
   // PE of another node cannot claim its slot with a remote atomic; it goes
   // as one record [src_info: 16 B][scales: H / 128 x 4][x] into a section
   // of its own, and the receive half moves it into the packed rows.
-  char* far_x;                  // symmetric [E_local][R][M] records
-  int* far_n;                   // symmetric [R][E_local]: records PE s sent to local expert e
-  char* far_stage;              // device [M * K] records to other nodes, staged for the put
-  int* far_count;               // device [2][num_experts]: records per expert so far, and a copy to put
-  std::size_t far_rec;          // bytes of a record slot (x as bf16)
-  char* far_combine_stage;      // device [(R - G) * M * K] combine slots, one per set: LogFMT rows to other
-                                // nodes, encoded here for the put; (source s, token t, k) at ll_far_combine_slot
+  char* far_x;              // symmetric [E_local][R][M] records
+  int* far_n;               // symmetric [R][E_local]: records PE s sent to local expert e
+  char* far_stage;          // device [M * K] records to other nodes, staged for the put
+  int* far_count;           // device [2][num_experts]: records per expert so far, and a copy to put
+  std::size_t far_rec;      // bytes of a record slot (x as bf16)
+  char* far_combine_stage;  // device [(R - G) * M * K] combine slots, one per set: LogFMT rows to other
+                            // nodes, encoded here for the put; (source s, token t, k) at ll_far_combine_slot
 };
 // The slot of far_combine_stage that row (t, k) of PE `src` (of another
 // node) is encoded into: PEs of other nodes numbered without this node's.
@@ -199,8 +199,7 @@ constexpr std::size_t ll_scale_at(bool ue8m0, int hidden, int rows_per_expert, i
                : ((static_cast<std::size_t>(e) * (hidden / 128) + j) * rows_per_expert + slot) * 4;
 }
 
-void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase,
-                        cudaStream_t stream);
+void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream);
 void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in, void* combined_x, Phase phase,
                        cudaStream_t stream);
 void preload_ll_kernels();

@@ -47,7 +47,7 @@ namespace nvst::ep::detail {
 
 namespace {
 
-constexpr int kMaxLayoutPes = 64;   // one 64-bit mask per token
+constexpr int kMaxLayoutPes = 64;  // one 64-bit mask per token
 constexpr int kThreads = 256;
 constexpr int kFinishThreads = 512;  // the exchange's puts need more than 64 registers
 
@@ -96,7 +96,7 @@ __global__ void count_kernel(const std::int64_t* topk_idx, int num_tokens, int n
   __syncthreads();
   int* row = table + static_cast<std::size_t>(blockIdx.x) * cols.width();
   for (int c = threadIdx.x; c < cols.width(); c += blockDim.x)
-    row[c] = c < n_pes                   ? per_pe[c]
+    row[c] = c < n_pes                  ? per_pe[c]
              : c < n_pes + cols.n_nodes ? per_node[c - n_pes]
                                         : per_expert[c - n_pes - cols.n_nodes];
 }
@@ -141,8 +141,7 @@ __device__ void exchange_counts(const CountExchangeCall& c) {
   const int warp = static_cast<int>(threadIdx.x >> 5), warps = static_cast<int>(blockDim.x >> 5);
   for (int p = warp; p < R; p += warps)
     if (p != me)
-      dev::putmem_signal_nbi_warp(mine, mine, c.used_ints * sizeof(int), arrived + me, c.call, dev::SignalOp::kSet,
-                                  p);
+      dev::putmem_signal_nbi_warp(mine, mine, c.used_ints * sizeof(int), arrived + me, c.call, dev::SignalOp::kSet, p);
   for (int p = threadIdx.x; p < R; p += blockDim.x)
     if (p != me) dev::signal_wait_until(arrived + p, dev::Cmp::kGe, c.call);
   __syncthreads();
@@ -176,8 +175,10 @@ __global__ void __launch_bounds__(kFinishThreads)
     for (int i = 0; i < rows; ++i) sum += table[static_cast<std::size_t>(i) * cols.width() + c];
     int* to = out.num_tokens_per_expert;  // and the column's index in it
     int at = c - cols.n_pes - cols.n_nodes;
-    if (c < cols.n_pes) to = out.num_tokens_per_rank, at = c;
-    else if (c < cols.n_pes + cols.n_nodes) to = out.num_tokens_per_node, at = c - cols.n_pes;
+    if (c < cols.n_pes)
+      to = out.num_tokens_per_rank, at = c;
+    else if (c < cols.n_pes + cols.n_nodes)
+      to = out.num_tokens_per_node, at = c - cols.n_pes;
     if (to != nullptr) to[at] = sum;
   }
   if (exchange.host_out == nullptr) return;
@@ -214,8 +215,8 @@ void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, i
   NVST_REQUIRE(num_tokens >= 0 && num_topk >= 1 && num_topk <= 32, "nvst::ep: num_tokens ", num_tokens,
                " and num_topk ", num_topk, " (1 to 32) out of range");
   NVST_REQUIRE(num_tokens == 0 || topk_idx != nullptr, "nvst::ep: topk_idx is null");
-  NVST_REQUIRE(pes_per_node >= 1 && n_pes % pes_per_node == 0, "nvst::ep: ", n_pes,
-               " PEs do not split into nodes of ", pes_per_node);
+  NVST_REQUIRE(pes_per_node >= 1 && n_pes % pes_per_node == 0, "nvst::ep: ", n_pes, " PEs do not split into nodes of ",
+               pes_per_node);
   const CountColumns cols{n_pes, n_pes / pes_per_node, num_experts};
   const int count_blocks = (num_tokens + kThreads - 1) / kThreads;
   // The masks and the count table in one allocation.
@@ -248,8 +249,8 @@ void launch_layout(const std::int64_t* topk_idx, int num_tokens, int num_topk, i
 
 void preload_layout_kernels() {
   // finish_kernel spins on peers in a first dispatch: loaded before any runs.
-  nvst::detail::preload_kernels({reinterpret_cast<const void*>(count_kernel),
-                                 reinterpret_cast<const void*>(finish_kernel)});
+  nvst::detail::preload_kernels(
+      {reinterpret_cast<const void*>(count_kernel), reinterpret_cast<const void*>(finish_kernel)});
 }
 
 }  // namespace nvst::ep::detail
@@ -260,8 +261,8 @@ void get_dispatch_layout(const std::int64_t* topk_idx, int num_tokens, int num_t
                          const LayoutOutput& out, cudaStream_t stream) {
   NVST_REQUIRE(out.num_tokens_per_rank || out.num_tokens_per_expert || out.is_token_in_rank || out.num_tokens_per_node,
                "nvst::ep::get_dispatch_layout: no output given");
-  detail::launch_layout(topk_idx, num_tokens, num_topk, num_experts, nvst::n_pes(),
-                        nvst::team_n_pes(nvst::Team::kNode), out, nullptr, nullptr, stream);
+  detail::launch_layout(topk_idx, num_tokens, num_topk, num_experts, nvst::n_pes(), nvst::team_n_pes(nvst::Team::kNode),
+                        out, nullptr, nullptr, stream);
 }
 
 }  // namespace nvst::ep

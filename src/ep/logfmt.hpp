@@ -37,12 +37,12 @@
 
 namespace nvst::ep::detail {
 
-constexpr int kLogfmtGroup = 128;                 // channels sharing one range
-constexpr int kLogfmtLevels = 511;                // nonzero codes: 9 bits
-constexpr float kLogfmtMaxOctaves = 32.0f;        // lo is at most this far below log2(amax)
-constexpr std::size_t kLogfmtPackedBytes = 160;   // one compressed group: 128 x 10 bits
-constexpr std::size_t kLogfmtBf16Bytes = 256;     // one group as bf16
-constexpr std::uint64_t kCombineSentBf16 = 1;     // LowLatencyArgs::combine_format values
+constexpr int kLogfmtGroup = 128;                // channels sharing one range
+constexpr int kLogfmtLevels = 511;               // nonzero codes: 9 bits
+constexpr float kLogfmtMaxOctaves = 32.0f;       // lo is at most this far below log2(amax)
+constexpr std::size_t kLogfmtPackedBytes = 160;  // one compressed group: 128 x 10 bits
+constexpr std::size_t kLogfmtBf16Bytes = 256;    // one group as bf16
+constexpr std::uint64_t kCombineSentBf16 = 1;    // LowLatencyArgs::combine_format values
 constexpr std::uint64_t kCombineSentLogfmt = 2;
 
 // Bytes of the ranges at the head of a combine slot, and of the slot: a

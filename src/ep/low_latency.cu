@@ -83,8 +83,8 @@ __device__ __forceinline__ int4 quantize_16(const int4 (&q)[2], bool active, boo
   float f[16];
   float amax = 0.0f;
   if (active) {
-    bf16x8_to_float(q[0], reinterpret_cast<float(&)[8]>(f[0]));
-    bf16x8_to_float(q[1], reinterpret_cast<float(&)[8]>(f[8]));
+    bf16x8_to_float(q[0], reinterpret_cast<float (&)[8]>(f[0]));
+    bf16x8_to_float(q[1], reinterpret_cast<float (&)[8]>(f[8]));
 #pragma unroll
     for (int k = 0; k < 16; ++k) amax = fmaxf(amax, fabsf(f[k]));
   }
@@ -109,19 +109,21 @@ __device__ __forceinline__ int4 quantize_16(const int4 (&q)[2], bool active, boo
 __device__ __forceinline__ void store_ll_scale(const LowLatencyArgs& a, void* scales, int rows_per_expert, int e,
                                                int slot, int j, float scale) {
   char* at = static_cast<char*>(scales) + ll_scale_at(a.use_ue8m0, a.hidden, rows_per_expert, e, slot, j);
-  if (a.use_ue8m0) *reinterpret_cast<std::uint8_t*>(at) = static_cast<std::uint8_t>(__float_as_uint(scale) >> 23);
-  else *reinterpret_cast<float*>(at) = scale;
+  if (a.use_ue8m0)
+    *reinterpret_cast<std::uint8_t*>(at) = static_cast<std::uint8_t>(__float_as_uint(scale) >> 23);
+  else
+    *reinterpret_cast<float*>(at) = scale;
 }
 
 // What a block shares while it encodes rows as LogFMT.
 constexpr int kLogfmtHalves = kCombineSendThreads / 16;  // half-warps of a block
-constexpr int kLogfmtPer = 4;                           // groups a half-warp takes a round
+constexpr int kLogfmtPer = 4;                            // groups a half-warp takes a round
 constexpr int kLogfmtRound = kLogfmtHalves * kLogfmtPer;
 static_assert(kLogfmtRound == 64, "a round's groups are one 64-bit mask");
 struct LogfmtBlockShared {
   // Compressed groups, before they leave as 16-byte stores.
   int4 stage[kLogfmtHalves][kLogfmtPer][kLogfmtPackedBytes / 16];
-  int packed[kLogfmtRound];                   // whether group i of this round compresses
+  int packed[kLogfmtRound];  // whether group i of this round compresses
 };
 
 // The whole block (kCombineSendThreads) writes a bf16 row into a combine
@@ -140,8 +142,7 @@ struct LogfmtBlockShared {
 // of up to 64 groups takes one round, two barriers. Blocks of 256
 // threads, two an SM: two rows at once on every SM (42 -> 35.6 us);
 // 512 threads with two groups a half-warp were slower.
-__device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden,
-                                               LogfmtBlockShared& sh) {
+__device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* src, int hidden, LogfmtBlockShared& sh) {
   const int tid = static_cast<int>(threadIdx.x), h = tid >> 4, sub = tid & 15, lane = tid & 31;
   const int groups = hidden / kLogfmtGroup;
   std::size_t at = ll_logfmt_ranges_bytes(hidden);  // where the round's first group lands
@@ -248,9 +249,8 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
 // LogFMT, a receive of 30 us against 10 us for bf16.
 template <bool kMayLogfmt, int kBatch>
 __device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t slot_bytes, int k0, int num_topk,
-                                                 unsigned used, unsigned logfmt, float wt_lane,
-                                                 const char* row_lane, int hidden, int v, bool active, int lane,
-                                                 float (&acc)[8]) {
+                                                 unsigned used, unsigned logfmt, float wt_lane, const char* row_lane,
+                                                 int hidden, int v, bool active, int lane, float (&acc)[8]) {
   const unsigned all = 0xffffffffu;
   const int groups = hidden / kLogfmtGroup, g = v / (kLogfmtGroup / 8), sub = v % (kLogfmtGroup / 8);
   const auto has = [&](int j, unsigned kinds) { return k0 + j < num_topk && ((kinds >> (k0 + j)) & 1u); };
@@ -259,11 +259,13 @@ __device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t 
   float2 rr[kBatch];
 #pragma unroll
   for (int j = 0; j < kBatch; ++j) {
-    const auto* row = reinterpret_cast<const int4*>(__shfl_sync(all, reinterpret_cast<std::uintptr_t>(row_lane),
-                                                                (k0 + j) & 31));
+    const auto* row =
+        reinterpret_cast<const int4*>(__shfl_sync(all, reinterpret_cast<std::uintptr_t>(row_lane), (k0 + j) & 31));
     if (!active) continue;
-    if (has(j, used & ~logfmt)) q[j] = load_cg(row + v);
-    else if (kMayLogfmt && has(j, logfmt)) rr[j] = load_cg(ranges(j) + g);
+    if (has(j, used & ~logfmt))
+      q[j] = load_cg(row + v);
+    else if (kMayLogfmt && has(j, logfmt))
+      rr[j] = load_cg(ranges(j) + g);
   }
   if constexpr (kMayLogfmt) {
     int before[kBatch] = {};
@@ -348,8 +350,7 @@ struct DispatchDest {
 // The receive half on one node: wait until every PE's send half has
 // signalled, then hand the slot counters out as recv_count and zero them
 // for the next use. One block.
-__device__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std::uint64_t target,
-                               std::int64_t* cost) {
+__device__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std::uint64_t target, std::int64_t* cost) {
   wait_all_pes(a.dispatch_done, target, cost);
   for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
     a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
@@ -359,8 +360,7 @@ __device__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std:
 
 // With `fused` (Phase::kBoth on one node) the block that arrives last also
 // does the receive half (publish_counts), so that the call is one launch.
-__global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatencyDispatchInput in,
-                                                            bool fused) {
+__global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatencyDispatchInput in, bool fused) {
   __shared__ DispatchDest dest[32];  // top-k is at most 32 (the Buffer checks)
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
@@ -384,7 +384,8 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
     }
   };
   const auto row_of = [&](int t) {
-    return reinterpret_cast<const int4*>(static_cast<const __nv_bfloat16*>(in.x) + static_cast<std::size_t>(t) * a.hidden);
+    return reinterpret_cast<const int4*>(static_cast<const __nv_bfloat16*>(in.x) +
+                                         static_cast<std::size_t>(t) * a.hidden);
   };
   // The block's first token: its row's loads and its top-k ids go out
   // before the handshake (they read only this PE's inputs), so that their
@@ -452,8 +453,10 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
         if (!a.use_fp8 || (u & 7) != 0) continue;
         // Near: into PE r's scales in its layout. Far: as floats into the
         // record, which the receive half stores in the receiver's layout.
-        if (d.near) store_ll_scale(a, d.scales, rows_per_expert, d.local, d.slot, u / 8, scale);
-        else static_cast<float*>(d.scales)[u / 8] = scale;
+        if (d.near)
+          store_ll_scale(a, d.scales, rows_per_expert, d.local, d.slot, u / 8, scale);
+        else
+          static_cast<float*>(d.scales)[u / 8] = scale;
       }
     }
     __syncthreads();  // the records are whole; dest[] is rewritten for the next token
@@ -571,16 +574,19 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
       int lo = 0, hi = chunk - 1;  // the last expert whose rows start at or before j (it has rows)
       while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (first_row[mid] <= j) lo = mid;
-        else hi = mid - 1;
+        if (first_row[mid] <= j)
+          lo = mid;
+        else
+          hi = mid - 1;
       }
       const std::size_t row = static_cast<std::size_t>(e0 + lo) * rows_per_expert + (j - first_row[lo]);
       const CombineRoute to = combine_route(a, row, slot_bytes);
       const bool near = dev::on_node(to.src);
       // Straight into the peer's slot, or into the stage for the put.
       char* dst = near ? pe_ptr(a.combine_x, to.src) + to.to
-                       : a.far_combine_stage + ll_far_combine_slot(to.src, s.node_first_pe, s.node_n_pes,
-                                                                   a.max_tokens, a.num_topk, to.t, to.k) * slot_bytes;
+                       : a.far_combine_stage + ll_far_combine_slot(to.src, s.node_first_pe, s.node_n_pes, a.max_tokens,
+                                                                   a.num_topk, to.t, to.k) *
+                                                   slot_bytes;
       const std::size_t bytes =
           block_logfmt_encode_row(dst, reinterpret_cast<const __nv_bfloat16*>(x + row * row_bytes), a.hidden, sh);
       if (!near && tid < 32) {
@@ -599,8 +605,8 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
 // PE's own combine_done is counted at once (count_self); with self_direct
 // as well (bf16 rows), a row for this PE's own token is not copied: its slot
 // gets the row's index instead, and the receive half reads the row in x.
-__global__ void __launch_bounds__(kCombineSendThreads, 2) combine(LowLatencyArgs a, LowLatencyCombineInput in,
-                                                                          bool both, bool self_direct) {
+__global__ void __launch_bounds__(kCombineSendThreads, 2)
+    combine(LowLatencyArgs a, LowLatencyCombineInput in, bool both, bool self_direct) {
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready, true);
   if (both) count_self(a.combine_done);
@@ -657,8 +663,8 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2) combine(LowLatencyArgs
 
 // self_direct: as the send half's (rows of this PE's own tokens are read
 // where they are, in.x, at the row their slot names).
-__global__ void __launch_bounds__(kThreads, 2) ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in,
-                                                            __nv_bfloat16* out, bool self_direct) {
+__global__ void __launch_bounds__(kThreads, 2)
+    ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in, __nv_bfloat16* out, bool self_direct) {
   wait_previous_kernel();
   const unsigned long long target = launch_base(a.combine_counters);
   wait_all_pes(a.combine_done, target, blockIdx.x == 0 ? in.wait_recv_cost_stats : nullptr);
@@ -746,8 +752,8 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   if (phase != Phase::kSend) {
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, low_latency::ll_reduce_results, blocks, kThreads, stream,
-                               a, in, static_cast<__nv_bfloat16*>(combined_x), self_direct);
+    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, low_latency::ll_reduce_results, blocks,
+                               kThreads, stream, a, in, static_cast<__nv_bfloat16*>(combined_x), self_direct);
   }
 }
 

@@ -71,18 +71,18 @@ constexpr int kMaxDstPerPass = 8;
 
 // Where a token's metadata comes from: the caller's input, or a relay row.
 struct RowMeta {
-  const float* scales;          // [scales_per_row] or nullptr
-  const std::int64_t* topk;     // [K]: global expert ids
-  const float* weights;         // [K] or nullptr
+  const float* scales;       // [scales_per_row] or nullptr
+  const std::int64_t* topk;  // [K]: global expert ids
+  const float* weights;      // [K] or nullptr
   int src_idx;
 };
 
 // Lanes of a warp write a row's metadata into row `row` of `region` (layout
 // L): its top-k as PE `dst_pe`'s local experts (-1 elsewhere, weight 0), or
 // unchanged when dst_pe < 0 (a relay row: the relay translates it).
-__device__ __forceinline__ void write_row_meta(char* region, const DispatchRegion& L, std::size_t row,
-                                               const RowMeta& m, int scales_per_row, int num_topk, int dst_pe,
-                                               int experts_per_pe, int lane) {
+__device__ __forceinline__ void write_row_meta(char* region, const DispatchRegion& L, std::size_t row, const RowMeta& m,
+                                               int scales_per_row, int num_topk, int dst_pe, int experts_per_pe,
+                                               int lane) {
   if (scales_per_row) {
     float* sc = reinterpret_cast<float*>(region + L.scales) + row * scales_per_row;
     for (int i = lane; i < scales_per_row; i += 32) sc[i] = load_cg(m.scales + i);
@@ -113,12 +113,10 @@ __device__ __forceinline__ void put_rows_to_relays(const NormalArgs& a, int scal
   const std::size_t at = static_cast<std::size_t>(a.relay_put_offset[n]);
   const std::size_t K = static_cast<std::size_t>(a.num_topk);
   // {array offset, bytes per row}; an array this dispatch does not carry has 0.
-  const std::size_t arrays[6][2] = {{a.rr.x, a.rr.row_bytes},
-                                    {a.rr.scales, static_cast<std::size_t>(scales_per_row) * 4},
-                                    {a.rr.topk_idx, K * 8},
-                                    {a.rr.topk_weights, weights ? K * 4 : 0},
-                                    {a.rr.src_idx, 4},
-                                    {a.rr.dst_pos, static_cast<std::size_t>(G) * 4}};
+  const std::size_t arrays[6][2] = {
+      {a.rr.x, a.rr.row_bytes}, {a.rr.scales, static_cast<std::size_t>(scales_per_row) * 4},
+      {a.rr.topk_idx, K * 8},   {a.rr.topk_weights, weights ? K * 4 : 0},
+      {a.rr.src_idx, 4},        {a.rr.dst_pos, static_cast<std::size_t>(G) * 4}};
   FarRun runs[6];
   for (int i = 0; i < 6; ++i) {
     const std::size_t off = arrays[i][0], row = arrays[i][1];
@@ -141,11 +139,11 @@ __device__ __forceinline__ void forward_relay_rows(const NormalArgs& a, bool wei
     int src_node = 0;
     while (src_node + 1 < a.n_nodes && a.relay_begin[src_node + 1] <= i) ++src_node;
     const std::size_t ri = static_cast<std::size_t>(i);
-    const RowMeta m{reinterpret_cast<const float*>(a.relay_region + a.rr.scales) + ri * scales_per_row,
-                    reinterpret_cast<const std::int64_t*>(a.relay_region + a.rr.topk_idx) + ri * a.num_topk,
-                    weights ? reinterpret_cast<const float*>(a.relay_region + a.rr.topk_weights) + ri * a.num_topk
-                            : nullptr,
-                    load_cg(reinterpret_cast<const int*>(a.relay_region + a.rr.src_idx) + i)};
+    const RowMeta m{
+        reinterpret_cast<const float*>(a.relay_region + a.rr.scales) + ri * scales_per_row,
+        reinterpret_cast<const std::int64_t*>(a.relay_region + a.rr.topk_idx) + ri * a.num_topk,
+        weights ? reinterpret_cast<const float*>(a.relay_region + a.rr.topk_weights) + ri * a.num_topk : nullptr,
+        load_cg(reinterpret_cast<const int*>(a.relay_region + a.rr.src_idx) + i)};
     for (int j = lane; j < G; j += 32)  // kept in the handle for the combine
       a.relay_pos[ri * G + j] = load_cg(dst_pos + ri * G + j);
     for (int j0 = 0; j0 < G; j0 += kMaxDstPerPass) {
@@ -165,8 +163,8 @@ __device__ __forceinline__ void forward_relay_rows(const NormalArgs& a, bool wei
       if (n == 0) continue;
       warp_copy_row_multi<kMaxDstPerPass>(dst_x, n, a.relay_region + a.rr.x + ri * a.rr.row_bytes, a.rr.row_bytes);
       for (int d = 0; d < n; ++d)
-        write_row_meta(pe_ptr(a.dispatch_region, dst_pe[d]), a.dr, dst_row[d], m, scales_per_row, a.num_topk,
-                       dst_pe[d], experts_per_pe, lane);
+        write_row_meta(pe_ptr(a.dispatch_region, dst_pe[d]), a.dr, dst_row[d], m, scales_per_row, a.num_topk, dst_pe[d],
+                       experts_per_pe, lane);
     }
   }
 }
@@ -574,13 +572,11 @@ void launch_normal_combine(const NormalArgs& a, const CombineInput& in, const Co
 
 void preload_normal_kernels() {
   // These spin on peers: load them before any of them runs.
-  nvst::detail::preload_kernels({reinterpret_cast<const void*>(dispatch_kernel),
-                                 reinterpret_cast<const void*>(dispatch_forward_kernel),
-                                 reinterpret_cast<const void*>(combine_kernel<512>),
-                                 reinterpret_cast<const void*>(combine_kernel<1024>),
-                                 reinterpret_cast<const void*>(combine_send_kernel),
-                                 reinterpret_cast<const void*>(combine_relay_kernel),
-                                 reinterpret_cast<const void*>(combine_reduce_kernel)});
+  nvst::detail::preload_kernels(
+      {reinterpret_cast<const void*>(dispatch_kernel), reinterpret_cast<const void*>(dispatch_forward_kernel),
+       reinterpret_cast<const void*>(combine_kernel<512>), reinterpret_cast<const void*>(combine_kernel<1024>),
+       reinterpret_cast<const void*>(combine_send_kernel), reinterpret_cast<const void*>(combine_relay_kernel),
+       reinterpret_cast<const void*>(combine_reduce_kernel)});
 }
 
 }  // namespace nvst::ep::detail

@@ -14,8 +14,8 @@ void load(F& fn, const char* name) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult status{};
   NVST_CHECK_CUDA(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &status));
-  NVST_REQUIRE(p != nullptr && status == cudaDriverEntryPointSuccess,
-               "CUDA driver entry point ", name, " not found (driver too old?)");
+  NVST_REQUIRE(p != nullptr && status == cudaDriverEntryPointSuccess, "CUDA driver entry point ", name,
+               " not found (driver too old?)");
   fn = reinterpret_cast<F>(p);
 }
 

@@ -31,9 +31,8 @@ const Api& api();
 
 }  // namespace nvst::driver
 
-#define NVST_CHECK_CU(call)                                                      \
-  do {                                                                           \
-    CUresult nvst_rc_ = (call);                                                  \
-    if (nvst_rc_ != CUDA_SUCCESS)                                                \
-      ::nvst::driver::throw_cu_error(#call, nvst_rc_, __FILE__, __LINE__);       \
+#define NVST_CHECK_CU(call) \
+  do { \
+    CUresult nvst_rc_ = (call); \
+    if (nvst_rc_ != CUDA_SUCCESS) ::nvst::driver::throw_cu_error(#call, nvst_rc_, __FILE__, __LINE__); \
   } while (0)

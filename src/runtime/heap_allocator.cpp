@@ -13,8 +13,8 @@ HeapAllocator::HeapAllocator(std::size_t begin, std::size_t end) : begin_(begin)
 
 std::optional<std::size_t> HeapAllocator::allocate(std::size_t bytes, std::size_t alignment) {
   NVST_REQUIRE(bytes > 0, "HeapAllocator::allocate: 0 bytes");
-  NVST_REQUIRE(alignment > 0 && (alignment & (alignment - 1)) == 0,
-               "alignment must be a power of two, got ", alignment);
+  NVST_REQUIRE(alignment > 0 && (alignment & (alignment - 1)) == 0, "alignment must be a power of two, got ",
+               alignment);
   for (auto it = free_.begin(); it != free_.end(); ++it) {
     const std::size_t start = it->first, size = it->second;
     const std::size_t aligned = (start + alignment - 1) / alignment * alignment;

@@ -18,10 +18,10 @@ class Bootstrap;
 // What a backing needs to know about this PE's node.
 struct NodeContext {
   Bootstrap* bootstrap;
-  int rank;                      // world rank
-  std::vector<int> node_pes;     // world ranks of the node, ascending
-  int node_index;                // this PE's index in node_pes
-  int device;                    // CUDA device ordinal, -1 for host heaps
+  int rank;                             // world rank
+  std::vector<int> node_pes;            // world ranks of the node, ascending
+  int node_index;                       // this PE's index in node_pes
+  int device;                           // CUDA device ordinal, -1 for host heaps
   std::array<std::uint8_t, 16> cookie;  // the job's cookie (socket dir, fd auth)
   double timeout_s;
 };

@@ -38,8 +38,10 @@ class CudaIpcHeap final : public HeapBacking {
   ~CudaIpcHeap() override {
     for (std::size_t i = 0; i < bases_.size(); ++i) {
       if (!bases_[i]) continue;
-      if (static_cast<int>(i) == node_.node_index) cudaFree(bases_[i]);
-      else cudaIpcCloseMemHandle(bases_[i]);
+      if (static_cast<int>(i) == node_.node_index)
+        cudaFree(bases_[i]);
+      else
+        cudaIpcCloseMemHandle(bases_[i]);
     }
   }
   char* local_base() const override { return bases_[static_cast<std::size_t>(node_.node_index)]; }

@@ -127,9 +127,8 @@ class CuMemHeap final : public HeapBacking {
     }
     for (int received = 0; received < n - 1; ++received) {
       net::Fd conn = net::accept_until(listener.get(), deadline);
-      NVST_REQUIRE(conn.valid(), "timed out after ", node_.timeout_s,
-                   " s waiting for node peers' heap handles (", received, " of ", n - 1,
-                   " received)");
+      NVST_REQUIRE(conn.valid(), "timed out after ", node_.timeout_s, " s waiting for node peers' heap handles (",
+                   received, " of ", n - 1, " received)");
       FdMessage in{};
       net::Fd peer_fd;
       net::Io io = net::recv_fd(conn.get(), &in, sizeof(in), &peer_fd, deadline);
@@ -140,12 +139,10 @@ class CuMemHeap final : public HeapBacking {
                        handles_[static_cast<std::size_t>(in.node_index)] == 0,
                    "heap handle with a bad or repeated node index ", in.node_index);
       NVST_REQUIRE(in.size == size_, "node PE ", node_.node_pes[static_cast<std::size_t>(in.node_index)],
-                   " has a heap of ", in.size, " bytes, this PE ", size_,
-                   " (NVST_SYMMETRIC_SIZE must agree)");
-      NVST_CHECK_CU(cu.MemImportFromShareableHandle(
-          &handles_[static_cast<std::size_t>(in.node_index)],
-          reinterpret_cast<void*>(static_cast<std::uintptr_t>(peer_fd.get())),
-          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+                   " has a heap of ", in.size, " bytes, this PE ", size_, " (NVST_SYMMETRIC_SIZE must agree)");
+      NVST_CHECK_CU(cu.MemImportFromShareableHandle(&handles_[static_cast<std::size_t>(in.node_index)],
+                                                    reinterpret_cast<void*>(static_cast<std::uintptr_t>(peer_fd.get())),
+                                                    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
       map(in.node_index);
     }
     listener.reset();

@@ -29,8 +29,6 @@ class HostHeap final : public HeapBacking {
 };
 }  // namespace
 
-std::unique_ptr<HeapBacking> make_host_heap(std::size_t bytes) {
-  return std::make_unique<HostHeap>(bytes);
-}
+std::unique_ptr<HeapBacking> make_host_heap(std::size_t bytes) { return std::make_unique<HostHeap>(bytes); }
 
 }  // namespace nvst

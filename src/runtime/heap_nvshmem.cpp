@@ -42,8 +42,8 @@ void init_device_state_of_this_module() {
 
 void start_nvshmem(const NodeContext& node, int world, std::size_t heap_bytes) {
   if (g_rank >= 0) {
-    NVST_REQUIRE(g_rank == node.rank && g_world == world, "NVSHMEM was started in this process as PE ", g_rank,
-                 " of ", g_world, " and cannot start again as PE ", node.rank, " of ", world);
+    NVST_REQUIRE(g_rank == node.rank && g_world == world, "NVSHMEM was started in this process as PE ", g_rank, " of ",
+                 g_world, " and cannot start again as PE ", node.rank, " of ", world);
     return;
   }
   if (nvshmemx_init_status() >= NVSHMEM_STATUS_IS_INITIALIZED) {
@@ -72,8 +72,8 @@ void start_nvshmem(const NodeContext& node, int world, std::size_t heap_bytes) {
                "nvshmemx_set_attr_uniqueid_args failed");
   NVST_REQUIRE(nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID, &attr) == 0,
                "nvshmemx_init_attr(NVSHMEMX_INIT_WITH_UNIQUEID) failed (NVSHMEM_DEBUG=WARN says why)");
-  NVST_REQUIRE(nvshmem_my_pe() == node.rank && nvshmem_n_pes() == world, "NVSHMEM numbered this PE ",
-               nvshmem_my_pe(), " of ", nvshmem_n_pes(), "; nvst says ", node.rank, " of ", world);
+  NVST_REQUIRE(nvshmem_my_pe() == node.rank && nvshmem_n_pes() == world, "NVSHMEM numbered this PE ", nvshmem_my_pe(),
+               " of ", nvshmem_n_pes(), "; nvst says ", node.rank, " of ", world);
   g_rank = node.rank;
   g_world = world;
 }
@@ -82,8 +82,8 @@ class NvshmemHeap final : public HeapBacking {
  public:
   NvshmemHeap(std::size_t bytes, const NodeContext& node, int world) : size_(bytes) {
     NVST_REQUIRE(static_cast<int>(node.node_pes.size()) == world,
-                 "NVST_BACKEND=nvshmem runs every PE on one node (NVLink); this job has ", world,
-                 " PEs and this node ", node.node_pes.size(), " (NVST_NODE_SIZE splits nodes for our proxy only)");
+                 "NVST_BACKEND=nvshmem runs every PE on one node (NVLink); this job has ", world, " PEs and this node ",
+                 node.node_pes.size(), " (NVST_NODE_SIZE splits nodes for our proxy only)");
     start_nvshmem(node, world, bytes);
     base_ = static_cast<char*>(nvshmem_malloc(bytes));  // collective
     NVST_REQUIRE(base_ != nullptr, "nvshmem_malloc(", bytes, ") failed: NVSHMEM_SYMMETRIC_SIZE (",

@@ -7,9 +7,7 @@
 namespace nvst {
 
 namespace {
-[[noreturn]] void absent(const char* what) {
-  NVST_FAIL(what, ": this program has no NVSHMEM backend");
-}
+[[noreturn]] void absent(const char* what) { NVST_FAIL(what, ": this program has no NVSHMEM backend"); }
 }  // namespace
 
 bool nvshmem_backend_built() { return false; }

@@ -82,8 +82,9 @@ void abandon_at_exit() {
 }
 
 Runtime& rt(const char* fn) {
-  NVST_REQUIRE(g_rt != nullptr, "nvst::", fn, " called ",
-               g_init_generation == 0 ? "before nvst::init()" : "after nvst::finalize() (and before a new nvst::init())");
+  NVST_REQUIRE(
+      g_rt != nullptr, "nvst::", fn, " called ",
+      g_init_generation == 0 ? "before nvst::init()" : "after nvst::finalize() (and before a new nvst::init())");
   return *g_rt;
 }
 
@@ -126,8 +127,7 @@ void compute_node(Runtime& r) {
   std::vector<int> host_pes;
   for (int p = 0; p < r.launch.world; ++p) {
     const PeerInfo& o = r.peers[static_cast<std::size_t>(p)];
-    if (std::strcmp(o.hostname, me.hostname) == 0 && std::strcmp(o.boot_id, me.boot_id) == 0)
-      host_pes.push_back(p);
+    if (std::strcmp(o.hostname, me.hostname) == 0 && std::strcmp(o.boot_id, me.boot_id) == 0) host_pes.push_back(p);
   }
   for (std::size_t i = 1; i < host_pes.size(); ++i)
     NVST_REQUIRE(host_pes[i] == host_pes[i - 1] + 1, "the PEs on host ", me.hostname,
@@ -139,20 +139,20 @@ void compute_node(Runtime& r) {
   int last = std::min(first + k, static_cast<int>(host_pes.size()));
   r.node_pes.assign(host_pes.begin() + first, host_pes.begin() + last);
   r.node_index = idx - first;
-  NVST_REQUIRE(static_cast<int>(r.node_pes.size()) <= dev::kMaxNodePes, "a node of ",
-               r.node_pes.size(), " PEs exceeds the supported ", dev::kMaxNodePes);
+  NVST_REQUIRE(static_cast<int>(r.node_pes.size()) <= dev::kMaxNodePes, "a node of ", r.node_pes.size(),
+               " PEs exceeds the supported ", dev::kMaxNodePes);
 }
 
 void check_agreement(const Runtime& r) {
   const PeerInfo& me = r.peers[static_cast<std::size_t>(r.launch.rank)];
   for (int p = 0; p < r.launch.world; ++p) {
     const PeerInfo& o = r.peers[static_cast<std::size_t>(p)];
-    NVST_REQUIRE(o.heap_bytes == me.heap_bytes, "PEs disagree on the symmetric heap size: rank ",
-                 r.launch.rank, " has ", me.heap_bytes, " bytes, rank ", p, " has ",
-                 o.heap_bytes, " (NVST_SYMMETRIC_SIZE must be the same everywhere)");
-    NVST_REQUIRE(o.heap_kind == me.heap_kind, "PEs disagree on the heap kind: rank ",
-                 r.launch.rank, " uses ", heap_kind_name(static_cast<HeapKind>(me.heap_kind)),
-                 ", rank ", p, " uses ", heap_kind_name(static_cast<HeapKind>(o.heap_kind)));
+    NVST_REQUIRE(o.heap_bytes == me.heap_bytes, "PEs disagree on the symmetric heap size: rank ", r.launch.rank,
+                 " has ", me.heap_bytes, " bytes, rank ", p, " has ", o.heap_bytes,
+                 " (NVST_SYMMETRIC_SIZE must be the same everywhere)");
+    NVST_REQUIRE(o.heap_kind == me.heap_kind, "PEs disagree on the heap kind: rank ", r.launch.rank, " uses ",
+                 heap_kind_name(static_cast<HeapKind>(me.heap_kind)), ", rank ", p, " uses ",
+                 heap_kind_name(static_cast<HeapKind>(o.heap_kind)));
   }
 }
 
@@ -182,21 +182,18 @@ void upload_state(Runtime& r) {
 }
 
 void check_pe(const Runtime& r, int pe, const char* fn) {
-  NVST_REQUIRE(pe >= 0 && pe < r.launch.world, "nvst::", fn, ": PE ", pe, " out of range [0, ",
-               r.launch.world, ")");
+  NVST_REQUIRE(pe >= 0 && pe < r.launch.world, "nvst::", fn, ": PE ", pe, " out of range [0, ", r.launch.world, ")");
 }
 
-void check_symmetric(const Runtime& r, const void* addr, std::size_t bytes, const char* fn,
-                     const char* what) {
+void check_symmetric(const Runtime& r, const void* addr, std::size_t bytes, const char* fn, const char* what) {
   const char* base = r.heap->local_base();
   const char* p = static_cast<const char*>(addr);
   const std::size_t size = r.heap->size();
-  NVST_REQUIRE(p >= base + dev::kReservedHeapBytes && bytes <= size &&
-                   static_cast<std::size_t>(p - base) <= size - bytes,
-               "nvst::", fn, ": ", what, " ", addr, " (+", bytes,
-               " bytes) is not inside the symmetric heap's allocatable range [",
-               static_cast<const void*>(base + dev::kReservedHeapBytes), ", ",
-               static_cast<const void*>(base + size), ")");
+  NVST_REQUIRE(
+      p >= base + dev::kReservedHeapBytes && bytes <= size && static_cast<std::size_t>(p - base) <= size - bytes,
+      "nvst::", fn, ": ", what, " ", addr, " (+", bytes,
+      " bytes) is not inside the symmetric heap's allocatable range [",
+      static_cast<const void*>(base + dev::kReservedHeapBytes), ", ", static_cast<const void*>(base + size), ")");
 }
 
 void init_after_bootstrap(Runtime& r, HeapKind kind, std::size_t heap_bytes);
@@ -236,8 +233,8 @@ void init(const InitOptions& options) {
     NVST_REQUIRE(gpus > 0, "heap kind ", heap_kind_name(kind),
                  " needs a GPU and none is visible (NVST_HEAP=host runs without one)");
     int want = static_cast<int>(settings::get_int("NVST_DEVICE").value_or(r->launch.local_rank % gpus));
-    NVST_REQUIRE(want >= 0 && want < gpus, "device ", want, " out of range: ", gpus,
-                 " GPU(s) visible (local rank ", r->launch.local_rank, ")");
+    NVST_REQUIRE(want >= 0 && want < gpus, "device ", want, " out of range: ", gpus, " GPU(s) visible (local rank ",
+                 r->launch.local_rank, ")");
     r->device = want;
     NVST_CHECK_CUDA(cudaSetDevice(r->device));
     NVST_CHECK_CUDA(cudaFree(nullptr));  // create the context now
@@ -248,8 +245,7 @@ void init(const InitOptions& options) {
   NVST_REQUIRE(heap_bytes > dev::kReservedHeapBytes, "symmetric heap of ", heap_bytes,
                " bytes is too small (the runtime reserves ", dev::kReservedHeapBytes, ")");
 
-  r->bootstrap = std::make_unique<Bootstrap>(r->launch.id, r->launch.rank, r->launch.world,
-                                             settings::host_timeout_s());
+  r->bootstrap = std::make_unique<Bootstrap>(r->launch.id, r->launch.rank, r->launch.world, settings::host_timeout_s());
   try {
     init_after_bootstrap(*r, kind, heap_bytes);
   } catch (const std::exception& e) {
@@ -282,8 +278,9 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
   r->teams = std::make_unique<detail::TeamTable>(r->launch.world, r->launch.rank, r->node_pes.front(),
                                                  static_cast<int>(r->node_pes.size()));
 
-  NodeContext node{r->bootstrap.get(), r->launch.rank, r->node_pes, r->node_index, r->device,
-                   r->bootstrap->cookie(), settings::host_timeout_s()};
+  NodeContext node{
+      r->bootstrap.get(),        r->launch.rank, r->node_pes, r->node_index, r->device, r->bootstrap->cookie(),
+      settings::host_timeout_s()};
   switch (kind) {
     case HeapKind::kCuMem: r->heap = make_cumem_heap(heap_bytes, node); break;
     case HeapKind::kCudaIpc: r->heap = make_cudaipc_heap(heap_bytes, node); break;
@@ -295,22 +292,21 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
   // The proxy and fabric transport, when some PE is out of load/store reach
   // (another node; any other PE with host heaps). Every PE decides alike:
   // the node layout and heap kind are the same everywhere.
-  const bool someone_remote = kind == HeapKind::kHost
-                                  ? r->launch.world > 1
-                                  : static_cast<int>(r->node_pes.size()) < r->launch.world;
+  const bool someone_remote =
+      kind == HeapKind::kHost ? r->launch.world > 1 : static_cast<int>(r->node_pes.size()) < r->launch.world;
   const bool proxy_on = settings::get("NVST_PROXY").value_or("1") != "0";
   if (someone_remote && proxy_on) {
-    r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
-                                      r->heap->on_device() ? r->device : -1, settings::host_timeout_s(),
-                                      r->launch.local_world));
+    r->proxy =
+        ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
+                             r->heap->on_device() ? r->device : -1, settings::host_timeout_s(), r->launch.local_world));
     Bootstrap* boot = r->bootstrap.get();
     r->proxy->on_own_failure([boot](const std::string& why) { boot->report_failure(why); });
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.
     NVST_CHECK_CUDA(cudaMemset(r->heap->local_base(), 0, r->heap->size()));
-    NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&r->mailbox), sizeof(dev::DeviceError),
-                                  cudaHostAllocMapped));
+    NVST_CHECK_CUDA(
+        cudaHostAlloc(reinterpret_cast<void**>(&r->mailbox), sizeof(dev::DeviceError), cudaHostAllocMapped));
     std::memset(r->mailbox, 0, sizeof(dev::DeviceError));
     NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&r->dead_pe), sizeof(int), cudaHostAllocMapped));
     std::atomic_ref<int>(*r->dead_pe).store(-1);
@@ -366,8 +362,8 @@ int team_my_pe(Team team) { return rt("team_my_pe").teams->shape(team, "team_my_
 int team_n_pes(Team team) { return rt("team_n_pes").teams->shape(team, "team_n_pes").size; }
 int team_translate_pe(Team team, int team_pe) {
   const detail::TeamShape& t = rt("team_translate_pe").teams->shape(team, "team_translate_pe");
-  NVST_REQUIRE(team_pe >= 0 && team_pe < t.size, "nvst::team_translate_pe: PE ", team_pe, " out of range [0, ",
-               t.size, ") of team ", static_cast<int>(team));
+  NVST_REQUIRE(team_pe >= 0 && team_pe < t.size, "nvst::team_translate_pe: PE ", team_pe, " out of range [0, ", t.size,
+               ") of team ", static_cast<int>(team));
   return t.world_pe(team_pe);
 }
 
@@ -401,10 +397,10 @@ auto agreed_split(const char* fn, std::int32_t kind, std::initializer_list<std::
     std::memcpy(&c, all.data() + sizeof(Call) * static_cast<std::size_t>(p), sizeof(c));
     NVST_REQUIRE(c.ok, "nvst::", fn, " failed on PE ", p, ": ", c.why);
     NVST_REQUIRE(c.kind == mine.kind && std::equal(c.args, c.args + 4, mine.args) && c.teams == mine.teams,
-                 "nvst::", fn, ": PE ", p, " made a different call (", c.teams, " teams so far, arguments ",
-                 c.args[0], ", ", c.args[1], ", ", c.args[2], ", ", c.args[3], ") than PE ", r.launch.rank, " (",
-                 mine.teams, " teams so far, arguments ", mine.args[0], ", ", mine.args[1], ", ", mine.args[2],
-                 ", ", mine.args[3], "); every PE must create the same teams in the same order");
+                 "nvst::", fn, ": PE ", p, " made a different call (", c.teams, " teams so far, arguments ", c.args[0],
+                 ", ", c.args[1], ", ", c.args[2], ", ", c.args[3], ") than PE ", r.launch.rank, " (", mine.teams,
+                 " teams so far, arguments ", mine.args[0], ", ", mine.args[1], ", ", mine.args[2], ", ", mine.args[3],
+                 "); every PE must create the same teams in the same order");
   }
   return made;
 }
@@ -429,8 +425,8 @@ std::pair<Team, Team> team_split_2d(Team parent, int xrange) {
 
 void* align(std::size_t alignment, std::size_t bytes) {
   Runtime& r = rt("malloc");
-  NVST_REQUIRE(alignment > 0 && (alignment & (alignment - 1)) == 0,
-               "nvst::align: alignment ", alignment, " is not a power of two");
+  NVST_REQUIRE(alignment > 0 && (alignment & (alignment - 1)) == 0, "nvst::align: alignment ", alignment,
+               " is not a power of two");
   // Every PE checks that every PE asked for the same thing, so a mismatch is
   // reported everywhere instead of corrupting offsets.
   struct Request {
@@ -446,17 +442,16 @@ void* align(std::size_t alignment, std::size_t bytes) {
     std::ostringstream who;
     for (int p = 0; p < r.launch.world; ++p) {
       const Request& o = reqs[static_cast<std::size_t>(p)];
-      who << (p ? "; " : "") << "rank " << p << ": " << o.bytes << " bytes, alignment "
-          << o.alignment << ", allocation #" << o.call;
+      who << (p ? "; " : "") << "rank " << p << ": " << o.bytes << " bytes, alignment " << o.alignment
+          << ", allocation #" << o.call;
     }
     NVST_FAIL("nvst::malloc: PEs disagree on the symmetric allocation (", who.str(), ")");
   }
   if (bytes == 0) return nullptr;
   auto off = r.allocator->allocate(bytes, std::max<std::size_t>(alignment, 16));
-  NVST_REQUIRE(off.has_value(), "nvst::malloc: symmetric heap exhausted: asked ", bytes,
-               " bytes (alignment ", alignment, "), largest free block ",
-               r.allocator->largest_free_block(), " of ", r.allocator->free_bytes(),
-               " free bytes; heap size ", r.heap->size(),
+  NVST_REQUIRE(off.has_value(), "nvst::malloc: symmetric heap exhausted: asked ", bytes, " bytes (alignment ",
+               alignment, "), largest free block ", r.allocator->largest_free_block(), " of ",
+               r.allocator->free_bytes(), " free bytes; heap size ", r.heap->size(),
                " (raise NVST_SYMMETRIC_SIZE or InitOptions::heap_bytes)");
   return r.heap->local_base() + *off;
 }
@@ -464,8 +459,7 @@ void* align(std::size_t alignment, std::size_t bytes) {
 void* malloc(std::size_t bytes) { return align(kDefaultAlignment, bytes); }
 
 void* calloc(std::size_t count, std::size_t size) {
-  NVST_REQUIRE(size == 0 || count <= SIZE_MAX / size, "nvst::calloc: ", count, " x ", size,
-               " bytes overflows");
+  NVST_REQUIRE(size == 0 || count <= SIZE_MAX / size, "nvst::calloc: ", count, " x ", size, " bytes overflows");
   const std::size_t bytes = count * size;
   void* p = malloc(bytes);
   if (p == nullptr) return p;
@@ -487,8 +481,7 @@ void free(void* ptr) {
   if (ptr == nullptr) return;
   const char* base = r.heap->local_base();
   const char* p = static_cast<const char*>(ptr);
-  NVST_REQUIRE(p >= base && p < base + r.heap->size(),
-               "nvst::free: pointer ", ptr, " is not in the symmetric heap");
+  NVST_REQUIRE(p >= base && p < base + r.heap->size(), "nvst::free: pointer ", ptr, " is not in the symmetric heap");
   const std::size_t off = static_cast<std::size_t>(p - base);
   NVST_REQUIRE(r.allocator->block_size(off) > 0, "nvst::free: pointer ", ptr,
                " was not returned by nvst::malloc (or was freed already)");
@@ -504,15 +497,13 @@ bool is_symmetric(const void* addr, std::size_t bytes) {
   Runtime& r = rt("is_symmetric");
   const char* base = r.heap->local_base();
   const char* p = static_cast<const char*>(addr);
-  return p >= base && bytes <= r.heap->size() &&
-         static_cast<std::size_t>(p - base) <= r.heap->size() - bytes;
+  return p >= base && bytes <= r.heap->size() && static_cast<std::size_t>(p - base) <= r.heap->size() - bytes;
 }
 
 void* ptr(const void* addr, int pe) {
   Runtime& r = rt("ptr");
   check_pe(r, pe, "ptr");
-  NVST_REQUIRE(is_symmetric(addr, 1), "nvst::ptr: address ", addr,
-               " is not in the symmetric heap");
+  NVST_REQUIRE(is_symmetric(addr, 1), "nvst::ptr: address ", addr, " is not in the symmetric heap");
   if (pe == r.launch.rank) return const_cast<void*>(addr);
   auto it = std::find(r.node_pes.begin(), r.node_pes.end(), pe);
   if (it == r.node_pes.end()) return nullptr;
@@ -544,14 +535,13 @@ void barrier_all_on_stream(cudaStream_t stream) {
 namespace {
 void* peer_or_throw(Runtime& r, const void* sym, int pe, const char* fn) {
   void* p = ptr(sym, pe);
-  NVST_REQUIRE(p != nullptr, "nvst::", fn, ": PE ", pe, " is not reachable from PE ",
-               r.launch.rank, " by the copy engine (not on this node, or a host heap)");
+  NVST_REQUIRE(p != nullptr, "nvst::", fn, ": PE ", pe, " is not reachable from PE ", r.launch.rank,
+               " by the copy engine (not on this node, or a host heap)");
   return p;
 }
 }  // namespace
 
-void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
-                      cudaStream_t stream) {
+void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
   Runtime& r = rt("putmem_on_stream");
   check_pe(r, pe, "putmem_on_stream");
   if (bytes == 0) return;
@@ -566,8 +556,7 @@ void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
   NVST_CHECK_CUDA(cudaMemcpyAsync(remote, src, bytes, cudaMemcpyDefault, stream));
 }
 
-void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe,
-                      cudaStream_t stream) {
+void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
   Runtime& r = rt("getmem_on_stream");
   check_pe(r, pe, "getmem_on_stream");
   if (bytes == 0) return;
@@ -622,8 +611,10 @@ std::uint64_t offset_of(Runtime& r, const void* sym) {
 // Host-heap PEs write their own heap (and a signal word) directly.
 void apply_signal_locally(std::uint64_t* w, std::uint64_t v, SignalOp op) {
   std::atomic_ref<std::uint64_t> a(*w);
-  if (op == SignalOp::kAdd) a.fetch_add(v, std::memory_order_release);
-  else a.store(v, std::memory_order_release);
+  if (op == SignalOp::kAdd)
+    a.fetch_add(v, std::memory_order_release);
+  else
+    a.store(v, std::memory_order_release);
 }
 
 void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
@@ -671,8 +662,8 @@ void putmem_nbi(void* dest, const void* src, std::size_t bytes, int pe) {
   put_common("putmem_nbi", dest, src, bytes, nullptr, 0, SignalOp::kSet, pe, false);
 }
 
-void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
-                       std::uint64_t signal, SignalOp op, int pe) {
+void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr, std::uint64_t signal,
+                       SignalOp op, int pe) {
   put_common("putmem_signal_nbi", dest, src, bytes, sig_addr, signal, op, pe, true);
 }
 
@@ -718,7 +709,8 @@ void quiet() {
 std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value) {
   Runtime& r = rt("signal_wait_until");
   check_signal_word(r, sig_addr, "signal_wait_until");
-  NVST_REQUIRE(!r.heap->on_device(), "nvst::signal_wait_until on the host needs a host heap; "
+  NVST_REQUIRE(!r.heap->on_device(),
+               "nvst::signal_wait_until on the host needs a host heap; "
                "in a kernel use nvst::dev::signal_wait_until");
   auto holds = [&](std::uint64_t v) {
     switch (cmp) {
@@ -735,8 +727,7 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
   const int c = static_cast<int>(cmp);
   NVST_REQUIRE(c >= 0 && c < 6, "nvst::signal_wait_until: comparison ", c, " is not one of Cmp's values");
   std::atomic_ref<std::uint64_t> a(*sig_addr);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(settings::host_timeout_s());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(settings::host_timeout_s());
   // The proxy applies peers' signals to a host heap and rings changes():
   // blocking on it wakes this thread with the signal, not a timer later.
   detail::Wakeup unrung;  // no proxy (one PE): waits look every 200 us

@@ -38,8 +38,7 @@ void putmem_signal_on_stream(void* dest, const void* src, std::size_t bytes, std
   detail::launch_putmem_signal_block(dest, src, bytes, sig_addr, signal, static_cast<int>(op), pe, stream);
 }
 
-void signal_op_on_stream(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe,
-                         cudaStream_t stream) {
+void signal_op_on_stream(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe, cudaStream_t stream) {
   const char* fn = "signal_op_on_stream";
   detail::check_gpu_heap(fn);
   detail::check_pe(pe, fn);

@@ -16,21 +16,21 @@ TeamShape make(int start, int stride, int size, int my_pe, bool in_parent) {
 }  // namespace
 
 TeamTable::TeamTable(int world, int my_pe, int node_first, int node_size) : my_pe_(my_pe) {
-  teams_.push_back(make(0, 1, world, my_pe, true));                 // Team::kWorld
-  teams_.push_back(make(node_first, 1, node_size, my_pe, true));    // Team::kNode
+  teams_.push_back(make(0, 1, world, my_pe, true));               // Team::kWorld
+  teams_.push_back(make(node_first, 1, node_size, my_pe, true));  // Team::kNode
 }
 
 const TeamShape& TeamTable::shape(Team team, const char* fn) const {
   const int h = static_cast<int>(team);
-  NVST_REQUIRE(h >= 0 && h < count(), "nvst::", fn, ": team ", h,
-               h < 0 ? " is Team::kInvalid" : " was never created", " (", count(), " teams exist)");
+  NVST_REQUIRE(h >= 0 && h < count(), "nvst::", fn, ": team ", h, h < 0 ? " is Team::kInvalid" : " was never created",
+               " (", count(), " teams exist)");
   return teams_[static_cast<std::size_t>(h)];
 }
 
 TeamShape TeamTable::split_strided(Team parent, int start, int stride, int size, const char* fn) const {
   const TeamShape& p = shape(parent, fn);
-  NVST_REQUIRE(start >= 0 && stride >= 1 && size >= 1, "nvst::", fn, ": start ", start, ", stride ", stride,
-               ", size ", size, " (need start >= 0, stride >= 1, size >= 1)");
+  NVST_REQUIRE(start >= 0 && stride >= 1 && size >= 1, "nvst::", fn, ": start ", start, ", stride ", stride, ", size ",
+               size, " (need start >= 0, stride >= 1, size >= 1)");
   const long long last = start + static_cast<long long>(size - 1) * stride;
   NVST_REQUIRE(last < p.size, "nvst::", fn, ": members ", start, ", ", start, " + ", stride, ", ... up to ", last,
                " leave the parent team of ", p.size, " PEs");

@@ -18,8 +18,8 @@ __global__ void ring_pop_kernel(RingView ring, void* dst) { ring_pop<DeviceOps>(
 // (device_runtime.hpp, preload_kernels).
 void preload_once() {
   static const bool loaded = [] {
-    detail::preload_kernels({reinterpret_cast<const void*>(ring_push_kernel),
-                             reinterpret_cast<const void*>(ring_pop_kernel)});
+    detail::preload_kernels(
+        {reinterpret_cast<const void*>(ring_push_kernel), reinterpret_cast<const void*>(ring_pop_kernel)});
     return true;
   }();
   (void)loaded;

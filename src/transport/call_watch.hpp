@@ -22,7 +22,7 @@ class CallWatch {
 
   struct Snapshot {
     const char* what = nullptr;
-    int pe = -1;               // the peer it concerns, -1: none in particular
+    int pe = -1;                // the peer it concerns, -1: none in particular
     std::int64_t since_ns = 0;  // Clock's time_since_epoch; 0: in no call
     bool inside() const { return since_ns != 0; }
     double age_s() const {

@@ -29,9 +29,9 @@
 #include "nvst/topology.hpp"
 
 // libfabric calls return 0 or a negative error code.
-#define NVST_CHECK_FI(call)                                                               \
-  do {                                                                                    \
-    int nvst_rc_ = static_cast<int>(call);                                                \
+#define NVST_CHECK_FI(call) \
+  do { \
+    int nvst_rc_ = static_cast<int>(call); \
     if (nvst_rc_ != 0) NVST_FAIL(#call, " failed: ", fi_strerror(-nvst_rc_), " (", nvst_rc_, ")"); \
   } while (0)
 
@@ -66,9 +66,8 @@ InfoPtr hints(const std::string& provider) {
   InfoPtr h(fi_allocinfo());
   h->ep_attr->type = FI_EP_RDM;
   h->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;  // writes only: signals travel as inbox pieces (proxy.cpp)
-  h->mode = FI_CONTEXT | FI_CONTEXT2;  // we give the provider 64 bytes per operation
-  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                            FI_MR_ENDPOINT;
+  h->mode = FI_CONTEXT | FI_CONTEXT2;             // we give the provider 64 bytes per operation
+  h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
   h->domain_attr->threading = FI_THREAD_DOMAIN;  // one proxy thread per PE drives it
   h->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   h->domain_attr->cq_data_size = 4;
@@ -201,8 +200,8 @@ struct Transport::Impl {
   char* scratch = nullptr;
   std::size_t scratch_bytes = 0;
   bool virt_addr = false;
-  std::vector<fi_addr_t> addr;        // per PE
-  std::vector<PeerAddress> peers;     // per PE
+  std::vector<fi_addr_t> addr;     // per PE
+  std::vector<PeerAddress> peers;  // per PE
 
   void* desc_for(const void* p, std::size_t bytes) const {
     auto* c = static_cast<const char*>(p);
@@ -243,8 +242,8 @@ struct Transport::Impl {
   }
 };
 
-Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control,
-                     std::size_t control_bytes, char* scratch, std::size_t scratch_bytes, int near_device)
+Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control, std::size_t control_bytes,
+                     char* scratch, std::size_t scratch_bytes, int near_device)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.heap = heap;
@@ -256,8 +255,8 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   provider_ = chosen_provider();
   InfoPtr h = hints(provider_);
   const std::string bind = bind_address(boot, provider_);
-  int rc = fi_getinfo(kApi, bind.empty() ? nullptr : bind.c_str(), nullptr, bind.empty() ? 0 : FI_SOURCE, h.get(),
-                      &m.info);
+  int rc =
+      fi_getinfo(kApi, bind.empty() ? nullptr : bind.c_str(), nullptr, bind.empty() ? 0 : FI_SOURCE, h.get(), &m.info);
   if (rc != 0 || m.info == nullptr) {
     std::string present;
     for (auto& p : providers_present()) present += (present.empty() ? "" : ", ") + p;
@@ -318,8 +317,10 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
     fi_close(&m.ep->fid);
     m.ep = nullptr;
     if (rc == -FI_EBUSY && !stale.empty() && !retried) {
-      std::fprintf(stderr, "%sfabric: /dev/shm held region names of this pid from a killed process (%s); shm "
-                   "removed them, opening the endpoint again\n", detail::rank_prefix().c_str(), stale.c_str() + 1);
+      std::fprintf(stderr,
+                   "%sfabric: /dev/shm held region names of this pid from a killed process (%s); shm "
+                   "removed them, opening the endpoint again\n",
+                   detail::rank_prefix().c_str(), stale.c_str() + 1);
       retried = true;
       continue;
     }
@@ -358,8 +359,8 @@ Transport::Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* 
   std::memcpy(m.peers.data(), all.data(), all.size());
   m.addr.resize(static_cast<std::size_t>(world));
   for (int p = 0; p < world; ++p) {
-    int n = fi_av_insert(m.av, m.peers[static_cast<std::size_t>(p)].name, 1,
-                         &m.addr[static_cast<std::size_t>(p)], 0, nullptr);
+    int n = fi_av_insert(m.av, m.peers[static_cast<std::size_t>(p)].name, 1, &m.addr[static_cast<std::size_t>(p)], 0,
+                         nullptr);
     NVST_REQUIRE(n == 1, "fi_av_insert of PE ", p, "'s address failed (", n, ")");
   }
 }
@@ -376,8 +377,8 @@ std::vector<std::uint8_t> Transport::address(int pe) const {
   return {a.name, a.name + a.name_len};
 }
 
-bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
-                      std::uint64_t dest_offset, void* context) {
+bool Transport::write(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
+                      void* context) {
   Impl& m = *impl_;
   CallWatch::Mark mark(provider_call_, "fi_write", pe);
   ssize_t rc = fi_write(m.ep, src, bytes, m.desc_for(src, bytes), m.addr[static_cast<std::size_t>(pe)],
@@ -387,15 +388,15 @@ bool Transport::write(int pe, const void* src, std::size_t bytes, Region region,
   return true;
 }
 
-bool Transport::write_with_data(int pe, const void* src, std::size_t bytes, Region region,
-                                std::uint64_t dest_offset, std::uint32_t data, void* context) {
+bool Transport::write_with_data(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
+                                std::uint32_t data, void* context) {
   Impl& m = *impl_;
   CallWatch::Mark mark(provider_call_, "fi_writedata", pe);
   ssize_t rc = fi_writedata(m.ep, src, bytes, m.desc_for(src, bytes), data, m.addr[static_cast<std::size_t>(pe)],
                             m.remote_addr(pe, region, dest_offset), m.remote_key(pe, region), context);
   if (rc == -FI_EAGAIN) return ++refused_, false;
-  NVST_REQUIRE(rc == 0, "fi_writedata of ", bytes, " bytes to PE ", pe, " failed: ",
-               fi_strerror(static_cast<int>(-rc)));
+  NVST_REQUIRE(rc == 0, "fi_writedata of ", bytes, " bytes to PE ", pe,
+               " failed: ", fi_strerror(static_cast<int>(-rc)));
   return true;
 }
 
@@ -437,8 +438,7 @@ int Transport::progress(std::vector<Completion>& out) {
         continue;
       }
     }
-    if (got != -FI_EAGAIN && got < 0)
-      NVST_FAIL("fi_cq_read failed: ", fi_strerror(static_cast<int>(-got)));
+    if (got != -FI_EAGAIN && got < 0) NVST_FAIL("fi_cq_read failed: ", fi_strerror(static_cast<int>(-got)));
     return n;
   }
 }

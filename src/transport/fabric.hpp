@@ -78,8 +78,8 @@ class Transport {
   // (local sources: staging slots and the acks' words), exchanges addresses.
   // `near_device` >= 0: of several domains (NICs) of the provider, take the
   // one nearest that GPU (topology.hpp).
-  Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control,
-            std::size_t control_bytes, char* scratch, std::size_t scratch_bytes, int near_device = -1);
+  Transport(Bootstrap& boot, char* heap, std::size_t heap_bytes, char* control, std::size_t control_bytes,
+            char* scratch, std::size_t scratch_bytes, int near_device = -1);
   ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
@@ -93,8 +93,7 @@ class Transport {
   // Posts a write of [src, src+bytes) to `pe`'s region at `dest_offset`.
   // src lies in a registered region. Returns false when the provider is out
   // of resources (FI_EAGAIN): progress() and post again.
-  bool write(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
-             void* context);
+  bool write(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset, void* context);
   // The same, and once the bytes are in the target's memory its progress()
   // reports a remote Completion carrying `data` (libfabric's remote CQ data:
   // fi_writedata). 32 bits, what every provider we take carries (verbs and

@@ -50,7 +50,8 @@ class HostProducer {
   std::uint64_t wait_answer(std::uint64_t ticket) {
     AtomicReply& r = replies(fifo_, fifo_->capacity)[ticket & (fifo_->capacity - 1)];
     std::uint64_t done = 0;
-    wait("the answer of a remote atomic", [&] { return (done = word(r.done).load(std::memory_order_acquire)) > ticket; });
+    wait("the answer of a remote atomic",
+         [&] { return (done = word(r.done).load(std::memory_order_acquire)) > ticket; });
     NVST_REQUIRE(done == ticket + 1, "the answer of remote atomic ", ticket, " was overwritten by that of ", done - 1,
                  " (this thread was descheduled for a whole lap of the FIFO)");
     return word(r.value).load(std::memory_order_relaxed);
@@ -71,8 +72,8 @@ class HostProducer {
   template <typename Pred>
   void wait(const char* what, Pred ready) {
     if (ready()) return;
-    const auto limit = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(timeout_s_));
+    const auto limit =
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
     auto deadline = std::chrono::steady_clock::now() + limit;
     std::uint64_t seen = progress();
     detail::wait_with(*progress_, ready, [&] {
@@ -123,9 +124,7 @@ class Consumer {
     return word(const_cast<std::uint64_t&>(slot.tag)).load(std::memory_order_acquire) != 0;
   }
   // Publishes the quiet point: every ticket below `ticket_end` has finished.
-  void set_completed(std::uint64_t ticket_end) {
-    word(fifo_->completed).store(ticket_end, std::memory_order_release);
-  }
+  void set_completed(std::uint64_t ticket_end) { word(fifo_->completed).store(ticket_end, std::memory_order_release); }
   void set_failed() { word(fifo_->failed).store(1, std::memory_order_release); }
 
  private:

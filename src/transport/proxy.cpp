@@ -82,12 +82,13 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterMapped));
     void* dev_view = nullptr;
     NVST_CHECK_CUDA(cudaHostGetDevicePointer(&dev_view, scratch_, 0));
-    NVST_REQUIRE(dev_view == scratch_, "proxy: the GPU sees the staging memory at another address (no unified "
+    NVST_REQUIRE(dev_view == scratch_,
+                 "proxy: the GPU sees the staging memory at another address (no unified "
                  "addressing?)");
     NVST_CHECK_CUDA(cudaHostRegister(control_, control_bytes_, cudaHostRegisterDefault));
   }
-  transport_ = std::make_unique<fabric::Transport>(boot, gpu ? nullptr : heap, heap_bytes, control_,
-                                                   control_bytes_, scratch_, scratch_bytes_, device);
+  transport_ = std::make_unique<fabric::Transport>(boot, gpu ? nullptr : heap, heap_bytes, control_, control_bytes_,
+                                                   scratch_, scratch_bytes_, device);
 
   auto make_fifo = [](void* mem) {
     auto* f = static_cast<proxy::FifoShared*>(mem);
@@ -254,8 +255,8 @@ void Proxy::State::drop(const std::string& what) {
   const std::uint64_t n = dropped.fetch_add(1, std::memory_order_relaxed) + 1;
   if (Clock::now() - dropped_reported < std::chrono::seconds(1)) return;
   dropped_reported = Clock::now();
-  std::fprintf(stderr, "%sproxy: dropped %s (%llu dropped so far; not from this job?)\n",
-               detail::rank_prefix().c_str(), what.c_str(), static_cast<unsigned long long>(n));
+  std::fprintf(stderr, "%sproxy: dropped %s (%llu dropped so far; not from this job?)\n", detail::rank_prefix().c_str(),
+               what.c_str(), static_cast<unsigned long long>(n));
 }
 
 std::uint64_t Proxy::dropped() const { return st_->dropped.load(std::memory_order_relaxed); }
@@ -343,7 +344,8 @@ void Proxy::run() {
       continue;
     }
     if (refused) {
-      if (!refusing) refusing = true, refusing_since = now;
+      if (!refusing)
+        refusing = true, refusing_since = now;
       else if (now - refusing_since > std::chrono::microseconds(100))
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       continue;
@@ -422,8 +424,8 @@ bool Proxy::State::complete() {
       // piece's tag is checked before it is applied (step 3).
       const int src = inbox::bell_sender(c.data);
       if (c.error != 0 || src >= layout.world) {
-        drop(detail::concat("an incoming doorbell (data ", c.data, "): ",
-                            c.error ? c.error_text : std::string("no such sender")));
+        drop(detail::concat("an incoming doorbell (data ", c.data,
+                            "): ", c.error ? c.error_text : std::string("no such sender")));
         continue;
       }
       const std::uint64_t seq = inbox::bell_seq(c.data, recv[static_cast<std::size_t>(src)]);
@@ -480,8 +482,10 @@ bool Proxy::State::intake() {
   for (int taken = 0; taken < 64 && !active && !blocked; ++taken) {
     proxy::Command c;
     proxy::Consumer* from = nullptr;
-    if (dev_consumer && dev_consumer->poll(c)) from = dev_consumer.get();
-    else if (host_consumer.poll(c)) from = &host_consumer;
+    if (dev_consumer && dev_consumer->poll(c))
+      from = dev_consumer.get();
+    else if (host_consumer.poll(c))
+      from = &host_consumer;
     if (from == nullptr) {
       if (drained()) {  // everything taken has finished
         host_consumer.set_completed(host_consumer.head());
@@ -496,17 +500,14 @@ bool Proxy::State::intake() {
     switch (kind) {
       case proxy::Op::kPut:
       case proxy::Op::kPutSignal:
-      case proxy::Op::kSignal:
-        start(c, from);
-        break;
+      case proxy::Op::kSignal: start(c, from); break;
       case proxy::Op::kAtomic:
         NVST_REQUIRE(proxy_atomic::request_valid(c.sig_op, c.sig, heap_bytes), "proxy: atomic command (ticket ",
                      proxy::tag_ticket(c.tag), ") with op code ", static_cast<int>(c.sig_op), " on heap offset ", c.sig,
                      " is malformed");
         start(c, from);
         break;
-      case proxy::Op::kNop:
-        break;
+      case proxy::Op::kNop: break;
       case proxy::Op::kFence:
       case proxy::Op::kQuiet:
         blocked = true;

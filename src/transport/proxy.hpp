@@ -114,7 +114,7 @@ class Proxy {
 
   int device_;
   double timeout_s_;
-  bool debug_ = false;  // NVST_PROXY_DEBUG=1: state on stderr every 2 s
+  bool debug_ = false;       // NVST_PROXY_DEBUG=1: state on stderr every 2 s
   std::string bound_cores_;  // where the thread was pinned (topology.hpp)
   char* scratch_ = nullptr;  // registered: in-flight records, then staging slots
   char* control_ = nullptr;  // registered for remote writes: inboxes, credits
@@ -130,16 +130,16 @@ class Proxy {
   proxy::FifoShared* dev_fifo_dev_ = nullptr;
   unsigned long long* dev_tail_ = nullptr;
 
-  detail::ProxyBell bell_;  // host producers wake the parked proxy thread
-  detail::Wakeup changes_;   // see changes()
+  detail::ProxyBell bell_;          // host producers wake the parked proxy thread
+  detail::Wakeup changes_;          // see changes()
   std::chrono::microseconds spin_;  // an idle proxy's spin before it parks
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
   std::function<void(const std::string&)> own_failure_hook_;  // under failure_mu_
-  std::atomic<bool> failed_{false};  // fail() was called: the thread stops working
-  std::atomic<bool> exited_{false};  // run() has returned
-  bool left_behind_ = false;          // stop() detached a thread that still runs
-  std::chrono::steady_clock::time_point started_;  // when run() began (NVST_PROXY_DEBUG's time split)
+  std::atomic<bool> failed_{false};                           // fail() was called: the thread stops working
+  std::atomic<bool> exited_{false};                           // run() has returned
+  bool left_behind_ = false;                                  // stop() detached a thread that still runs
+  std::chrono::steady_clock::time_point started_;             // when run() began (NVST_PROXY_DEBUG's time split)
   // The proxy's CUDA calls on the data path (GPU heaps) wait while another
   // thread's call holds the driver, and one case never ends (docs/09: a
   // pageable copy queued behind a kernel that waits on this proxy). The

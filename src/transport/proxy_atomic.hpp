@@ -47,7 +47,8 @@ U apply_word(U* at, proxy::AtomicOp op, U operand, U compare) {
   std::atomic_ref<U> w(*at);
   switch (op) {
     case proxy::AtomicOp::kFetchAdd: return w.fetch_add(operand, std::memory_order_acq_rel);
-    case proxy::AtomicOp::kCompareSwap: w.compare_exchange_strong(compare, operand, std::memory_order_acq_rel);
+    case proxy::AtomicOp::kCompareSwap:
+      w.compare_exchange_strong(compare, operand, std::memory_order_acq_rel);
       return compare;  // the value seen: `compare` itself when the swap happened
     case proxy::AtomicOp::kSwap: return w.exchange(operand, std::memory_order_acq_rel);
     case proxy::AtomicOp::kFetch: return w.load(std::memory_order_acquire);
@@ -60,8 +61,8 @@ inline std::uint64_t apply_host(char* heap, std::uint64_t at, std::uint8_t code,
   const proxy::AtomicOp op = proxy::atomic_op(code);
   if (proxy::atomic_width(code) == 8)
     return apply_word<std::uint64_t>(reinterpret_cast<std::uint64_t*>(heap + at), op, operand, compare);
-  return apply_word<std::uint32_t>(reinterpret_cast<std::uint32_t*>(heap + at), op,
-                                   static_cast<std::uint32_t>(operand), static_cast<std::uint32_t>(compare));
+  return apply_word<std::uint32_t>(reinterpret_cast<std::uint32_t*>(heap + at), op, static_cast<std::uint32_t>(operand),
+                                   static_cast<std::uint32_t>(compare));
 }
 
 // Stores the answer of `ticket` in its reply slot of `fifo` (value first,

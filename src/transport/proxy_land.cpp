@@ -30,8 +30,10 @@ void apply_host_signal(char* heap, std::uint64_t sig, std::uint8_t sig_op, std::
     default: break;
   }
   std::atomic_ref<std::uint64_t> w(*reinterpret_cast<std::uint64_t*>(heap + sig));
-  if (sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd)) w.fetch_add(value, std::memory_order_release);
-  else w.store(value, std::memory_order_release);
+  if (sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
+    w.fetch_add(value, std::memory_order_release);
+  else
+    w.store(value, std::memory_order_release);
 }
 }  // namespace proxy_impl
 
@@ -85,8 +87,8 @@ bool Proxy::State::take_landed() {
       // The tag matched: the header is a job PE's, so a bad field is a bug.
       NVST_REQUIRE(h->bytes <= (layout.data ? kPieceBytes : 0) && h->dest <= heap_bytes &&
                        h->bytes <= heap_bytes - h->dest && piece_kind_valid(*h),
-                   "proxy: inbox piece ", next, " from PE ", src, " is malformed (dest ", h->dest,
-                   ", bytes ", h->bytes, ", kind ", static_cast<int>(h->kind), ")");
+                   "proxy: inbox piece ", next, " from PE ", src, " is malformed (dest ", h->dest, ", bytes ", h->bytes,
+                   ", kind ", static_cast<int>(h->kind), ")");
       const char* data = reinterpret_cast<const char*>(h) + kInboxHeader;
       any = true;
       if (h->kind == proxy_atomic::kAtomicAnswer) deliver_answer(h->token, h->sig_value);
@@ -115,8 +117,8 @@ bool Proxy::State::take_landed() {
         if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
           detail::launch_signal_add(word, h->sig_value, stream);
         else  // a copy-engine write of the SET's width (little-endian: the low bytes); no SM needed
-          NVST_CHECK_CUDA(cudaMemcpyAsync(word, &h->sig_value, proxy::signal_width(h->sig_op),
-                                          cudaMemcpyHostToDevice, stream));
+          NVST_CHECK_CUDA(
+              cudaMemcpyAsync(word, &h->sig_value, proxy::signal_width(h->sig_op), cudaMemcpyHostToDevice, stream));
       }
       cudaEvent_t e = free_events.back();
       free_events.pop_back();

@@ -60,8 +60,8 @@ bool Proxy::State::post_staged() {
 // signal on its own; an atomic request or answer has no data either
 // (proxy_atomic.hpp). False when no staging slot or inbox slot at `pe` is
 // free yet.
-bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src,
-                               std::size_t bytes, proxy_atomic::PieceKind kind) {
+bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
+                               proxy_atomic::PieceKind kind) {
   auto& seq = sent[static_cast<std::size_t>(pe)];
   if (free_slots.empty() || !slot_free(pe, seq)) return false;
   const int slot = free_slots.back();

@@ -46,10 +46,11 @@ constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fa
 // over shm took 133 us instead of 53). Smaller first and last pieces,
 // to fill and drain the pipeline sooner, did not pay on one GPU (
 // a staging or landing copy there takes 20-25 us whatever its size).
-constexpr int kStageSlots = 16;                         // staging slots in the pipeline
+constexpr int kStageSlots = 16;  // staging slots in the pipeline
 constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
-constexpr int kInboxSlots = 16;                         // per (source, target) pair
-static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer, "the transport's completion queue has room for "
+constexpr int kInboxSlots = 16;  // per (source, target) pair
+static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer,
+              "the transport's completion queue has room for "
               "kMaxRemoteDataPerPeer doorbells from each peer");
 static_assert(kInboxSlots <= 1 << 16,
               "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
@@ -74,8 +75,8 @@ struct InboxHeader {
   std::uint8_t kind;        // proxy_atomic::PieceKind: data, + signal, atomic request or answer
   std::uint8_t sig_op;      // proxy::SignalOp, or an atomic's proxy::atomic_code
   std::uint8_t pad[6];
-  std::uint64_t compare;    // an atomic request's compare operand
-  std::uint64_t token;      // an atomic's ticket and FIFO (proxy_atomic::token), echoed in its answer
+  std::uint64_t compare;  // an atomic request's compare operand
+  std::uint64_t token;    // an atomic's ticket and FIFO (proxy_atomic::token), echoed in its answer
 };
 static_assert(sizeof(InboxHeader) == kInboxHeader);
 
@@ -144,8 +145,8 @@ struct Proxy::InFlight {
   std::uint64_t value;  // kAck: the word written; kInboxWrite: the piece's seq
   int kind;
   int pe;
-  int stage_slot;       // -1: none
-  int group;            // host path put_signal: index into groups, -1: none
+  int stage_slot;  // -1: none
+  int group;       // host path put_signal: index into groups, -1: none
   Clock::time_point posted;
 };
 
@@ -175,7 +176,7 @@ struct Proxy::State {
   std::vector<int> free_ops;
   std::vector<char> op_busy = std::vector<char>(proxy_impl::kMaxInFlight, 0);
   int in_flight = 0;
-  int max_in_flight = 0;  // NVST_PROXY_DEBUG reports it
+  int max_in_flight = 0;                              // NVST_PROXY_DEBUG reports it
   std::uint64_t pieces_posted = 0, pieces_taken = 0;  // inbox pieces, for NVST_PROXY_DEBUG's per-piece costs
   char* stage = nullptr;
   std::vector<int> free_slots;
@@ -184,7 +185,7 @@ struct Proxy::State {
   proxy::Command cur{};
   std::size_t cur_done = 0;
   int cur_group = -1;
-  bool cur_by_kernel = false;  // its source is staged by a kernel (driver_knows)
+  bool cur_by_kernel = false;    // its source is staged by a kernel (driver_knows)
   bool cur_signal_sent = false;  // inbox path: the signal-carrying piece went
   Clock::time_point cur_since;
   // Host path put_signal: pieces in flight, and whether all were posted.
@@ -222,9 +223,9 @@ struct Proxy::State {
   // progress calls, so waiting for each copy left the wire idle while it ran.
   struct Staged {
     int slot, pe;
-    std::uint64_t seq;     // its inbox slot at pe is seq % proxy_impl::kInboxSlots
-    std::size_t bytes;     // header + data
-    bool copying;          // a GPU copy into the slot, done when copied[slot] is
+    std::uint64_t seq;  // its inbox slot at pe is seq % proxy_impl::kInboxSlots
+    std::size_t bytes;  // header + data
+    bool copying;       // a GPU copy into the slot, done when copied[slot] is
     Clock::time_point since;
     bool seen_copied = false;  // the trace recorded its copy's end
   };
@@ -339,8 +340,7 @@ struct Proxy::State {
     control_words.push_back({src, layout.ack(me, static_cast<int>(seq % proxy_impl::kInboxSlots)), seq + 1});
   }
   bool drained() const {
-    return in_flight == 0 && !active && staged.empty() && ready_signals.empty() && control_words.empty() &&
-           all_acked();
+    return in_flight == 0 && !active && staged.empty() && ready_signals.empty() && control_words.empty() && all_acked();
   }
 };
 

@@ -22,8 +22,17 @@ class ProxyTrace {
   // Target: a piece's doorbell, its landing copy queued, seen done, its ack
   // posted.
   enum What : std::uint8_t {
-    kTaken, kTakenFromKernel, kStaged, kCopied, kPosted, kWritten, kQuietDone,  // sender
-    kBell, kLanding, kLanded, kAcked                                            // target
+    kTaken,
+    kTakenFromKernel,
+    kStaged,
+    kCopied,
+    kPosted,
+    kWritten,
+    kQuietDone,  // sender
+    kBell,
+    kLanding,
+    kLanded,
+    kAcked  // target
   };
 
   explicit ProxyTrace(std::string path) : path_(std::move(path)) {
@@ -47,8 +56,8 @@ class ProxyTrace {
       std::fprintf(stderr, "proxy trace: cannot write %s\n", file.c_str());
       return;
     }
-    static const char* names[] = {"taken", "taken_dev", "staged", "copied", "posted", "written",
-                                  "quiet_done", "bell", "landing", "landed", "acked"};
+    static const char* names[] = {"taken",      "taken_dev", "staged",  "copied", "posted", "written",
+                                  "quiet_done", "bell",      "landing", "landed", "acked"};
     for (const Event& e : events_)
       std::fprintf(f, "%lld %s %d %llu\n", static_cast<long long>(e.ns), names[e.what], e.pe,
                    static_cast<unsigned long long>(e.seq));

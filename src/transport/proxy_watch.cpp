@@ -63,19 +63,19 @@ void Proxy::State::debug_report() {
   for (int t = 0; t < layout.world; ++t) {
     const auto i = static_cast<std::size_t>(t);
     const std::uint64_t bell = landed[i * kInboxSlots + recv[i] % kInboxSlots];
-    peers += detail::concat(" ", t, ":", sent[i], "/", sent[i] == 0 || acked(t, sent[i] - 1) ? "yes" : "no",
-                            "/", recv[i], "/", applied[i], "/", bell);
+    peers += detail::concat(" ", t, ":", sent[i], "/", sent[i] == 0 || acked(t, sent[i] - 1) ? "yes" : "no", "/",
+                            recv[i], "/", applied[i], "/", bell);
   }
-  std::fprintf(
-      stderr,
-      "%sproxy: in_flight %d staged %zu active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
-      "signals %zu applying %zu free_slots %zu refused posts %llu host head %llu dev head %llu; per PE "
-      "sent/last acked/received/applied/next doorbell's value:%s\n",
-      detail::rank_prefix().c_str(), in_flight, staged.size(), active,
-      static_cast<int>(proxy::tag_op(cur.tag)), cur.pe, cur_done, static_cast<unsigned long long>(cur.bytes),
-      blocked, control_words.size(), ready_signals.size(), applying.size(), free_slots.size(),
-      static_cast<unsigned long long>(transport->refused()), static_cast<unsigned long long>(host_consumer.head()),
-      static_cast<unsigned long long>(dev_consumer ? dev_consumer->head() : 0), peers.c_str());
+  std::fprintf(stderr,
+               "%sproxy: in_flight %d staged %zu active %d (op %d pe %u %zu/%llu bytes) blocked %d control words %zu "
+               "signals %zu applying %zu free_slots %zu refused posts %llu host head %llu dev head %llu; per PE "
+               "sent/last acked/received/applied/next doorbell's value:%s\n",
+               detail::rank_prefix().c_str(), in_flight, staged.size(), active,
+               static_cast<int>(proxy::tag_op(cur.tag)), cur.pe, cur_done, static_cast<unsigned long long>(cur.bytes),
+               blocked, control_words.size(), ready_signals.size(), applying.size(), free_slots.size(),
+               static_cast<unsigned long long>(transport->refused()),
+               static_cast<unsigned long long>(host_consumer.head()),
+               static_cast<unsigned long long>(dev_consumer ? dev_consumer->head() : 0), peers.c_str());
 }
 
 // Dead or wedged peers: operations that never complete, or a command that
@@ -104,8 +104,7 @@ void Proxy::State::check_ages() {
                  "(docs/09-expert-parallel.md)\n",
                  detail::rank_prefix().c_str(), what, age_of(since));
   };
-  if (!applying.empty() && age_of(applying.front().since) >= stalled_after &&
-      landing_pending(applying.front()))
+  if (!applying.empty() && age_of(applying.front().since) >= stalled_after && landing_pending(applying.front()))
     report_copy_stalled("the copy landing a peer's piece in the GPU heap", applying.front().since);
   if (!staged.empty()) {
     const State::Staged& f = staged.front();
@@ -116,8 +115,10 @@ void Proxy::State::check_ages() {
       NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
                 " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
     if (age > limit)
-      NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age, " s to be posted: the provider takes no "
-                "more to PE ", f.pe, " (limit 0.8 x NVST_TIMEOUT_S); PE ", f.pe, " may be dead");
+      NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
+                " s to be posted: the provider takes no "
+                "more to PE ",
+                f.pe, " (limit 0.8 x NVST_TIMEOUT_S); PE ", f.pe, " may be dead");
   }
   const double active_age = age_of(cur_since);
   if (active && active_age > limit)
@@ -153,8 +154,10 @@ void Proxy::State::check_ages() {
                 " (limit 0.8 x NVST_TIMEOUT_S); PE ", unacked, " may be dead");
     if (stalled > limit && !ready_signals.empty()) {
       const int pe = static_cast<int>(groups[static_cast<std::size_t>(ready_signals.front())].cmd.pe);
-      NVST_FAIL("a signal to PE ", pe, " has waited ", stalled, " s for a free inbox slot there (limit 0.8 x "
-                "NVST_TIMEOUT_S); PE ", pe, " may be dead");
+      NVST_FAIL("a signal to PE ", pe, " has waited ", stalled,
+                " s for a free inbox slot there (limit 0.8 x "
+                "NVST_TIMEOUT_S); PE ",
+                pe, " may be dead");
     }
   }
 }

@@ -76,8 +76,7 @@ std::vector<std::string> network_devices_near_gpu(int device) {
   hwloc_obj_t anchor = gpu_anchor(device);
   if (t == nullptr) return out;
   for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o; o = hwloc_get_next_osdev(t, o)) {
-    if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK && o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS)
-      continue;
+    if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK && o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS) continue;
     hwloc_obj_t a = hwloc_get_non_io_ancestor_obj(t, o);
     const bool near = anchor && a && hwloc_bitmap_isincluded(a->cpuset, anchor->cpuset);
     out.push_back(std::string(o->name ? o->name : "?") + (near ? " (near)" : ""));

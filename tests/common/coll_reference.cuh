@@ -27,8 +27,7 @@ inline constexpr RedOp kAllOps[] = {RedOp::kSum, RedOp::kMax, RedOp::kMin, RedOp
 
 // Random element bits for (pe, i): small values so float sums stay exact-ish
 // and ints do not overflow; never all zeros.
-inline std::vector<std::uint8_t> make_input(DType t, std::size_t n, int pe, std::uint64_t salt,
-                                            std::uint64_t seed) {
+inline std::vector<std::uint8_t> make_input(DType t, std::size_t n, int pe, std::uint64_t salt, std::uint64_t seed) {
   std::mt19937_64 rng(seed * 1000003 + static_cast<std::uint64_t>(pe) * 7919 + salt);
   std::uniform_real_distribution<float> u(-4.f, 4.f);
   std::vector<std::uint8_t> out(n * nvst::coll::dtype_size(t));
@@ -36,8 +35,16 @@ inline std::vector<std::uint8_t> make_input(DType t, std::size_t n, int pe, std:
     const float f = u(rng);
     switch (t) {
       case DType::kF32: std::memcpy(&out[i * 4], &f, 4); break;
-      case DType::kBF16: { __nv_bfloat16 h = __float2bfloat16(f); std::memcpy(&out[i * 2], &h, 2); break; }
-      case DType::kF16: { __half h = __float2half(f); std::memcpy(&out[i * 2], &h, 2); break; }
+      case DType::kBF16: {
+        __nv_bfloat16 h = __float2bfloat16(f);
+        std::memcpy(&out[i * 2], &h, 2);
+        break;
+      }
+      case DType::kF16: {
+        __half h = __float2half(f);
+        std::memcpy(&out[i * 2], &h, 2);
+        break;
+      }
       case DType::kI32: {
         std::int32_t v = static_cast<std::int32_t>(rng() % 20001) - 10000;
         std::memcpy(&out[i * 4], &v, 4);
@@ -55,11 +62,31 @@ inline std::vector<std::uint8_t> make_input(DType t, std::size_t n, int pe, std:
 
 inline float to_float(DType t, const std::uint8_t* p) {
   switch (t) {
-    case DType::kF32: { float f; std::memcpy(&f, p, 4); return f; }
-    case DType::kBF16: { __nv_bfloat16 h; std::memcpy(&h, p, 2); return __bfloat162float(h); }
-    case DType::kF16: { __half h; std::memcpy(&h, p, 2); return __half2float(h); }
-    case DType::kI32: { std::int32_t v; std::memcpy(&v, p, 4); return static_cast<float>(v); }
-    case DType::kI64: { std::int64_t v; std::memcpy(&v, p, 8); return static_cast<float>(v); }
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::kBF16: {
+      __nv_bfloat16 h;
+      std::memcpy(&h, p, 2);
+      return __bfloat162float(h);
+    }
+    case DType::kF16: {
+      __half h;
+      std::memcpy(&h, p, 2);
+      return __half2float(h);
+    }
+    case DType::kI32: {
+      std::int32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<float>(v);
+    }
+    case DType::kI64: {
+      std::int64_t v;
+      std::memcpy(&v, p, 8);
+      return static_cast<float>(v);
+    }
   }
   return 0;
 }

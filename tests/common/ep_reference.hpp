@@ -35,14 +35,12 @@ inline const char* route_name(RouteKind k) {
 // One PE's input: x (bf16 bits), topk_idx, topk_weights.
 struct PeInput {
   int num_tokens = 0;
-  std::vector<std::uint16_t> x;      // [T, H] bf16 bits, never all zero
-  std::vector<std::int64_t> topk;    // [T, K]
-  std::vector<float> weights;        // [T, K]
+  std::vector<std::uint16_t> x;    // [T, H] bf16 bits, never all zero
+  std::vector<std::int64_t> topk;  // [T, K]
+  std::vector<float> weights;      // [T, K]
 };
 
-inline std::uint16_t bf16_bits(float f) {
-  return static_cast<__nv_bfloat16_raw>(__float2bfloat16(f)).x;
-}
+inline std::uint16_t bf16_bits(float f) { return static_cast<__nv_bfloat16_raw>(__float2bfloat16(f)).x; }
 inline float bf16_value(std::uint16_t b) {
   __nv_bfloat16_raw r;
   r.x = b;
@@ -128,8 +126,10 @@ float normal_combine_expected(const PeInput& in, int t, int v, int hidden, int n
     bool any = false;
     for (int r = n * pes_per_node; r < (n + 1) * pes_per_node; ++r) {
       if (!goes_to(in, t, num_topk, r, experts_per_pe)) continue;
-      if (n == me / pes_per_node) acc += bf16_value(expert_out(xv, r));
-      else partial += bf16_value(expert_out(xv, r)), any = true;
+      if (n == me / pes_per_node)
+        acc += bf16_value(expert_out(xv, r));
+      else
+        partial += bf16_value(expert_out(xv, r)), any = true;
     }
     if (any) acc += bf16_value(bf16_bits(partial));
   }

@@ -48,8 +48,9 @@ int run_pe() {
   auto check = [&](bool ok, const std::string& what) {
     // PE 0 reports every case; another PE speaks only when it failed one
     // (PE 0 may have passed it).
-    if (me == 0 || !ok) std::printf("%s%s %s\n", me == 0 ? "" : ("[PE " + std::to_string(me) + "] ").c_str(),
-                                    ok ? "PASS" : "FAIL", what.c_str());
+    if (me == 0 || !ok)
+      std::printf("%s%s %s\n", me == 0 ? "" : ("[PE " + std::to_string(me) + "] ").c_str(), ok ? "PASS" : "FAIL",
+                  what.c_str());
     (ok ? passed : failed)++;
   };
   nvst::coll::prepare();
@@ -134,8 +135,8 @@ int run_pe() {
     for (DType t : kAllDTypes)
       for (RedOp op : kAllOps) {
         long long bad = 0;
-        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097},
-                                  std::size_t{65539}, std::size_t{(1u << 20) + 5}}) {
+        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{65539},
+                                  std::size_t{(1u << 20) + 5}}) {
           const std::size_t es = nvst::coll::dtype_size(t);
           if (count * es * n > max_n * 8) continue;
           ++salt;
@@ -201,13 +202,13 @@ int run_pe() {
     return bad;
   };
   if (everything) {  // all_to_all, all_to_allv, reduce, broadcast, graphs
-      for (DType t : kAllDTypes)
+    for (DType t : kAllDTypes)
       for (bool aligned : {true, false}) {
         const std::size_t es = nvst::coll::dtype_size(t);
         long long bad = 0;
         std::string first;
-        for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{65539},
-                                  big_count}) {
+        for (std::size_t count :
+             {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{4097}, std::size_t{65539}, big_count}) {
           if (!aligned && count > 70000) continue;
           ++salt;
           std::vector<std::vector<std::uint8_t>> inputs;
@@ -271,7 +272,7 @@ int run_pe() {
             for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
             std::vector<std::uint8_t> want = reduce_expected(t, op, inputs);
             if (me != root) want.assign(count * es, 0xA5);  // untouched off the root
-            const std::size_t off = count == 7 ? es : 0;   // one case not 16-byte aligned
+            const std::size_t off = count == 7 ? es : 0;    // one case not 16-byte aligned
             bad += run_case(inputs[me], off, off, want, [&](char* i, char* o) {
               nvst::coll::reduce(i, me == root ? o : nullptr, count, t, op, root, s);
             });
@@ -293,7 +294,7 @@ int run_pe() {
       NVST_CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
       nvst::coll::all_to_all(b_in, b_out, count, DType::kF32, s);
       nvst::coll::all_to_allv(b_in + v_in, l.counts[me], l.send_displs[me], b_out + v_out, rc, l.recv_displs[me],
-                                DType::kF32, s);
+                              DType::kF32, s);
       nvst::coll::reduce(b_in + r_in, b_out + r_out, count, DType::kI32, RedOp::kSum, n - 1, s);
       NVST_CHECK_CUDA(cudaStreamEndCapture(s, &g));
       NVST_CHECK_CUDA(cudaGraphInstantiate(&exec, g, 0));
@@ -348,8 +349,8 @@ int run_pe() {
           for (int p = 0; p < n; ++p) inputs.push_back(make_input(t, count, p, salt, g_seed));
           for (int node = 0; node < n / k; ++node)
             node_sums.push_back(reduce_expected(
-                t, RedOp::kSum, std::vector<std::vector<std::uint8_t>>(inputs.begin() + node * k,
-                                                                      inputs.begin() + (node + 1) * k)));
+                t, RedOp::kSum,
+                std::vector<std::vector<std::uint8_t>>(inputs.begin() + node * k, inputs.begin() + (node + 1) * k)));
           const long long b =
               run_case(inputs[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums), [&](char* i, char* o) {
                 if (in_place)
@@ -393,15 +394,16 @@ int run_pe() {
             mine.emplace_back(parts[p].begin() + me * cb, parts[p].begin() + (me + 1) * cb);
           node_sums.push_back(reduce_expected(t, RedOp::kSum, mine));
         }
-        b += run_case(parts[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums), [&](char* i, char* o) {
-          nvst::coll::reduce_scatter(i, o, count, t, RedOp::kSum, s);
-        });
+        b += run_case(parts[me], 0, 0, reduce_expected(t, RedOp::kSum, node_sums),
+                      [&](char* i, char* o) { nvst::coll::reduce_scatter(i, o, count, t, RedOp::kSum, s); });
         if (b && first.empty())
           first = " (first: " + std::string(nvst::coll::dtype_name(t)) + " count " + std::to_string(count) + ")";
         bad += b;
       }
-    if (was) setenv("NVST_COLL_ALGO", before.c_str(), 1);
-    else unsetenv("NVST_COLL_ALGO");
+    if (was)
+      setenv("NVST_COLL_ALGO", before.c_str(), 1);
+    else
+      unsetenv("NVST_COLL_ALGO");
     check(bad == 0, "all_gather and reduce_scatter hierarchical (" + std::to_string(n / k) + " nodes of " +
                         std::to_string(k) + ")" +
                         (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : std::string()));
@@ -476,8 +478,8 @@ int run_pe() {
             note(run_case(tin[ti], 0, 0, tin[root],
                           [&](char* i, char* o) { nvst::coll::broadcast(i, o, count, t, root, s, team); }),
                  "broadcast " + what);
-            std::vector<std::uint8_t> r_want = ti == 0 ? reduce_expected(t, RedOp::kMin, tin)
-                                                       : std::vector<std::uint8_t>(count * es, 0xA5);
+            std::vector<std::uint8_t> r_want =
+                ti == 0 ? reduce_expected(t, RedOp::kMin, tin) : std::vector<std::uint8_t>(count * es, 0xA5);
             note(run_case(tin[ti], 0, 0, r_want,
                           [&](char* i, char* o) {
                             nvst::coll::reduce(i, ti == 0 ? o : nullptr, count, t, RedOp::kMin, 0, s, team);
@@ -490,11 +492,11 @@ int run_pe() {
         for (int p = 0; p < tn_pes; ++p) vin.push_back(make_input(DType::kF32, l.in_len[p], w[p], salt, g_seed));
         const auto rc = l.recv_counts(ti);
         note(run_case(vin[ti], 0, 0, v_expected(l, ti, vin, 4),
-                        [&](char* i, char* o) {
-                          nvst::coll::all_to_allv(i, l.counts[ti], l.send_displs[ti], o, rc, l.recv_displs[ti],
-                                                  DType::kF32, s, team);
-                        }),
-               "all_to_allv");
+                      [&](char* i, char* o) {
+                        nvst::coll::all_to_allv(i, l.counts[ti], l.send_displs[ti], o, rc, l.recv_displs[ti],
+                                                DType::kF32, s, team);
+                      }),
+             "all_to_allv");
         check(bad == 0, "every collective on " + tn + " (" + std::to_string(tn_pes) + " PEs)" +
                             (bad ? ": " + std::to_string(bad) + " bytes wrong" + first : ""));
       }
@@ -510,8 +512,7 @@ int run_pe() {
           // the PEs of this PE's parity. On an even count that is the world.
           auto pair_sum = [&](int p) {
             const int first = p - p % 2;
-            return first + 1 < n ? reduce_expected(t, RedOp::kSum, {all_in[first], all_in[first + 1]})
-                                 : all_in[first];
+            return first + 1 < n ? reduce_expected(t, RedOp::kSum, {all_in[first], all_in[first + 1]}) : all_in[first];
           };
           std::vector<std::vector<std::uint8_t>> pair_sums;
           for (int p = me % 2; p < n; p += 2) pair_sums.push_back(pair_sum(p));
@@ -603,11 +604,16 @@ int main(int argc, char** argv) {
   int np = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--np" && i + 1 < argc) np = std::atoi(argv[++i]);
-    else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
+    if (a == "--np" && i + 1 < argc)
+      np = std::atoi(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc)
+      g_seed = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--only" && i + 1 < argc && std::string(argv[i + 1]) == "hierarchical")
       g_only_hierarchical = true, ++i;
-    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--only hierarchical]\n", argv[0]); return 2; }
+    else {
+      std::fprintf(stderr, "usage: %s --np N [--seed S] [--only hierarchical]\n", argv[0]);
+      return 2;
+    }
   }
   return run_gpu_test(argc, argv, "nvst_coll_tests", np, run_pe);
 }

@@ -47,10 +47,15 @@ struct Suite {
       std::memcpy(&e, all.data() + p * sizeof(e), sizeof(e));
       if (e) bad += " PE" + std::to_string(p) + ":" + std::to_string(e);
     }
-    if (bad.empty()) ++passed; else ++failed;
+    if (bad.empty())
+      ++passed;
+    else
+      ++failed;
     if (nvst::my_pe() == 0) {
-      if (bad.empty()) std::printf("PASS %s\n", name.c_str());
-      else std::printf("FAIL %s: errors%s %s\n", name.c_str(), bad.c_str(), detail.c_str());
+      if (bad.empty())
+        std::printf("PASS %s\n", name.c_str());
+      else
+        std::printf("FAIL %s: errors%s %s\n", name.c_str(), bad.c_str(), detail.c_str());
       std::fflush(stdout);
     }
   }
@@ -85,31 +90,46 @@ template <Scope S>
 __device__ void do_op(Op op, char* dst, const char* src, std::size_t n, int pe) {
   switch (op) {
     case Op::kPut:
-      if constexpr (S == Scope::kThread) dev::putmem(dst, src, n, pe);
-      else if constexpr (S == Scope::kWarp) dev::putmem_warp(dst, src, n, pe);
-      else dev::putmem_block(dst, src, n, pe);
+      if constexpr (S == Scope::kThread)
+        dev::putmem(dst, src, n, pe);
+      else if constexpr (S == Scope::kWarp)
+        dev::putmem_warp(dst, src, n, pe);
+      else
+        dev::putmem_block(dst, src, n, pe);
       break;
     case Op::kPutNbi:
-      if constexpr (S == Scope::kThread) dev::putmem_nbi(dst, src, n, pe);
-      else if constexpr (S == Scope::kWarp) dev::putmem_nbi_warp(dst, src, n, pe);
-      else dev::putmem_nbi_block(dst, src, n, pe);
+      if constexpr (S == Scope::kThread)
+        dev::putmem_nbi(dst, src, n, pe);
+      else if constexpr (S == Scope::kWarp)
+        dev::putmem_nbi_warp(dst, src, n, pe);
+      else
+        dev::putmem_nbi_block(dst, src, n, pe);
       dev::quiet();
       break;
     case Op::kGet:
-      if constexpr (S == Scope::kThread) dev::getmem(dst, src, n, pe);
-      else if constexpr (S == Scope::kWarp) dev::getmem_warp(dst, src, n, pe);
-      else dev::getmem_block(dst, src, n, pe);
+      if constexpr (S == Scope::kThread)
+        dev::getmem(dst, src, n, pe);
+      else if constexpr (S == Scope::kWarp)
+        dev::getmem_warp(dst, src, n, pe);
+      else
+        dev::getmem_block(dst, src, n, pe);
       break;
     case Op::kGetNbi:
-      if constexpr (S == Scope::kThread) dev::getmem_nbi(dst, src, n, pe);
-      else if constexpr (S == Scope::kWarp) dev::getmem_nbi_warp(dst, src, n, pe);
-      else dev::getmem_nbi_block(dst, src, n, pe);
+      if constexpr (S == Scope::kThread)
+        dev::getmem_nbi(dst, src, n, pe);
+      else if constexpr (S == Scope::kWarp)
+        dev::getmem_nbi_warp(dst, src, n, pe);
+      else
+        dev::getmem_nbi_block(dst, src, n, pe);
       dev::quiet();
       break;
     case Op::kPutTyped:  // whole bytes as uint8 elements through the typed API
-      if constexpr (S == Scope::kThread) dev::put(dst, src, n, pe);
-      else if constexpr (S == Scope::kWarp) dev::put_warp(dst, src, n, pe);
-      else dev::put_block(dst, src, n, pe);
+      if constexpr (S == Scope::kThread)
+        dev::put(dst, src, n, pe);
+      else if constexpr (S == Scope::kWarp)
+        dev::put_warp(dst, src, n, pe);
+      else
+        dev::put_block(dst, src, n, pe);
       break;
     case Op::kPutTma:
       if constexpr (S == Scope::kBlock) dev::putmem_nbi_block_tma(dst, src, n, pe);
@@ -150,12 +170,13 @@ const char* op_name(Op op) {
   return "?";
 }
 
-long long check_region(const std::vector<std::uint8_t>& got, std::size_t off,
-                       const std::uint8_t* want, std::size_t n) {
+long long check_region(const std::vector<std::uint8_t>& got, std::size_t off, const std::uint8_t* want, std::size_t n) {
   long long bad = 0;
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (i >= off && i < off + n) bad += got[i] != want[i - off];
-    else bad += got[i] != 0xA5;  // nothing outside the target range changed
+    if (i >= off && i < off + n)
+      bad += got[i] != want[i - off];
+    else
+      bad += got[i] != 0xA5;  // nothing outside the target range changed
   }
   return bad;
 }
@@ -193,9 +214,8 @@ void rma_case(Suite& suite, Op op, const char* scope_name, char* sym_src, char* 
     auto want = random_bytes(data_seed + static_cast<std::uint64_t>(from), kBuf);
     long long e = check_region(got, doff, want.data() + so, size);
     if (e && detail.empty())
-      detail = "(round " + std::to_string(round) + ", " + std::to_string(size) + " bytes, src+" +
-               std::to_string(so) + " dst+" + std::to_string(doff) + ", " + std::to_string(blocks) + "x" +
-               std::to_string(threads) + ")";
+      detail = "(round " + std::to_string(round) + ", " + std::to_string(size) + " bytes, src+" + std::to_string(so) +
+               " dst+" + std::to_string(doff) + ", " + std::to_string(blocks) + "x" + std::to_string(threads) + ")";
     errors += e;
   }
   suite.check(std::string(op_name(op)) + " " + scope_name + (target_shift ? " -> next PE" : " -> self"), errors,
@@ -215,8 +235,10 @@ void rma_case(Suite& suite, Op op, const char* scope_name, char* sym_src, char* 
 void stream_ordered_source_case(Suite& suite, char* sym_dst) {
   const int me = nvst::my_pe(), n = nvst::n_pes(), target = (me + 1) % n;
   if (std::getenv("NVST_TEST_SANITIZER") && nvst::team_n_pes(nvst::Team::kNode) < n) {
-    if (me == 0) std::printf("SKIP putmem_nbi_block from stream-ordered memory freed after the launch "
-                             "(across nodes it is outside CUDA's rules; NVST_TEST_SANITIZER)\n");
+    if (me == 0)
+      std::printf(
+          "SKIP putmem_nbi_block from stream-ordered memory freed after the launch "
+          "(across nodes it is outside CUDA's rules; NVST_TEST_SANITIZER)\n");
     return;
   }
   long long errors = 0;
@@ -305,8 +327,8 @@ __host__ __device__ inline std::size_t msg_len(std::uint64_t seed, int k) {
 }
 
 template <Scope S>
-__global__ void signal_ring_kernel(char* dst, const char* src, std::uint64_t* sig, SignalOp op, bool nbi,
-                                   int next, int prev, std::uint64_t seed, unsigned long long* bad) {
+__global__ void signal_ring_kernel(char* dst, const char* src, std::uint64_t* sig, SignalOp op, bool nbi, int next,
+                                   int prev, std::uint64_t seed, unsigned long long* bad) {
   if (blockIdx.x == 0) {  // sender
     if (S == Scope::kThread && threadIdx.x != 0) return;
     if (S == Scope::kWarp && threadIdx.x >= 32) return;
@@ -315,14 +337,20 @@ __global__ void signal_ring_kernel(char* dst, const char* src, std::uint64_t* si
       const std::uint64_t v = op == SignalOp::kSet ? static_cast<std::uint64_t>(k + 1) : 1;
       const std::size_t len = msg_len(seed, k);
       if constexpr (S == Scope::kThread) {
-        if (nbi) dev::putmem_signal_nbi(dst + off, src + off, len, sig, v, op, next);
-        else dev::putmem_signal(dst + off, src + off, len, sig, v, op, next);
+        if (nbi)
+          dev::putmem_signal_nbi(dst + off, src + off, len, sig, v, op, next);
+        else
+          dev::putmem_signal(dst + off, src + off, len, sig, v, op, next);
       } else if constexpr (S == Scope::kWarp) {
-        if (nbi) dev::putmem_signal_nbi_warp(dst + off, src + off, len, sig, v, op, next);
-        else dev::putmem_signal_warp(dst + off, src + off, len, sig, v, op, next);
+        if (nbi)
+          dev::putmem_signal_nbi_warp(dst + off, src + off, len, sig, v, op, next);
+        else
+          dev::putmem_signal_warp(dst + off, src + off, len, sig, v, op, next);
       } else {
-        if (nbi) dev::putmem_signal_nbi_block(dst + off, src + off, len, sig, v, op, next);
-        else dev::putmem_signal_block(dst + off, src + off, len, sig, v, op, next);
+        if (nbi)
+          dev::putmem_signal_nbi_block(dst + off, src + off, len, sig, v, op, next);
+        else
+          dev::putmem_signal_block(dst + off, src + off, len, sig, v, op, next);
       }
     }
     return;
@@ -382,15 +410,21 @@ __global__ void wait_kernel(T* word, Cmp cmp, T threshold, T newval, int next, T
     }
     dev::p(word, newval, next);
   } else {
-    if constexpr (sizeof(T) == 8 && std::is_unsigned_v<T>) *observed = dev::signal_wait_until(word, cmp, threshold);
-    else *observed = dev::wait_until(word, cmp, threshold);
+    if constexpr (sizeof(T) == 8 && std::is_unsigned_v<T>)
+      *observed = dev::signal_wait_until(word, cmp, threshold);
+    else
+      *observed = dev::wait_until(word, cmp, threshold);
   }
 }
 
 template <typename T>
 void wait_case(Suite& suite, const char* tname, char* sym) {
-  struct C { Cmp cmp; T init, threshold, newval; const char* name; };
-  const C cases[] = {{Cmp::kEq, 0, 42, 42, "EQ"}, {Cmp::kNe, 7, 7, 9, "NE"}, {Cmp::kGt, 0, 10, 11, "GT"},
+  struct C {
+    Cmp cmp;
+    T init, threshold, newval;
+    const char* name;
+  };
+  const C cases[] = {{Cmp::kEq, 0, 42, 42, "EQ"}, {Cmp::kNe, 7, 7, 9, "NE"},     {Cmp::kGt, 0, 10, 11, "GT"},
                      {Cmp::kGe, 0, 10, 10, "GE"}, {Cmp::kLt, 100, 50, 49, "LT"}, {Cmp::kLe, 100, 50, 50, "LE"}};
   const int me = nvst::my_pe(), n = nvst::n_pes();
   T* word = reinterpret_cast<T*>(sym);
@@ -415,8 +449,8 @@ void wait_case(Suite& suite, const char* tname, char* sym) {
 
 // ---- fence and quiet ordering ---------------------------------------------
 
-__global__ void fence_kernel(char* data, const char* src, std::uint64_t* flag, std::uint64_t* sig, int next,
-                             int prev, std::uint64_t seed, int rounds, unsigned long long* bad) {
+__global__ void fence_kernel(char* data, const char* src, std::uint64_t* flag, std::uint64_t* sig, int next, int prev,
+                             std::uint64_t seed, int rounds, unsigned long long* bad) {
   constexpr std::size_t kLen = 8192;
   if (blockIdx.x == 0) {
     if (threadIdx.x != 0) return;
@@ -452,13 +486,19 @@ __global__ void barrier_kernel(std::uint64_t* slot, int next, int iters, unsigne
   unsigned long long b = 0;
   for (int i = 1; i <= iters; ++i) {
     if (threadIdx.x == 0) dev::p(slot, static_cast<std::uint64_t>(i), next);
-    if constexpr (S == Scope::kThread) dev::barrier_all();
-    else if constexpr (S == Scope::kWarp) dev::barrier_all_warp();
-    else dev::barrier_all_block();
+    if constexpr (S == Scope::kThread)
+      dev::barrier_all();
+    else if constexpr (S == Scope::kWarp)
+      dev::barrier_all_warp();
+    else
+      dev::barrier_all_block();
     if (threadIdx.x == 0) b += *reinterpret_cast<volatile std::uint64_t*>(slot) != static_cast<std::uint64_t>(i);
-    if constexpr (S == Scope::kThread) dev::barrier_all();
-    else if constexpr (S == Scope::kWarp) dev::barrier_all_warp();
-    else dev::barrier_all_block();
+    if constexpr (S == Scope::kThread)
+      dev::barrier_all();
+    else if constexpr (S == Scope::kWarp)
+      dev::barrier_all_warp();
+    else
+      dev::barrier_all_block();
   }
   if (threadIdx.x == 0) *bad = b;
 }
@@ -540,7 +580,10 @@ void host_api_cases(Suite& suite, char* sym_src, char* sym_dst, unsigned long lo
   long long e = 0;
   for (int pe = 0; pe < n; ++pe) {
     auto* p = static_cast<const std::uint8_t*>(nvst::ptr(sym_src, pe));
-    if (p == nullptr) { ++e; continue; }
+    if (p == nullptr) {
+      ++e;
+      continue;
+    }
     read_through_ptr<<<132, 256>>>(p, kBuf, seed, pe, bad);
     NVST_CHECK_LAUNCH();
   }
@@ -560,7 +603,7 @@ void host_api_cases(Suite& suite, char* sym_src, char* sym_dst, unsigned long lo
 }
 
 void fence_case(Suite& suite, char* sym_src, char* sym_dst, std::uint64_t* flag, std::uint64_t* sig,
-              unsigned long long* bad) {
+                unsigned long long* bad) {
   const int me = nvst::my_pe(), n = nvst::n_pes();
   const std::uint64_t seed = g_seed + 4242;
   fill_pat<<<132, 256>>>(reinterpret_cast<std::uint8_t*>(sym_src), kBuf, seed, me);
@@ -644,25 +687,31 @@ __global__ void atomic_hammer(AtomicWords* w, AtomicRecord* rec, int me, int n, 
       unsigned long long* a = &w->priv64[me][k];
       const unsigned long long want = m64[t][k];
       unsigned long long got;
-      if (op == 0) got = dev::atomic_fetch_add(a, static_cast<unsigned long long>(v), t), m64[t][k] += v;
+      if (op == 0)
+        got = dev::atomic_fetch_add(a, static_cast<unsigned long long>(v), t), m64[t][k] += v;
       else if (op == 1) {
         const unsigned long long cond = ((v >> 3) & 1) ? want : want + 1;
         got = dev::atomic_compare_swap(a, cond, static_cast<unsigned long long>(v), t);
         if (cond == want) m64[t][k] = v;
-      } else if (op == 2) got = dev::atomic_swap(a, static_cast<unsigned long long>(v), t), m64[t][k] = v;
-      else got = dev::atomic_fetch(a, t);
+      } else if (op == 2)
+        got = dev::atomic_swap(a, static_cast<unsigned long long>(v), t), m64[t][k] = v;
+      else
+        got = dev::atomic_fetch(a, t);
       if (got != want) atomicAdd(bad, 1ull);
     } else {
       unsigned int* a = &w->priv32[me][k];
       const unsigned int want = m32[t][k], v32 = static_cast<unsigned int>(v >> 8);
       unsigned int got;
-      if (op == 0) got = dev::atomic_fetch_add(a, v32, t), m32[t][k] += v32;
+      if (op == 0)
+        got = dev::atomic_fetch_add(a, v32, t), m32[t][k] += v32;
       else if (op == 1) {
         const unsigned int cond = ((v >> 3) & 1) ? want : want + 1;
         got = dev::atomic_compare_swap(a, cond, v32, t);
         if (cond == want) m32[t][k] = v32;
-      } else if (op == 2) got = dev::atomic_swap(a, v32, t), m32[t][k] = v32;
-      else got = dev::atomic_fetch(a, t);
+      } else if (op == 2)
+        got = dev::atomic_swap(a, v32, t), m32[t][k] = v32;
+      else
+        got = dev::atomic_fetch(a, t);
       if (got != want) atomicAdd(bad, 1ull);
     }
   }
@@ -727,8 +776,7 @@ void atomic_case(Suite& suite, unsigned long long* bad) {
   NVST_CHECK_CUDA(cudaFree(rec));
   nvst::free(w);
   suite.check("remote atomics: fetch_add 32/64, compare_swap, swap under contention; random ops = sequential model",
-              errors + static_cast<long long>(model_errors),
-              "(model mismatches " + std::to_string(model_errors) + ")");
+              errors + static_cast<long long>(model_errors), "(model mismatches " + std::to_string(model_errors) + ")");
 }
 
 int finish_api_mode(Suite& suite, int me, unsigned long long* bad, std::uint64_t* flag, std::uint64_t* sig,
@@ -769,8 +817,7 @@ int api_mode() {
   if (me == 0)
     std::printf("nvst_gpu_tests: %d PEs, %d per node (%s), heap %s, seed %llu, %d rounds\n", n,
                 nvst::team_n_pes(nvst::Team::kNode), nvst::transport_to((me + 1) % n).c_str(),
-                nvst::heap_kind_name(nvst::heap_kind()),
-                static_cast<unsigned long long>(g_seed), g_rounds);
+                nvst::heap_kind_name(nvst::heap_kind()), static_cast<unsigned long long>(g_seed), g_rounds);
   Suite suite;
   char* sym_src = static_cast<char*>(nvst::malloc(kBuf));
   char* sym_dst = static_cast<char*>(nvst::malloc(kBuf));
@@ -912,14 +959,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); std::exit(2); }
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
       return argv[++i];
     };
-    if (a == "--np") np = std::atoi(next().c_str());
-    else if (a == "--seed") g_seed = std::strtoull(next().c_str(), nullptr, 10);
-    else if (a == "--rounds") g_rounds = std::atoi(next().c_str());
-    else if (a == "--mode") mode = next();
-    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--rounds R] [--mode api|errors|atomics]\n", argv[0]); return 2; }
+    if (a == "--np")
+      np = std::atoi(next().c_str());
+    else if (a == "--seed")
+      g_seed = std::strtoull(next().c_str(), nullptr, 10);
+    else if (a == "--rounds")
+      g_rounds = std::atoi(next().c_str());
+    else if (a == "--mode")
+      mode = next();
+    else {
+      std::fprintf(stderr, "usage: %s --np N [--seed S] [--rounds R] [--mode api|errors|atomics]\n", argv[0]);
+      return 2;
+    }
   }
   if (np < 2 || g_rounds < 1 || (mode != "api" && mode != "errors" && mode != "atomics")) {
     std::fprintf(stderr, "need --np >= 2, --rounds >= 1, --mode api|errors|atomics\n");

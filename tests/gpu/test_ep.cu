@@ -102,8 +102,10 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
   const std::size_t TH = static_cast<std::size_t>(T) * sh.H;
   auto payload = [&](const PeInput& in) {  // the bytes dispatch moves for this PE's x
     std::vector<std::uint8_t> b(static_cast<std::size_t>(in.num_tokens) * sh.H * (fp8 ? 1 : 2));
-    if (fp8) for (std::size_t i = 0; i < b.size(); ++i) b[i] = fp8_of(in.x[i]);
-    else std::memcpy(b.data(), in.x.data(), b.size());
+    if (fp8)
+      for (std::size_t i = 0; i < b.size(); ++i) b[i] = fp8_of(in.x[i]);
+    else
+      std::memcpy(b.data(), in.x.data(), b.size());
     return b;
   };
   std::vector<std::uint8_t> x_bytes = payload(mine);
@@ -165,9 +167,9 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
 
   auto check_recv = [&](const nvst::ep::DispatchOutput& out, const std::vector<std::vector<std::uint8_t>>& src_bytes,
                         const char* when) {
-    err.add(out.num_recv_tokens != static_cast<int>(rows.size()),
-            std::string(when) + ": num_recv_tokens " + std::to_string(out.num_recv_tokens) + " != " +
-                std::to_string(rows.size()));
+    err.add(out.num_recv_tokens != static_cast<int>(rows.size()), std::string(when) + ": num_recv_tokens " +
+                                                                      std::to_string(out.num_recv_tokens) +
+                                                                      " != " + std::to_string(rows.size()));
     if (out.num_recv_tokens != static_cast<int>(rows.size())) return;
     const std::size_t n = rows.size();
     auto x = download(static_cast<const std::uint8_t*>(out.recv_x), n * row_bytes);
@@ -180,7 +182,8 @@ Errors normal_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bo
       const std::string at = std::string(when) + " row " + std::to_string(i) + " (PE " + std::to_string(rr.src) +
                              " token " + std::to_string(rr.token) + ")";
       err.add(std::memcmp(&x[i * row_bytes], &src_bytes[rr.src][static_cast<std::size_t>(rr.token) * row_bytes],
-                          row_bytes) != 0, at + ": x");
+                          row_bytes) != 0,
+              at + ": x");
       err.add(src[i] != rr.token, at + ": src_idx");
       for (int k = 0; k < sh.K; ++k) {
         const std::int64_t e = all[rr.src].topk[static_cast<std::size_t>(rr.token) * sh.K + k];
@@ -328,8 +331,8 @@ Errors first_dispatch_layers_case(nvst::ep::Buffer& buf, Shape sh, int layers, s
   nvst::ep::DispatchHandle h;
   for (int l = 0; l < layers; ++l) {
     h = nvst::ep::DispatchHandle{};  // gives the last layer's arrays back while its combine may run
-    const nvst::ep::DispatchInput in{d_x[l], nullptr, d_topk[l], nullptr, mine[l].num_tokens, sh.H, sh.K, sh.E,
-                                     XType::kBF16, 1};
+    const nvst::ep::DispatchInput in{d_x[l], nullptr, d_topk[l], nullptr,      mine[l].num_tokens,
+                                     sh.H,   sh.K,    sh.E,      XType::kBF16, 1};
     const nvst::ep::DispatchOutput out = buf.dispatch(in, h, cfg, s);
     if (out.num_recv_tokens > 0)
       NVST_CHECK_CUDA(cudaMemcpyAsync(d_y[l], out.recv_x, static_cast<std::size_t>(out.num_recv_tokens) * sh.H * 2,
@@ -456,8 +459,9 @@ void check_logfmt_combine(Errors& err, const PeInput& mine, int T, int H, int K,
       off_cpu += gb != bf16_bits(acc[v]);
     }
   }
-  err.add(compressed > 0 && off_exact == 0, "ll combine logfmt: no compressed output differs from the exact sum "
-                                            "(was anything compressed?)");
+  err.add(compressed > 0 && off_exact == 0,
+          "ll combine logfmt: no compressed output differs from the exact sum "
+          "(was anything compressed?)");
   err.add(off_cpu > compressed / 100, "ll combine logfmt: " + std::to_string(off_cpu) + " of " +
                                           std::to_string(compressed) + " outputs differ from the CPU's LogFMT");
 }
@@ -563,8 +567,8 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   if (!fp8) {  // combine: weighted sum over k, fused multiply-adds in k order
     auto* d_y = upload(y);
     std::uint16_t* d_out = upload(std::vector<std::uint16_t>(static_cast<std::size_t>(T) * sh.H, 0xFFFF));
-    nvst::ep::LowLatencyCombineInput cin{d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index,
-                                         d_wait ? d_wait + R : nullptr};
+    nvst::ep::LowLatencyCombineInput cin{
+        d_y, d_topk, d_w, T, sh.H, sh.K, sh.E, out.buffer_index, d_wait ? d_wait + R : nullptr};
     cin.use_logfmt = opt.logfmt == Logfmt::kAll || (opt.logfmt == Logfmt::kOddPes && me % 2 == 1);
     buf.low_latency_combine(cin, d_out, s, split ? Phase::kSend : Phase::kBoth);
     if (split) buf.low_latency_combine(cin, d_out, s, Phase::kReceive);
@@ -600,10 +604,10 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
   if (d_wait) {  // every source PE's wait was counted (each wait takes at least a load's cycles)
     const auto wait = download(d_wait, 2 * R);
     for (int p = 0; p < R; ++p) {
-      err.add(wait[p] <= kWaitBase, "ll dispatch wait_recv_cost_stats[" + std::to_string(p) + "] = " +
-                                        std::to_string(wait[p]) + ": not added to");
-      err.add(!fp8 && wait[R + p] <= kWaitBase, "ll combine wait_recv_cost_stats[" + std::to_string(p) + "] = " +
-                                                    std::to_string(wait[R + p]) + ": not added to");
+      err.add(wait[p] <= kWaitBase, "ll dispatch wait_recv_cost_stats[" + std::to_string(p) +
+                                        "] = " + std::to_string(wait[p]) + ": not added to");
+      err.add(!fp8 && wait[R + p] <= kWaitBase, "ll combine wait_recv_cost_stats[" + std::to_string(p) +
+                                                    "] = " + std::to_string(wait[R + p]) + ": not added to");
     }
     NVST_CHECK_CUDA(cudaFree(d_wait));
   }
@@ -646,8 +650,8 @@ Errors ll_two_batches_case(nvst::ep::Buffer& buf, Shape sh, cudaStream_t s) {
         for (int t = 0; t < all[b][p].num_tokens; ++t)
           for (int k = 0; k < sh.K; ++k)
             if (all[b][p].topk[static_cast<std::size_t>(t) * sh.K + k] == me * el + e) want.insert({p, t, k});
-      err.add(count[e] != static_cast<int>(want.size()), "batch " + std::to_string(b) + " expert " +
-                                                            std::to_string(e) + ": count " + std::to_string(count[e]));
+      err.add(count[e] != static_cast<int>(want.size()),
+              "batch " + std::to_string(b) + " expert " + std::to_string(e) + ": count " + std::to_string(count[e]));
       for (int i = 0; i < std::min<int>(count[e], static_cast<int>(rows_pe)); ++i) {
         const std::size_t row = static_cast<std::size_t>(e) * rows_pe + i;
         err.add(!want.count({info[row * 3], info[row * 3 + 1], info[row * 3 + 2]}),
@@ -728,8 +732,7 @@ int run_pe() {
   const Shape normal{96, 1024, 4, 8 * R};
   const Shape ll{64, 1024, 4, 4 * R};
   // Sized for the largest case below (200 tokens of hidden 2048, top-8).
-  nvst::ep::Buffer buf(nvst::ep::Buffer::nvl_size_hint(R * 200, 2048, 8, XType::kBF16), ll.T, ll.H,
-                       ll.E, ll.K);
+  nvst::ep::Buffer buf(nvst::ep::Buffer::nvl_size_hint(R * 200, 2048, 8, XType::kBF16), ll.T, ll.H, ll.E, ll.K);
   nvst::ep::Config cfg;
   cfg.num_sms = 8;
   cfg.threads_per_block = 256;
@@ -832,8 +835,8 @@ int run_pe() {
       in.use_ue8m0 = true;
       buf.low_latency_dispatch(in, s);
     });
-    check(m.find("round_scale") != std::string::npos, "low latency: use_ue8m0 without round_scale refused: " +
-                                                          m.substr(0, 90));
+    check(m.find("round_scale") != std::string::npos,
+          "low latency: use_ue8m0 without round_scale refused: " + m.substr(0, 90));
     m = error_of([&] {
       nvst::ep::DispatchHandle h;
       nvst::ep::DispatchInput in{reinterpret_cast<char*>(d_x) + 2, nullptr, d_topk, nullptr, 8, ll.H, ll.K, ll.E};
@@ -909,8 +912,8 @@ int run_pe() {
       const bool split = rng() % 2 == 0;
       const int tokens = 1 + static_cast<int>(rng() % ll.T);
       const Logfmt logfmt = rng() % 4 == 0 ? Logfmt::kAll : Logfmt::kNone;  // a quarter with LogFMT
-      Errors e = ll_case(buf, kind, {tokens, ll.H, ll.K, ll.E}, false, split, g_seed * 7000003 + it, s,
-                         {.logfmt = logfmt});
+      Errors e =
+          ll_case(buf, kind, {tokens, ll.H, ll.K, ll.E}, false, split, g_seed * 7000003 + it, s, {.logfmt = logfmt});
       if (e.bad && first.empty()) first = "iteration " + std::to_string(it) + " (" + route_name(kind) + "): " + e.first;
       bad += e.bad;
     }
@@ -929,11 +932,18 @@ int main(int argc, char** argv) {
   int np = 2;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--np" && i + 1 < argc) np = std::atoi(argv[++i]);
-    else if (a == "--seed" && i + 1 < argc) g_seed = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--stress" && i + 1 < argc) g_stress = std::atoi(argv[++i]);
-    else if (a == "--ll-stress" && i + 1 < argc) g_ll_stress = std::atoi(argv[++i]);
-    else { std::fprintf(stderr, "usage: %s --np N [--seed S] [--stress N] [--ll-stress N]\n", argv[0]); return 2; }
+    if (a == "--np" && i + 1 < argc)
+      np = std::atoi(argv[++i]);
+    else if (a == "--seed" && i + 1 < argc)
+      g_seed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--stress" && i + 1 < argc)
+      g_stress = std::atoi(argv[++i]);
+    else if (a == "--ll-stress" && i + 1 < argc)
+      g_ll_stress = std::atoi(argv[++i]);
+    else {
+      std::fprintf(stderr, "usage: %s --np N [--seed S] [--stress N] [--ll-stress N]\n", argv[0]);
+      return 2;
+    }
   }
   return run_gpu_test(argc, argv, "nvst_ep_tests", np, [] {
     const int rc = run_pe();

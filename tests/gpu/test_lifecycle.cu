@@ -59,8 +59,7 @@ __global__ void ring_put_signal_kernel(std::uint64_t* data, std::uint64_t* sig, 
                                        int next) {
   if (threadIdx.x != 0) return;
   for (int i = 0; i < words; ++i) data[words + i] = value * 1000 + static_cast<std::uint64_t>(i);
-  dev::putmem_signal(data, data + words, static_cast<std::size_t>(words) * 8, sig, value, dev::SignalOp::kSet,
-                     next);
+  dev::putmem_signal(data, data + words, static_cast<std::size_t>(words) * 8, sig, value, dev::SignalOp::kSet, next);
   dev::signal_wait_until(sig, dev::Cmp::kGe, value);
 }
 
@@ -117,10 +116,10 @@ int soak() {
     std::printf("# soak: host resident %ld -> %ld bytes, device in use %lld -> %lld bytes\n", first.host, last.host,
                 first.device, last.device);
   check(wrong == 0 && data_ok, std::to_string(g_soak) + " all_reduce and put_signal calls, results right");
-  check(host_growth < (1L << 20), "host memory grows by " + std::to_string(host_growth) +
-                                      " bytes over the last 90% of the calls (limit 1 MiB)");
-  check(dev_growth <= 0, "device memory grows by " + std::to_string(dev_growth) +
-                             " bytes over the last 90% of the calls (limit 0)");
+  check(host_growth < (1L << 20),
+        "host memory grows by " + std::to_string(host_growth) + " bytes over the last 90% of the calls (limit 1 MiB)");
+  check(dev_growth <= 0,
+        "device memory grows by " + std::to_string(dev_growth) + " bytes over the last 90% of the calls (limit 0)");
   nvst::free(sig);
   nvst::free(data);
   nvst::free(out);
@@ -147,8 +146,7 @@ int exit_pe() {
 // Spawns an exit job of this program and checks how it ended.
 void run_exit_job(const char* self, const std::string& mode, bool (*ok_code)(int), const std::string& what) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int code =
-      nvst::spawn_and_wait({g_np, {self, "--np", std::to_string(g_np), "--exit-mode", mode}, {}, 15});
+  const int code = nvst::spawn_and_wait({g_np, {self, "--np", std::to_string(g_np), "--exit-mode", mode}, {}, 15});
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const bool ok = ok_code(code) && s < 60;
   std::printf("%s %s (exit code %d after %.1f s)\n", ok ? "PASS" : "FAIL", what.c_str(), code, s);
@@ -160,10 +158,16 @@ void run_exit_job(const char* self, const std::string& mode, bool (*ok_code)(int
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--np" && i + 1 < argc) g_np = std::atoi(argv[++i]);
-    else if (a == "--soak" && i + 1 < argc) g_soak = std::atol(argv[++i]);
-    else if (a == "--exit-mode" && i + 1 < argc) g_exit_mode = argv[++i];
-    else { std::fprintf(stderr, "usage: %s --np N [--soak CALLS]\n", argv[0]); return 2; }
+    if (a == "--np" && i + 1 < argc)
+      g_np = std::atoi(argv[++i]);
+    else if (a == "--soak" && i + 1 < argc)
+      g_soak = std::atol(argv[++i]);
+    else if (a == "--exit-mode" && i + 1 < argc)
+      g_exit_mode = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s --np N [--soak CALLS]\n", argv[0]);
+      return 2;
+    }
   }
   if (!g_exit_mode.empty()) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -182,10 +186,12 @@ int main(int argc, char** argv) {
   if (nvst::is_pe_process() || rc != 0) return rc;
   // The parent, after the soak job: the exits, each a job of its own.
   passed = failed = 0;
-  run_exit_job(argv[0], "exit", [](int c) { return c == 3; },
-               "every PE calls exit(3) with the runtime up: the job ends with code 3");
-  run_exit_job(argv[0], "crash", [](int c) { return c != 0; },
-               "PE 0 crashes (SIGSEGV) after a collective: the job ends promptly with a failure code");
+  run_exit_job(
+      argv[0], "exit", [](int c) { return c == 3; },
+      "every PE calls exit(3) with the runtime up: the job ends with code 3");
+  run_exit_job(
+      argv[0], "crash", [](int c) { return c != 0; },
+      "PE 0 crashes (SIGSEGV) after a collective: the job ends promptly with a failure code");
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

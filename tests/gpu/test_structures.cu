@@ -57,7 +57,10 @@ __global__ void hash_hammer(st::HashMapView m, int me, long long ops_per_thread,
     const int j = static_cast<int>(r % kKeysPerThread);
     const std::uint64_t key = key_of(me, tid, j), bit = 1ull << j;
     switch ((r >> 8) % 10) {
-      case 0: case 1: case 2: case 3: {
+      case 0:
+      case 1:
+      case 2:
+      case 3: {
         const std::uint64_t v = rnd(s);
         const st::InsertResult got = st::hash_map_insert<DeviceOps>(m, key, v);
         const st::InsertResult want = (present & bit) ? st::InsertResult::kUpdated : st::InsertResult::kInserted;
@@ -66,13 +69,16 @@ __global__ void hash_hammer(st::HashMapView m, int me, long long ops_per_thread,
         value[j] = v;
         break;
       }
-      case 4: case 5: case 6: {
+      case 4:
+      case 5:
+      case 6: {
         std::uint64_t v = 0;
         const bool found = st::hash_map_lookup<DeviceOps>(m, key, &v);
         if (found != ((present & bit) != 0) || (found && v != value[j])) atomicAdd(errors, 1ull);
         break;
       }
-      case 7: case 8: {
+      case 7:
+      case 8: {
         const bool erased = st::hash_map_erase<DeviceOps>(m, key);
         if (erased != ((present & bit) != 0)) atomicAdd(errors, 1ull);
         present &= ~bit;
@@ -84,12 +90,10 @@ __global__ void hash_hammer(st::HashMapView m, int me, long long ops_per_thread,
       }
     }
   }
-  for (int j = 0; j < kKeysPerThread; ++j)
-    model_out[tid * kKeysPerThread + j] = (present >> j & 1) ? value[j] + 1 : 0;
+  for (int j = 0; j < kKeysPerThread; ++j) model_out[tid * kKeysPerThread + j] = (present >> j & 1) ? value[j] + 1 : 0;
 }
 
-__global__ void hash_check(st::HashMapView m, int me, int n, const std::uint64_t* model,
-                           unsigned long long* errors) {
+__global__ void hash_check(st::HashMapView m, int me, int n, const std::uint64_t* model, unsigned long long* errors) {
   const int tid = blockIdx.x * blockDim.x + threadIdx.x;
   for (int j = 0; j < kKeysPerThread; ++j) {
     std::uint64_t v = 0;
@@ -265,8 +269,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--np" || a == "--ops") && i + 1 < argc) {
-      if (a == "--np") np = std::atoi(argv[++i]);
-      else g_ops = std::atoll(argv[++i]);
+      if (a == "--np")
+        np = std::atoi(argv[++i]);
+      else
+        g_ops = std::atoll(argv[++i]);
     } else {
       std::fprintf(stderr, "usage: %s --np N [--ops K]\n", argv[0]);
       return 2;

@@ -64,17 +64,15 @@ inline std::vector<PeResult> run_pes(int n, const std::function<int(int)>& fn, c
 }
 
 // Asserts inside a child: prints and returns a failure code.
-#define PE_EXPECT(cond, ...)                                                    \
-  do {                                                                          \
-    if (!(cond)) {                                                              \
+#define PE_EXPECT(cond, ...) \
+  do { \
+    if (!(cond)) { \
       std::fprintf(stderr, "PE check failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, \
-                   ::nvst::detail::concat(__VA_ARGS__).c_str());               \
-      return 1;                                                                 \
-    }                                                                           \
+                   ::nvst::detail::concat(__VA_ARGS__).c_str()); \
+      return 1; \
+    } \
   } while (0)
 
-inline bool contains(const std::string& s, const std::string& sub) {
-  return s.find(sub) != std::string::npos;
-}
+inline bool contains(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 }  // namespace nvst::test

@@ -26,10 +26,10 @@
 #include "nvst/coll.hpp"
 #include "nvst/nvst.hpp"
 #include "pe_harness.hpp"
-#include "runtime/bootstrap.hpp"
-#include "runtime/launch_env.hpp"
+#include "base/bootstrap.hpp"
+#include "base/launch_env.hpp"
 #include "runtime/runtime_internal.hpp"
-#include "runtime/settings.hpp"
+#include "nvst/settings.hpp"
 
 using namespace nvst::test;
 using nvst::Bootstrap;
@@ -79,17 +79,19 @@ TEST(Adversarial, EnvironmentValuesAreRangeChecked) {
       {"NVST_WORLD_SIZE", "1x", "NVST_WORLD_SIZE='1x' is not an integer"},
   };
   for (const Case& c : cases) {
-    auto res = run_pes(1, [&c](int) {
-      std::string msg = error_of([] {
-        nvst::settings::host_timeout_s();
-        nvst::settings::device_timeout_s();
-        nvst::settings::heap_bytes(true);
-        nvst::settings::node_size();
-        nvst::launch_info_from_environment();
-      });
-      PE_EXPECT(contains(msg, c.want), c.var, "=", c.value, " -> '", msg, "'");
-      return 0;
-    }, {{c.var, c.value}});
+    auto res = run_pes(1,
+                       [&c](int) {
+                         std::string msg = error_of([] {
+                           nvst::settings::host_timeout_s();
+                           nvst::settings::device_timeout_s();
+                           nvst::settings::heap_bytes(true);
+                           nvst::settings::node_size();
+                           nvst::launch_info_from_environment();
+                         });
+                         PE_EXPECT(contains(msg, c.want), c.var, "=", c.value, " -> '", msg, "'");
+                         return 0;
+                       },
+                       {{c.var, c.value}});
     EXPECT_EQ(res[0].code(), 0) << c.var << "=" << c.value;
   }
 }
@@ -134,8 +136,8 @@ TEST(Adversarial, TorchrunCookieIsRandomPerJobAndItsFileIsRemoved) {
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
     auto res = run_pes(2, [&](int rank) {
-      for (const char* v : {"NVST_UNIQUE_ID", "NVST_RANK", "NVST_WORLD_SIZE", "NVST_LOCAL_RANK",
-                            "NVST_LOCAL_WORLD_SIZE"})
+      for (const char* v :
+           {"NVST_UNIQUE_ID", "NVST_RANK", "NVST_WORLD_SIZE", "NVST_LOCAL_RANK", "NVST_LOCAL_WORLD_SIZE"})
         ::unsetenv(v);
       ::setenv("RANK", std::to_string(rank).c_str(), 1);
       ::setenv("WORLD_SIZE", "2", 1);
@@ -311,22 +313,27 @@ TEST(Adversarial, MismatchedCollectiveArgumentsFailEverywhere) {
        [](int odd, float* in, float* out) { nvst::coll::broadcast(in, out, 16, DType::kF32, odd ? 1 : 0, nullptr); }},
       {"all_reduce against all_gather", "all_gather",
        [](int odd, float* in, float* out) {
-         if (odd) nvst::coll::all_gather(in, out, 16, DType::kF32, nullptr);
-         else nvst::coll::all_reduce(in, out, 16, DType::kF32, RedOp::kSum, nullptr);
+         if (odd)
+           nvst::coll::all_gather(in, out, 16, DType::kF32, nullptr);
+         else
+           nvst::coll::all_reduce(in, out, 16, DType::kF32, RedOp::kSum, nullptr);
        }},
   };
   for (const Case& c : cases) {
-    auto res = run_pes(3, [&c](int rank) {
-      nvst::init();
-      nvst::coll::prepare();
-      std::vector<float> in(4096, 1.0f), out(4096 * 3, 0.0f);
-      const auto t0 = std::chrono::steady_clock::now();
-      std::string msg = error_of([&] { c.call(rank == 1, in.data(), out.data()); });
-      PE_EXPECT(contains(msg, "every member must make the same call") && contains(msg, c.want), c.name, ": PE ", rank,
-                " said '", msg, "'");
-      PE_EXPECT(since(t0) < 5.0, c.name, ": took ", since(t0), " s");
-      return 0;
-    }, {{"NVST_COLL_WORKSPACE", "1M"}}, 60);
+    auto res = run_pes(
+        3,
+        [&c](int rank) {
+          nvst::init();
+          nvst::coll::prepare();
+          std::vector<float> in(4096, 1.0f), out(4096 * 3, 0.0f);
+          const auto t0 = std::chrono::steady_clock::now();
+          std::string msg = error_of([&] { c.call(rank == 1, in.data(), out.data()); });
+          PE_EXPECT(contains(msg, "every member must make the same call") && contains(msg, c.want), c.name, ": PE ",
+                    rank, " said '", msg, "'");
+          PE_EXPECT(since(t0) < 5.0, c.name, ": took ", since(t0), " s");
+          return 0;
+        },
+        {{"NVST_COLL_WORKSPACE", "1M"}}, 60);
     for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << c.name << ": rank " << r;
   }
 }
@@ -341,8 +348,7 @@ class Stranger {
     h->ep_attr->type = FI_EP_RDM;
     h->caps = FI_RMA | FI_WRITE;
     h->mode = FI_CONTEXT | FI_CONTEXT2;
-    h->domain_attr->mr_mode =
-        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
     h->domain_attr->cq_data_size = 4;
     h->fabric_attr->prov_name = ::strdup(provider.c_str());
     ok_ = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &info_) == 0;
@@ -496,8 +502,8 @@ TEST(Adversarial, StrangerWritesAreRefusedAndForgedDoorbellsDropped) {
       if (name.size() == sizeof(sockaddr_in)) {  // a socket provider: a one-host job listens on loopback only
         sockaddr_in a{};
         std::memcpy(&a, name.data(), sizeof(a));
-        PE_EXPECT(a.sin_family != AF_INET || ntohl(a.sin_addr.s_addr) == INADDR_LOOPBACK,
-                  "the endpoint listens on ", inet_ntoa(a.sin_addr), ", not loopback");
+        PE_EXPECT(a.sin_family != AF_INET || ntohl(a.sin_addr.s_addr) == INADDR_LOOPBACK, "the endpoint listens on ",
+                  inet_ntoa(a.sin_addr), ", not loopback");
       }
       std::memcpy(aim.name, name.data(), name.size());
       aim.name_len = static_cast<std::uint32_t>(name.size());
@@ -557,12 +563,14 @@ TEST(Adversarial, NextShmJobRemovesRegionsOfEndedProcesses) {
     ASSERT_NE(fp, nullptr) << f;
     std::fclose(fp);
   }
-  auto res = run_pes(2, [](int) {
-    nvst::init();
-    nvst::barrier_all();
-    nvst::finalize();
-    return 0;
-  }, {{"NVST_FABRIC_PROVIDER", "shm"}});
+  auto res = run_pes(2,
+                     [](int) {
+                       nvst::init();
+                       nvst::barrier_all();
+                       nvst::finalize();
+                       return 0;
+                     },
+                     {{"NVST_FABRIC_PROVIDER", "shm"}});
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
   EXPECT_FALSE(std::filesystem::exists(stale)) << stale << " of an ended process outlived the next job";
   EXPECT_TRUE(std::filesystem::exists(live)) << live << " of a live process was removed";
@@ -587,8 +595,8 @@ int soak(int rank) {
     const long slot = i % kSlots;
     if (slot == 0 && i > 0) nvst::quiet();  // values[] is reused
     values[static_cast<std::size_t>(slot)] = (static_cast<std::uint64_t>(rank) << 40) | static_cast<std::uint64_t>(i);
-    nvst::putmem_signal_nbi(&slots[slot], &values[static_cast<std::size_t>(slot)], 8, count, 1,
-                            nvst::SignalOp::kAdd, next);
+    nvst::putmem_signal_nbi(&slots[slot], &values[static_cast<std::size_t>(slot)], 8, count, 1, nvst::SignalOp::kAdd,
+                            next);
     if (i % 1000 == 999) {
       std::uint64_t mine = static_cast<std::uint64_t>(i + 1), sum = 0;
       nvst::coll::all_reduce(&mine, &sum, 1, nvst::coll::DType::kI64, nvst::coll::RedOp::kSum, nullptr);
@@ -690,15 +698,16 @@ class KilledPe : public ::testing::TestWithParam<Phase> {};
 
 TEST_P(KilledPe, EverySurvivorNamesItWithinTenSeconds) {
   const Phase phase = GetParam();
-  auto res = run_pes(4, [phase](int rank) { return killed_in(phase, rank); }, {{"NVST_TIMEOUT_S", "30"}, {"NVST_COLL_WORKSPACE", "1M"}}, 60);
+  auto res = run_pes(
+      4, [phase](int rank) { return killed_in(phase, rank); },
+      {{"NVST_TIMEOUT_S", "30"}, {"NVST_COLL_WORKSPACE", "1M"}}, 60);
   EXPECT_EQ(res[2].signal(), SIGKILL);
   for (int r : {0, 1, 3}) EXPECT_EQ(res[r].code(), 0) << phase_name(phase) << ": rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(Phases, KilledPe,
                          ::testing::Values(Phase::kJoined, Phase::kSignalWait, Phase::kPutSignalStream,
-                                           Phase::kAllReduce, Phase::kAllGather, Phase::kBroadcast,
-                                           Phase::kAllToAll),
+                                           Phase::kAllReduce, Phase::kAllGather, Phase::kBroadcast, Phase::kAllToAll),
                          [](const auto& info) {
                            std::string s = phase_name(info.param);
                            for (char& c : s)

@@ -28,7 +28,7 @@ namespace {
 
 constexpr int kPrivateWords = 4;
 constexpr std::uint64_t kBase64 = (std::uint64_t{1} << 40) + 7;  // above 32 bits: a truncation shows
-constexpr std::uint32_t kBase32 = 0xFFFFFF00u;                    // wraps after 256 adds
+constexpr std::uint32_t kBase32 = 0xFFFFFF00u;                   // wraps after 256 adds
 
 struct Words {
   std::uint64_t add64, cas64, swap64;
@@ -109,23 +109,29 @@ int hammer(int me, int ops) {
         std::uint64_t got, want;
         if (wide) {
           want = m64;
-          if (op == 0) got = nvst::atomic_fetch_add(a64, v, t), m64 += v;
+          if (op == 0)
+            got = nvst::atomic_fetch_add(a64, v, t), m64 += v;
           else if (op == 1) {
             const std::uint64_t cond = (v >> 3) & 1 ? m64 : m64 + 1;  // half the swaps succeed
             got = nvst::atomic_compare_swap(a64, cond, v, t);
             if (cond == m64) m64 = v;
-          } else if (op == 2) got = nvst::atomic_swap(a64, v, t), m64 = v;
-          else got = nvst::atomic_fetch(a64, t);
+          } else if (op == 2)
+            got = nvst::atomic_swap(a64, v, t), m64 = v;
+          else
+            got = nvst::atomic_fetch(a64, t);
         } else {
           want = m32;
           const auto v32 = static_cast<std::uint32_t>(v >> 8);
-          if (op == 0) got = nvst::atomic_fetch_add(a32, v32, t), m32 += v32;
+          if (op == 0)
+            got = nvst::atomic_fetch_add(a32, v32, t), m32 += v32;
           else if (op == 1) {
             const std::uint32_t cond = (v >> 3) & 1 ? m32 : m32 + 1;
             got = nvst::atomic_compare_swap(a32, cond, v32, t);
             if (cond == m32) m32 = v32;
-          } else if (op == 2) got = nvst::atomic_swap(a32, v32, t), m32 = v32;
-          else got = nvst::atomic_fetch(a32, t);
+          } else if (op == 2)
+            got = nvst::atomic_swap(a32, v32, t), m32 = v32;
+          else
+            got = nvst::atomic_fetch(a32, t);
         }
         PE_EXPECT(got == want, "private word ", k, " on PE ", t, " (", wide ? 64 : 32, "-bit op ", op, ", op ", i,
                   "): got ", got, ", the sequential model says ", want);

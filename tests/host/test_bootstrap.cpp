@@ -32,10 +32,10 @@ TEST(UniqueId, RoundTripsAndRejectsJunk) {
   EXPECT_EQ(back.port, id.port);
   EXPECT_EQ(back.cookie, id.cookie);
   EXPECT_NE(UniqueId::create_loopback().cookie, id.cookie);
-  for (const char* bad : {"", "nvst2:h:1:00112233445566778899aabbccddeeff",
-                          "nvst1:h:0:00112233445566778899aabbccddeeff",
-                          "nvst1:h:70000:00112233445566778899aabbccddeeff", "nvst1:h:5:0011",
-                          "nvst1:h:5:zz112233445566778899aabbccddeeff", "nvst1::5:00112233445566778899aabbccddeeff"}) {
+  for (const char* bad :
+       {"", "nvst2:h:1:00112233445566778899aabbccddeeff", "nvst1:h:0:00112233445566778899aabbccddeeff",
+        "nvst1:h:70000:00112233445566778899aabbccddeeff", "nvst1:h:5:0011",
+        "nvst1:h:5:zz112233445566778899aabbccddeeff", "nvst1::5:00112233445566778899aabbccddeeff"}) {
     std::string msg = error_of([&] { UniqueId::parse(bad); });
     EXPECT_TRUE(contains(msg, "malformed unique id")) << bad << " -> " << msg;
   }
@@ -102,12 +102,19 @@ TEST(Bootstrap, StrangerGetsNoWelcomeAndJobGoesOn) {
     a.sin_family = AF_INET;
     a.sin_port = htons(id.port);
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) fd = s;
-    else { ::close(s); std::this_thread::sleep_for(std::chrono::milliseconds(10)); }
+    if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0)
+      fd = s;
+    else {
+      ::close(s);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   ASSERT_GE(fd, 0);
-  struct { std::uint32_t magic, version; std::uint8_t cookie[16]; std::int32_t rank, world; } hello{
-      0x5453564e, 1, {}, 1, 2};
+  struct {
+    std::uint32_t magic, version;
+    std::uint8_t cookie[16];
+    std::int32_t rank, world;
+  } hello{0x5453564e, 1, {}, 1, 2};
   std::memset(hello.cookie, 0x42, 16);
   ASSERT_EQ(::send(fd, &hello, sizeof(hello), 0), static_cast<ssize_t>(sizeof(hello)));
   char buf[4];
@@ -143,8 +150,10 @@ TEST(Bootstrap, KilledPeerIsReportedWithinTenSeconds) {
       return 0;
     });
     for (int r = 0; r < 4; ++r) {
-      if (r == victim) EXPECT_EQ(res[r].signal(), SIGKILL);
-      else EXPECT_EQ(res[r].code(), 0) << "victim " << victim << " rank " << r;
+      if (r == victim)
+        EXPECT_EQ(res[r].signal(), SIGKILL);
+      else
+        EXPECT_EQ(res[r].code(), 0) << "victim " << victim << " rank " << r;
     }
   }
 }

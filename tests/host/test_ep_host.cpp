@@ -16,8 +16,8 @@ TEST(EpHost, HandleOffsetsFollowTheCountMatrix) {
   nvst::ep::DispatchHandle h;
   h.n_pes = 3;
   // count[src][dst]: tokens src sends to dst.
-  h.count = {2, 0, 5,   //
-             1, 4, 0,   //
+  h.count = {2, 0, 5,  //
+             1, 4, 0,  //
              3, 3, 3};
   // Rows arrive at dst packed by source: PE 2's rows at PE 0 start after
   // PE 0's 2 and PE 1's 1.

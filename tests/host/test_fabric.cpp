@@ -59,49 +59,55 @@ class Fabric : public ::testing::TestWithParam<Path> {
 // sizes, unaligned offsets, sources both in the heap and in private memory,
 // targets interleaved), then quiet + barrier; each PE checks every byte.
 TEST_P(Fabric, RandomPutsAreByteExact) {
-  auto res = run_pes(3, [](int me) {
-    nvst::init();
-    const int n = nvst::n_pes();
-    PE_EXPECT(nvst::transport_to((me + 1) % n).rfind("fabric:", 0) == 0, nvst::transport_to((me + 1) % n));
-    const std::size_t region = 3 << 20;  // 3 MiB per writer: pieces cross staging slots
-    auto* heap_dst = static_cast<std::uint8_t*>(nvst::malloc(region * n));
-    auto* heap_src = static_cast<std::uint8_t*>(nvst::malloc(region * n));
-    std::memset(heap_dst, 0, region * n);
-    std::vector<std::uint8_t> private_src(region * n);
-    for (int to = 0; to < n; ++to)
-      for (std::size_t i = 0; i < region; ++i)
-        heap_src[to * region + i] = private_src[to * region + i] = pattern(me, to, i);
-    nvst::barrier_all();
-    // Pieces: (target, offset, length) covering each target's region once.
-    std::mt19937_64 rng(1234 + me);
-    struct Piece { int to; std::size_t off, len; };
-    std::vector<Piece> pieces;
-    for (int to = 0; to < n; ++to) {
-      if (to == me) continue;
-      for (std::size_t off = 0; off < region;) {
-        std::size_t len = std::min<std::size_t>(region - off, 1 + rng() % (rng() % 4 == 0 ? 1500000 : 5000));
-        pieces.push_back({to, off, len});
-        off += len;
-      }
-    }
-    std::shuffle(pieces.begin(), pieces.end(), rng);
-    for (const Piece& p : pieces) {
-      const std::uint8_t* src =
-          (rng() & 1) ? heap_src + p.to * region + p.off : private_src.data() + p.to * region + p.off;
-      nvst::putmem_nbi(heap_dst + me * region + p.off, src, p.len, p.to);
-    }
-    nvst::quiet();
-    nvst::barrier_all();
-    std::size_t wrong = 0, first_bad = 0;
-    for (int from = 0; from < n; ++from) {
-      if (from == me) continue;
-      for (std::size_t i = 0; i < region; ++i)
-        if (heap_dst[from * region + i] != pattern(from, me, i) && wrong++ == 0) first_bad = from * region + i;
-    }
-    PE_EXPECT(wrong == 0, wrong, " wrong bytes, first at ", first_bad, " (", pieces.size(), " pieces sent)");
-    nvst::finalize();
-    return 0;
-  }, env(), 120);
+  auto res = run_pes(
+      3,
+      [](int me) {
+        nvst::init();
+        const int n = nvst::n_pes();
+        PE_EXPECT(nvst::transport_to((me + 1) % n).rfind("fabric:", 0) == 0, nvst::transport_to((me + 1) % n));
+        const std::size_t region = 3 << 20;  // 3 MiB per writer: pieces cross staging slots
+        auto* heap_dst = static_cast<std::uint8_t*>(nvst::malloc(region * n));
+        auto* heap_src = static_cast<std::uint8_t*>(nvst::malloc(region * n));
+        std::memset(heap_dst, 0, region * n);
+        std::vector<std::uint8_t> private_src(region * n);
+        for (int to = 0; to < n; ++to)
+          for (std::size_t i = 0; i < region; ++i)
+            heap_src[to * region + i] = private_src[to * region + i] = pattern(me, to, i);
+        nvst::barrier_all();
+        // Pieces: (target, offset, length) covering each target's region once.
+        std::mt19937_64 rng(1234 + me);
+        struct Piece {
+          int to;
+          std::size_t off, len;
+        };
+        std::vector<Piece> pieces;
+        for (int to = 0; to < n; ++to) {
+          if (to == me) continue;
+          for (std::size_t off = 0; off < region;) {
+            std::size_t len = std::min<std::size_t>(region - off, 1 + rng() % (rng() % 4 == 0 ? 1500000 : 5000));
+            pieces.push_back({to, off, len});
+            off += len;
+          }
+        }
+        std::shuffle(pieces.begin(), pieces.end(), rng);
+        for (const Piece& p : pieces) {
+          const std::uint8_t* src =
+              (rng() & 1) ? heap_src + p.to * region + p.off : private_src.data() + p.to * region + p.off;
+          nvst::putmem_nbi(heap_dst + me * region + p.off, src, p.len, p.to);
+        }
+        nvst::quiet();
+        nvst::barrier_all();
+        std::size_t wrong = 0, first_bad = 0;
+        for (int from = 0; from < n; ++from) {
+          if (from == me) continue;
+          for (std::size_t i = 0; i < region; ++i)
+            if (heap_dst[from * region + i] != pattern(from, me, i) && wrong++ == 0) first_bad = from * region + i;
+        }
+        PE_EXPECT(wrong == 0, wrong, " wrong bytes, first at ", first_bad, " (", pieces.size(), " pieces sent)");
+        nvst::finalize();
+        return 0;
+      },
+      env(), 120);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
 }
 
@@ -109,33 +115,36 @@ TEST_P(Fabric, RandomPutsAreByteExact) {
 // rounds of data (up to 3 MiB: several pieces) with a signal; PE 1 checks
 // the data the moment it sees the signal, then acknowledges with an add.
 TEST_P(Fabric, SignalIsNeverSeenBeforeItsData) {
-  auto res = run_pes(2, [](int me) {
-    nvst::init();
-    const std::size_t max = 3 << 20;
-    auto* buf = static_cast<std::uint8_t*>(nvst::malloc(max));
-    auto* sig = static_cast<std::uint64_t*>(nvst::calloc(2, 8));  // [0] data ready, [1] ack
-    std::vector<std::uint8_t> src(max);
-    std::mt19937_64 rng(99);
-    const int rounds = 60;
-    for (int r = 1; r <= rounds; ++r) {
-      const std::size_t len = r % 5 == 0 ? max - (rng() % 1000) : 1 + rng() % 200000;
-      if (me == 0) {
-        for (std::size_t i = 0; i < len; ++i) src[i] = pattern(0, 1, i, static_cast<std::uint32_t>(r));
-        const auto op = r % 2 ? nvst::SignalOp::kSet : nvst::SignalOp::kAdd;
-        nvst::putmem_signal_nbi(buf, src.data(), len, &sig[0], op == nvst::SignalOp::kSet ? r : 1, op, 1);
-        nvst::signal_wait_until(&sig[1], nvst::Cmp::kGe, static_cast<std::uint64_t>(r));
-        nvst::quiet();  // src may be reused only after quiet
-      } else {
-        nvst::signal_wait_until(&sig[0], nvst::Cmp::kGe, static_cast<std::uint64_t>(r));
-        std::size_t bad = 0;
-        for (std::size_t i = 0; i < len; ++i) bad += buf[i] != pattern(0, 1, i, static_cast<std::uint32_t>(r));
-        PE_EXPECT(bad == 0, "round ", r, ": signal seen with ", bad, " of ", len, " bytes not yet there");
-        nvst::signal_op(&sig[1], 1, nvst::SignalOp::kAdd, 0);
-      }
-    }
-    nvst::finalize();
-    return 0;
-  }, env(), 120);
+  auto res = run_pes(
+      2,
+      [](int me) {
+        nvst::init();
+        const std::size_t max = 3 << 20;
+        auto* buf = static_cast<std::uint8_t*>(nvst::malloc(max));
+        auto* sig = static_cast<std::uint64_t*>(nvst::calloc(2, 8));  // [0] data ready, [1] ack
+        std::vector<std::uint8_t> src(max);
+        std::mt19937_64 rng(99);
+        const int rounds = 60;
+        for (int r = 1; r <= rounds; ++r) {
+          const std::size_t len = r % 5 == 0 ? max - (rng() % 1000) : 1 + rng() % 200000;
+          if (me == 0) {
+            for (std::size_t i = 0; i < len; ++i) src[i] = pattern(0, 1, i, static_cast<std::uint32_t>(r));
+            const auto op = r % 2 ? nvst::SignalOp::kSet : nvst::SignalOp::kAdd;
+            nvst::putmem_signal_nbi(buf, src.data(), len, &sig[0], op == nvst::SignalOp::kSet ? r : 1, op, 1);
+            nvst::signal_wait_until(&sig[1], nvst::Cmp::kGe, static_cast<std::uint64_t>(r));
+            nvst::quiet();  // src may be reused only after quiet
+          } else {
+            nvst::signal_wait_until(&sig[0], nvst::Cmp::kGe, static_cast<std::uint64_t>(r));
+            std::size_t bad = 0;
+            for (std::size_t i = 0; i < len; ++i) bad += buf[i] != pattern(0, 1, i, static_cast<std::uint32_t>(r));
+            PE_EXPECT(bad == 0, "round ", r, ": signal seen with ", bad, " of ", len, " bytes not yet there");
+            nvst::signal_op(&sig[1], 1, nvst::SignalOp::kAdd, 0);
+          }
+        }
+        nvst::finalize();
+        return 0;
+      },
+      env(), 120);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
 }
 
@@ -145,43 +154,47 @@ TEST_P(Fabric, SignalIsNeverSeenBeforeItsData) {
 // 16-bit wrap of the seq its doorbell carries (inbox_bell.hpp).
 TEST_P(Fabric, HundredThousandOperationsNothingLost) {
   const int per_thread = 25000;
-  auto res = run_pes(2, [per_thread](int me) {
-    nvst::init();
-    const int peer = 1 - me;
-    const int kThreads = 2, kPerThread = per_thread;  // x2 ops (a put and an add) per PE
-    auto* slots = static_cast<std::uint64_t*>(nvst::calloc(kThreads * kPerThread, 8));
-    auto* counter = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
-    std::vector<std::thread> producers;
-    std::atomic<int> errors{0};
-    for (int t = 0; t < kThreads; ++t)
-      producers.emplace_back([&, t] {
-        try {
-          std::vector<std::uint64_t> values(kPerThread);
-          for (int i = 0; i < kPerThread; ++i) {
-            const int slot = t * kPerThread + i;
-            values[i] = (static_cast<std::uint64_t>(me) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1);
-            nvst::putmem_nbi(&slots[slot], &values[i], 8, peer);
-            nvst::signal_op(counter, 1, nvst::SignalOp::kAdd, peer);
-          }
-          nvst::quiet();  // values[] must stay alive until then
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "producer: %s\n", e.what());
-          ++errors;
-        }
-      });
-    for (auto& t : producers) t.join();
-    PE_EXPECT(errors == 0, "producer errors");
-    nvst::barrier_all();
-    PE_EXPECT(*counter == static_cast<std::uint64_t>(kThreads) * kPerThread, "counter ", *counter,
-              " != ", kThreads * kPerThread);
-    int wrong = 0;
-    for (int slot = 0; slot < kThreads * kPerThread; ++slot)
-      wrong += slots[slot] !=
-               ((static_cast<std::uint64_t>(peer) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1));
-    PE_EXPECT(wrong == 0, wrong, " slots wrong");
-    nvst::finalize();
-    return 0;
-  }, env(), 240);
+  auto res = run_pes(
+      2,
+      [per_thread](int me) {
+        nvst::init();
+        const int peer = 1 - me;
+        const int kThreads = 2, kPerThread = per_thread;  // x2 ops (a put and an add) per PE
+        auto* slots = static_cast<std::uint64_t*>(nvst::calloc(kThreads * kPerThread, 8));
+        auto* counter = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+        std::vector<std::thread> producers;
+        std::atomic<int> errors{0};
+        for (int t = 0; t < kThreads; ++t)
+          producers.emplace_back([&, t] {
+            try {
+              std::vector<std::uint64_t> values(kPerThread);
+              for (int i = 0; i < kPerThread; ++i) {
+                const int slot = t * kPerThread + i;
+                values[i] =
+                    (static_cast<std::uint64_t>(me) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1);
+                nvst::putmem_nbi(&slots[slot], &values[i], 8, peer);
+                nvst::signal_op(counter, 1, nvst::SignalOp::kAdd, peer);
+              }
+              nvst::quiet();  // values[] must stay alive until then
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "producer: %s\n", e.what());
+              ++errors;
+            }
+          });
+        for (auto& t : producers) t.join();
+        PE_EXPECT(errors == 0, "producer errors");
+        nvst::barrier_all();
+        PE_EXPECT(*counter == static_cast<std::uint64_t>(kThreads) * kPerThread, "counter ", *counter,
+                  " != ", kThreads * kPerThread);
+        int wrong = 0;
+        for (int slot = 0; slot < kThreads * kPerThread; ++slot)
+          wrong += slots[slot] !=
+                   ((static_cast<std::uint64_t>(peer) << 56) | (static_cast<std::uint64_t>(slot) * 2654435761u + 1));
+        PE_EXPECT(wrong == 0, wrong, " slots wrong");
+        nvst::finalize();
+        return 0;
+      },
+      env(), 240);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
 }
 
@@ -266,19 +279,23 @@ TEST_P(Fabric, SignalAddsFromSelfAndPeersAllCount) {
 TEST(FabricSetup, ShmDefaultCountsEveryAddAndBadInboxSettingIsRefused) {
   auto res = run_pes(3, signal_adds_all_count, {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_SYMMETRIC_SIZE", "64M"}}, 120);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
-  auto bad = run_pes(2, [](int) {  // two: one PE alone starts no proxy
-    std::string msg = error_of([] { nvst::init(); });
-    PE_EXPECT(contains(msg, "NVST_PROXY_INBOX"), msg);
-    return 0;
-  }, {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_PROXY_INBOX", "yes"}, {"NVST_TIMEOUT_S", "5"}});
+  auto bad = run_pes(2,
+                     [](int) {  // two: one PE alone starts no proxy
+                       std::string msg = error_of([] { nvst::init(); });
+                       PE_EXPECT(contains(msg, "NVST_PROXY_INBOX"), msg);
+                       return 0;
+                     },
+                     {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_PROXY_INBOX", "yes"}, {"NVST_TIMEOUT_S", "5"}});
   for (int r = 0; r < 2; ++r) EXPECT_EQ(bad[r].code(), 0) << "rank " << r;
   // PEs that disagree would lay out each other's inboxes differently.
-  auto mixed = run_pes(2, [](int me) {
-    ::setenv("NVST_PROXY_INBOX", me == 0 ? "1" : "0", 1);
-    std::string msg = error_of([] { nvst::init(); });
-    PE_EXPECT(contains(msg, "NVST_PROXY_INBOX alike"), msg);
-    return 0;
-  }, {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_TIMEOUT_S", "5"}});
+  auto mixed = run_pes(2,
+                       [](int me) {
+                         ::setenv("NVST_PROXY_INBOX", me == 0 ? "1" : "0", 1);
+                         std::string msg = error_of([] { nvst::init(); });
+                         PE_EXPECT(contains(msg, "NVST_PROXY_INBOX alike"), msg);
+                         return 0;
+                       },
+                       {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_TIMEOUT_S", "5"}});
   for (int r = 0; r < 2; ++r) EXPECT_EQ(mixed[r].code(), 0) << "rank " << r;
 }
 
@@ -289,27 +306,30 @@ TEST(FabricSetup, ShmDefaultCountsEveryAddAndBadInboxSettingIsRefused) {
 // for good: the watchdog reports it and exit leaves the thread behind
 // (transport/proxy.hpp); before that, this test failed or hung then.
 TEST_P(Fabric, KilledPeerGivesAClearErrorAndNoHang) {
-  auto res = run_pes(3, [](int me) {
-    nvst::init();
-    auto* buf = static_cast<std::uint8_t*>(nvst::malloc(1 << 20));
-    std::vector<std::uint8_t> src(1 << 20, 7);
-    nvst::barrier_all();
-    if (me == 2) ::raise(SIGKILL);
-    auto t0 = std::chrono::steady_clock::now();
-    std::string msg = error_of([&] {
-      for (int i = 0; i < 200; ++i) {
-        nvst::putmem_nbi(buf, src.data(), src.size(), 2);
-        nvst::quiet();
-      }
-      nvst::barrier_all();
-    });
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    PE_EXPECT(contains(msg, "PE 2") || contains(msg, "rank 2"), "message does not name the dead PE: '", msg, "'");
-    PE_EXPECT(dt < 20, "took ", dt, " s");
-    std::fprintf(stderr, "rank %d saw after %.1f s: %s\n", me, dt, msg.c_str());
-    std::fflush(stderr);
-    std::exit(0);  // exit handlers included; a hang here fails the deadline
-  }, env(), 60);
+  auto res = run_pes(
+      3,
+      [](int me) {
+        nvst::init();
+        auto* buf = static_cast<std::uint8_t*>(nvst::malloc(1 << 20));
+        std::vector<std::uint8_t> src(1 << 20, 7);
+        nvst::barrier_all();
+        if (me == 2) ::raise(SIGKILL);
+        auto t0 = std::chrono::steady_clock::now();
+        std::string msg = error_of([&] {
+          for (int i = 0; i < 200; ++i) {
+            nvst::putmem_nbi(buf, src.data(), src.size(), 2);
+            nvst::quiet();
+          }
+          nvst::barrier_all();
+        });
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        PE_EXPECT(contains(msg, "PE 2") || contains(msg, "rank 2"), "message does not name the dead PE: '", msg, "'");
+        PE_EXPECT(dt < 20, "took ", dt, " s");
+        std::fprintf(stderr, "rank %d saw after %.1f s: %s\n", me, dt, msg.c_str());
+        std::fflush(stderr);
+        std::exit(0);  // exit handlers included; a hang here fails the deadline
+      },
+      env(), 60);
   EXPECT_EQ(res[2].signal(), SIGKILL);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
 }
@@ -319,21 +339,26 @@ TEST_P(Fabric, KilledPeerGivesAClearErrorAndNoHang) {
 // says so, opens its endpoint again, and the PEs talk. (CI once had 270
 // such names pile up; tests/host/pe_harness.hpp removes its children's.)
 TEST(FabricSetup, StaleShmRegionOfThisPidIsReplaced) {
-  auto res = run_pes(2, [](int me) {
-    const std::string stale = "/dev/shm/" + std::to_string(::getpid()) + ":0:0";
-    { std::ofstream(stale) << "left by a killed process"; }
-    nvst::init();
-    auto* word = static_cast<std::uint64_t*>(nvst::malloc(8));
-    *word = 0;
-    nvst::barrier_all();
-    const std::uint64_t v = 0x5EED0 + static_cast<std::uint64_t>(me);
-    nvst::putmem(word, &v, 8, 1 - me);
-    nvst::barrier_all();
-    PE_EXPECT(*word == 0x5EED0 + static_cast<std::uint64_t>(1 - me), "word ", *word);
-    nvst::finalize();
-    PE_EXPECT(!std::filesystem::exists(stale), stale, " is still there after finalize");
-    return 0;
-  }, {{"NVST_FABRIC_PROVIDER", "shm"}}, 60);
+  auto res = run_pes(
+      2,
+      [](int me) {
+        const std::string stale = "/dev/shm/" + std::to_string(::getpid()) + ":0:0";
+        {
+          std::ofstream(stale) << "left by a killed process";
+        }
+        nvst::init();
+        auto* word = static_cast<std::uint64_t*>(nvst::malloc(8));
+        *word = 0;
+        nvst::barrier_all();
+        const std::uint64_t v = 0x5EED0 + static_cast<std::uint64_t>(me);
+        nvst::putmem(word, &v, 8, 1 - me);
+        nvst::barrier_all();
+        PE_EXPECT(*word == 0x5EED0 + static_cast<std::uint64_t>(1 - me), "word ", *word);
+        nvst::finalize();
+        PE_EXPECT(!std::filesystem::exists(stale), stale, " is still there after finalize");
+        return 0;
+      },
+      {{"NVST_FABRIC_PROVIDER", "shm"}}, 60);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 
@@ -345,24 +370,27 @@ TEST(FabricSetup, StaleShmRegionOfThisPidIsReplaced) {
 // the bytes before fi_writedata returns and the sender stamps 'posted'),
 // landed there, acked.
 TEST(FabricSetup, TraceShowsWholePiecesStepByStep) {
-  const std::string prefix = (std::filesystem::temp_directory_path() /
-                              ("nvst_trace_" + std::to_string(::getpid()))).string();
+  const std::string prefix =
+      (std::filesystem::temp_directory_path() / ("nvst_trace_" + std::to_string(::getpid()))).string();
   const std::size_t kBytes = std::size_t{1} << 20;
-  auto res = run_pes(2, [kBytes](int me) {
-    nvst::init();
-    auto* buf = static_cast<std::uint8_t*>(nvst::malloc(kBytes));
-    std::vector<std::uint8_t> src(kBytes);
-    for (std::size_t i = 0; i < kBytes; ++i) src[i] = pattern(0, 1, i);
-    nvst::barrier_all();
-    if (me == 0) {
-      nvst::putmem_nbi(buf, src.data(), kBytes, 1);
-      nvst::quiet();
-    }
-    nvst::barrier_all();
-    if (me == 1) PE_EXPECT(std::memcmp(buf, src.data(), kBytes) == 0, "the traced put's data is wrong");
-    nvst::finalize();  // writes the traces
-    return 0;
-  }, {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_PROXY_INBOX", "1"}, {"NVST_PROXY_TRACE", prefix}}, 60);
+  auto res = run_pes(
+      2,
+      [kBytes](int me) {
+        nvst::init();
+        auto* buf = static_cast<std::uint8_t*>(nvst::malloc(kBytes));
+        std::vector<std::uint8_t> src(kBytes);
+        for (std::size_t i = 0; i < kBytes; ++i) src[i] = pattern(0, 1, i);
+        nvst::barrier_all();
+        if (me == 0) {
+          nvst::putmem_nbi(buf, src.data(), kBytes, 1);
+          nvst::quiet();
+        }
+        nvst::barrier_all();
+        if (me == 1) PE_EXPECT(std::memcmp(buf, src.data(), kBytes) == 0, "the traced put's data is wrong");
+        nvst::finalize();  // writes the traces
+        return 0;
+      },
+      {{"NVST_FABRIC_PROVIDER", "shm"}, {"NVST_PROXY_INBOX", "1"}, {"NVST_PROXY_TRACE", prefix}}, 60);
   for (int r = 0; r < 2; ++r) ASSERT_EQ(res[r].code(), 0) << "rank " << r;
 
   struct Event {
@@ -409,11 +437,14 @@ TEST(FabricSetup, TraceShowsWholePiecesStepByStep) {
 }
 
 TEST(FabricSetup, MissingProviderListsThosepresent) {
-  auto res = run_pes(2, [](int) {
-    std::string msg = error_of([] { nvst::init(); });
-    PE_EXPECT(contains(msg, "no-such-provider") && contains(msg, "providers present") && contains(msg, "tcp"), msg);
-    return 0;
-  }, {{"NVST_FABRIC_PROVIDER", "no-such-provider"}}, 60);
+  auto res = run_pes(
+      2,
+      [](int) {
+        std::string msg = error_of([] { nvst::init(); });
+        PE_EXPECT(contains(msg, "no-such-provider") && contains(msg, "providers present") && contains(msg, "tcp"), msg);
+        return 0;
+      },
+      {{"NVST_FABRIC_PROVIDER", "no-such-provider"}}, 60);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 

@@ -47,11 +47,11 @@ TEST(Logfmt, PackingIsLosslessAndPutsValueJAtBit10J) {
 }
 
 TEST(Logfmt, OnlyGroupsUnderOneWithTwoMagnitudesAreCompressed) {
-  EXPECT_LT(logfmt_range(1.0f, 0.5f).step, 0.0f);        // a value of magnitude 1
+  EXPECT_LT(logfmt_range(1.0f, 0.5f).step, 0.0f);  // a value of magnitude 1
   EXPECT_LT(logfmt_range(3.0f, 0.1f).step, 0.0f);
-  EXPECT_LT(logfmt_range(INFINITY, 0.1f).step, 0.0f);    // NaN or infinity in the group
+  EXPECT_LT(logfmt_range(INFINITY, 0.1f).step, 0.0f);  // NaN or infinity in the group
   EXPECT_LT(range_of({0.25f, NAN, 0.5f}).step, 0.0f);
-  EXPECT_LT(logfmt_range(0.5f, 0.5f).step, 0.0f);        // one magnitude: nothing to spread codes over
+  EXPECT_LT(logfmt_range(0.5f, 0.5f).step, 0.0f);  // one magnitude: nothing to spread codes over
   EXPECT_LT(range_of({0.5f, -0.5f, 0.0f}).step, 0.0f);
   const LogfmtRange zero = logfmt_range(0.0f, INFINITY);  // all zero: compressed, every code 0
   EXPECT_GT(zero.step, 0.0f);

@@ -66,7 +66,7 @@ TEST(ProxyFifo, ManyProducersNothingLostOrDuplicated) {
       const std::uint64_t t = tag_ticket(c.tag);
       bad += p < 0 || p >= kProducers;
       if (p < 0 || p >= kProducers) continue;
-      bad += c.dest != next[p];                          // in order, none skipped
+      bad += c.dest != next[p];                                       // in order, none skipped
       bad += c.src != c.dest * 7919 + static_cast<std::uint64_t>(p);  // body complete
       bad += c.bytes != (c.dest ^ 0x5555);
       bad += tag_op(c.tag) != (c.dest % 3 == 0 ? Op::kPutSignal : Op::kPut);

@@ -49,16 +49,25 @@ int hash_map_hammer(int me, int ops) {
     const std::uint64_t key = (static_cast<std::uint64_t>(me + 1) << 48) | (r % (ops / 2 + 1));
     const std::uint64_t value = rng();
     switch (r >> 60) {
-      case 0: case 1: case 2: case 3: case 4: case 5: {  // insert
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4:
+      case 5: {  // insert
         const auto got = nvst::structures::hash_map_insert<HostOps>(m, key, value);
-        const auto want = model.count(key) ? nvst::structures::InsertResult::kUpdated
-                                           : nvst::structures::InsertResult::kInserted;
+        const auto want =
+            model.count(key) ? nvst::structures::InsertResult::kUpdated : nvst::structures::InsertResult::kInserted;
         PE_EXPECT(got == want, "insert of key ", key, " at op ", i, ": result ", static_cast<int>(got), ", model ",
                   static_cast<int>(want));
         model[key] = value;
         break;
       }
-      case 6: case 7: case 8: case 9: case 10: {  // lookup
+      case 6:
+      case 7:
+      case 8:
+      case 9:
+      case 10: {  // lookup
         std::uint64_t v = 0;
         const bool found = nvst::structures::hash_map_lookup<HostOps>(m, key, &v);
         const auto it = model.find(key);
@@ -67,7 +76,8 @@ int hash_map_hammer(int me, int ops) {
                   it != model.end() ? it->second : 0);
         break;
       }
-      case 11: case 12: {  // erase
+      case 11:
+      case 12: {  // erase
         const bool erased = nvst::structures::hash_map_erase<HostOps>(m, key);
         PE_EXPECT(erased == (model.erase(key) == 1), "erase of key ", key, " at op ", i, ": ", erased);
         break;
@@ -84,14 +94,14 @@ int hash_map_hammer(int me, int ops) {
   // value some PE wrote.
   for (const auto& [k, v] : model) {
     std::uint64_t got = 0;
-    PE_EXPECT(nvst::structures::hash_map_lookup<HostOps>(m, k, &got) && got == v, "key ", k, " after the run: ",
-              got, " instead of ", v);
+    PE_EXPECT(nvst::structures::hash_map_lookup<HostOps>(m, k, &got) && got == v, "key ", k, " after the run: ", got,
+              " instead of ", v);
   }
   for (std::uint64_t k = 0; k < kShared; ++k) {
     std::uint64_t got = 0;
     if (nvst::structures::hash_map_lookup<HostOps>(m, k, &got))
-      PE_EXPECT((got & 0xFFFFFFFF) == 7 && (got >> 32) < static_cast<std::uint64_t>(n), "shared key ", k,
-                " holds ", got, ", which no PE wrote");
+      PE_EXPECT((got & 0xFFFFFFFF) == 7 && (got >> 32) < static_cast<std::uint64_t>(n), "shared key ", k, " holds ",
+                got, ", which no PE wrote");
   }
   // No key twice in this PE's slots (the owner's table is local).
   std::unordered_map<std::uint64_t, int> seen;
@@ -147,7 +157,8 @@ int ring_hammer(int me, int items) {
         std::uint64_t& want = second ? next2[it.producer] : next[it.producer];
         if (it.seq != want + (second ? static_cast<std::uint64_t>(items) : 0)) {
           consumer_error = nvst::detail::concat("item ", i, " from PE ", it.producer, " has seq ", it.seq,
-                                                ", expected ", want + (second ? items : 0), " (lost, repeated or "
+                                                ", expected ", want + (second ? items : 0),
+                                                " (lost, repeated or "
                                                 "out of order)");
           return;
         }

@@ -58,8 +58,10 @@ TEST(TeamTable, Split2dCoversEveryPeOnceInEachDirection) {
         EXPECT_EQ(x.world_pe(0) / std::min(xrange, world), me / std::min(xrange, world)) << "x is my row";
         for (int i = 0; i < y.size; ++i)
           EXPECT_EQ(y.world_pe(i) % std::min(xrange, world), me % std::min(xrange, world));
-        if (x.my_index == 0) for (int p : members(x)) in_x.insert(p);
-        if (y.my_index == 0) for (int p : members(y)) in_y.insert(p);
+        if (x.my_index == 0)
+          for (int p : members(x)) in_x.insert(p);
+        if (y.my_index == 0)
+          for (int p : members(y)) in_y.insert(p);
       }
       for (int p = 0; p < world; ++p) {
         EXPECT_EQ(in_x.count(p), 1u) << "world " << world << " xrange " << xrange << " PE " << p;
@@ -82,28 +84,31 @@ TEST(TeamTable, BadArgumentsAndHandlesAreRefused) {
 // 4 host PEs as 2 logical nodes of 2: split_2d gives node and cross-node
 // teams; a strided split of the node team; every PE agrees on handles.
 TEST(Teams, SplitsAgreeOnEveryPeAndRefuseDifferingCalls) {
-  auto res = run_pes(4, [](int me) {
-    nvst::init();
-    auto [x, y] = nvst::team_split_2d(Team::kWorld, 2);
-    PE_EXPECT(static_cast<int>(x) == 2 && static_cast<int>(y) == 3, "handles ", static_cast<int>(x), " ",
-              static_cast<int>(y));
-    PE_EXPECT(nvst::team_n_pes(x) == 2 && nvst::team_my_pe(x) == me % 2, "x team: index ", nvst::team_my_pe(x));
-    PE_EXPECT(nvst::team_translate_pe(x, 0) == nvst::team_translate_pe(Team::kNode, 0), "x is the node");
-    PE_EXPECT(nvst::team_n_pes(y) == 2 && nvst::team_my_pe(y) == me / 2, "y team: index ", nvst::team_my_pe(y));
-    PE_EXPECT(nvst::team_translate_pe(y, 1) == 2 + me % 2, "y member 1 is ", nvst::team_translate_pe(y, 1));
-    const Team first = nvst::team_split_strided(Team::kNode, 0, 1, 1);  // PE 0 of each node
-    PE_EXPECT(nvst::team_my_pe(first) == (me % 2 == 0 ? 0 : -1), "node leaders: ", nvst::team_my_pe(first));
-    // A PE passing other arguments: every PE fails, naming it.
-    std::string msg = error_of([&] { nvst::team_split_strided(Team::kWorld, 0, me == 3 ? 2 : 1, 2); });
-    PE_EXPECT(contains(msg, "PE ") && contains(msg, "different call"), msg);
-    // A range leaving the parent on every PE: refused everywhere, no hang.
-    msg = error_of([&] { nvst::team_split_strided(Team::kWorld, 1, 2, 3); });
-    PE_EXPECT(contains(msg, "failed on PE 0") && contains(msg, "leave the parent"), msg);
-    // Failed calls made no team: the next split gets the next handle.
-    const Team odd = nvst::team_split_strided(Team::kWorld, 1, 2, 2);
-    PE_EXPECT(static_cast<int>(odd) == 5 && nvst::team_my_pe(odd) == (me % 2 ? me / 2 : -1), "odd team");
-    nvst::finalize();
-    return 0;
-  }, {{"NVST_NODE_SIZE", "2"}});
+  auto res = run_pes(
+      4,
+      [](int me) {
+        nvst::init();
+        auto [x, y] = nvst::team_split_2d(Team::kWorld, 2);
+        PE_EXPECT(static_cast<int>(x) == 2 && static_cast<int>(y) == 3, "handles ", static_cast<int>(x), " ",
+                  static_cast<int>(y));
+        PE_EXPECT(nvst::team_n_pes(x) == 2 && nvst::team_my_pe(x) == me % 2, "x team: index ", nvst::team_my_pe(x));
+        PE_EXPECT(nvst::team_translate_pe(x, 0) == nvst::team_translate_pe(Team::kNode, 0), "x is the node");
+        PE_EXPECT(nvst::team_n_pes(y) == 2 && nvst::team_my_pe(y) == me / 2, "y team: index ", nvst::team_my_pe(y));
+        PE_EXPECT(nvst::team_translate_pe(y, 1) == 2 + me % 2, "y member 1 is ", nvst::team_translate_pe(y, 1));
+        const Team first = nvst::team_split_strided(Team::kNode, 0, 1, 1);  // PE 0 of each node
+        PE_EXPECT(nvst::team_my_pe(first) == (me % 2 == 0 ? 0 : -1), "node leaders: ", nvst::team_my_pe(first));
+        // A PE passing other arguments: every PE fails, naming it.
+        std::string msg = error_of([&] { nvst::team_split_strided(Team::kWorld, 0, me == 3 ? 2 : 1, 2); });
+        PE_EXPECT(contains(msg, "PE ") && contains(msg, "different call"), msg);
+        // A range leaving the parent on every PE: refused everywhere, no hang.
+        msg = error_of([&] { nvst::team_split_strided(Team::kWorld, 1, 2, 3); });
+        PE_EXPECT(contains(msg, "failed on PE 0") && contains(msg, "leave the parent"), msg);
+        // Failed calls made no team: the next split gets the next handle.
+        const Team odd = nvst::team_split_strided(Team::kWorld, 1, 2, 2);
+        PE_EXPECT(static_cast<int>(odd) == 5 && nvst::team_my_pe(odd) == (me % 2 ? me / 2 : -1), "odd team");
+        nvst::finalize();
+        return 0;
+      },
+      {{"NVST_NODE_SIZE", "2"}});
   for (int r = 0; r < 4; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }

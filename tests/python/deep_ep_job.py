@@ -16,11 +16,10 @@ up (one profiler row containing "dispatch", one "combine", launched as
 import os
 import sys
 
-import torch
-import torch.distributed as dist
-
 import nvshmem_tutorial as nt
 import nvshmem_tutorial.ep as deep_ep
+import torch
+import torch.distributed as dist
 from job_checks import start_job
 
 RANK, WORLD, DEV, CHECKS = start_job()

@@ -17,8 +17,6 @@ import dataclasses
 import sys
 
 import torch
-import torch.distributed as dist
-
 from job_checks import start_job
 from nvshmem_tutorial.pplx import AllToAll
 

@@ -6,7 +6,6 @@ full 10**5 runs on the GPU machine's CPU side or by hand)."""
 import os
 
 import numpy as np
-
 import nvshmem_tutorial as nt
 from nvshmem_tutorial.structures import DistributedHashMap, DistributedTensor, RingBuffer
 

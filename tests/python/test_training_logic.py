@@ -2,7 +2,6 @@
 pipeline schedules against their simulator and the bubble formula,
 bucketing and sharding."""
 import pytest
-
 from nvshmem_tutorial.training import buckets, schedules
 from nvshmem_tutorial.training.schedules import Op
 

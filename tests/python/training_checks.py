@@ -10,11 +10,18 @@ order is fixed the parameters must be equal bit for bit.
 """
 import copy
 
-import torch
-
 import nvshmem_tutorial as nt
-from nvshmem_tutorial.training import (AsyncGradientServer, ColumnParallelLinear, Communicator, GradientSync,
-                                       LockFreeAccumulator, PipelineEngine, RowParallelLinear, ShardedOptimizer)
+import torch
+from nvshmem_tutorial.training import (
+    AsyncGradientServer,
+    ColumnParallelLinear,
+    Communicator,
+    GradientSync,
+    LockFreeAccumulator,
+    PipelineEngine,
+    RowParallelLinear,
+    ShardedOptimizer,
+)
 
 STEPS = 20
 WIDTH = 16

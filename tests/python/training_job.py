@@ -14,10 +14,9 @@ per check and "DONE n failure(s)"; the exit status is the failure count.
 import os
 import sys
 
+import nvshmem_tutorial as nt
 import torch
 import torch.distributed as dist
-
-import nvshmem_tutorial as nt
 import training_checks as tc
 from job_checks import Checks, join_torch
 from nvshmem_tutorial.structures.parameter_cache import ParameterCache

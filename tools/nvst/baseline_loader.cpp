@@ -41,8 +41,8 @@ NvshmemBaseline load_nvshmem_baseline() {
     b.why_not = "nvst was built without NVSHMEM (no " + plugin.string() + ")";
     return b;
   }
-  std::string libdir = std::getenv("NVSHMEM_DIR") ? std::string(std::getenv("NVSHMEM_DIR")) + "/lib"
-                                                 : python_nvshmem_lib();
+  std::string libdir =
+      std::getenv("NVSHMEM_DIR") ? std::string(std::getenv("NVSHMEM_DIR")) + "/lib" : python_nvshmem_lib();
   std::string host = libdir + "/libnvshmem_host.so.3";
   if (libdir.empty() || !::dlopen(host.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
     b.why_not = "cannot load NVSHMEM's host library " + host +

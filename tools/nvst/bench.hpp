@@ -10,18 +10,18 @@ namespace nvst::tools {
 
 // nccl-tests' flags where they mean the same thing.
 struct BenchOptions {
-  std::size_t min_bytes = 4096;          // -b
+  std::size_t min_bytes = 4096;                  // -b
   std::size_t max_bytes = std::size_t{1} << 30;  // -e
-  double factor = 2.0;                   // -f
-  int iters = 20;                        // -n: timed iterations per sample
-  int warmup = 5;                        // -w
-  int samples = 5;                       // timed samples; the median is reported
-  bool check = true;                     // -c: verify data (#wrong column)
-  std::string json_path;                 // --json: write results here (rank 0)
-  std::string label;                     // free text stored in the JSON
-  int graph_iters = 20;                  // -G: operations per CUDA graph (bench coll)
-  std::string datatype = "bfloat16";     // -d (bench coll): bfloat16, half, float, int32, int64
-  std::string redop = "sum";             // -o (bench coll): sum, prod, max, min
+  double factor = 2.0;                           // -f
+  int iters = 20;                                // -n: timed iterations per sample
+  int warmup = 5;                                // -w
+  int samples = 5;                               // timed samples; the median is reported
+  bool check = true;                             // -c: verify data (#wrong column)
+  std::string json_path;                         // --json: write results here (rank 0)
+  std::string label;                             // free text stored in the JSON
+  int graph_iters = 20;                          // -G: operations per CUDA graph (bench coll)
+  std::string datatype = "bfloat16";             // -d (bench coll): bfloat16, half, float, int32, int64
+  std::string redop = "sum";                     // -o (bench coll): sum, prod, max, min
 };
 
 // NCCL refuses two ranks on one GPU, so its baseline columns need a GPU per

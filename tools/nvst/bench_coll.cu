@@ -106,16 +106,22 @@ Reduction reduction_named(const std::string& o) {
 
 template <typename T>
 __device__ T from_int(int v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(static_cast<float>(v));
-  else if constexpr (std::is_same_v<T, __half>) return __float2half(static_cast<float>(v));
-  else return static_cast<T>(v);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __half>)
+    return __float2half(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
 }
 
 template <typename T>
 __device__ double to_double(T v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(v);
-  else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-  else return static_cast<double>(v);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(v);
+  else if constexpr (std::is_same_v<T, __half>)
+    return __half2float(v);
+  else
+    return static_cast<double>(v);
 }
 
 // PE pe's input element i: 0..7, or 1 or 2 for a product (whose results,
@@ -221,10 +227,14 @@ cudaGraphExec_t capture_graph(cudaStream_t s, int count, const std::function<voi
 
 void run_ours(Coll kind, const void* in, void* out, std::size_t count, const Element& e, const Reduction& r,
               cudaStream_t s) {
-  if (kind == Coll::kAllGather) nvst::coll::all_gather(in, out, count, e.ours, s);
-  else if (kind == Coll::kReduceScatter) nvst::coll::reduce_scatter(in, out, count, e.ours, r.ours, s);
-  else if (kind == Coll::kAllToAll) nvst::coll::all_to_all(in, out, count, e.ours, s);
-  else nvst::coll::all_reduce(in, out, count, e.ours, r.ours, s);
+  if (kind == Coll::kAllGather)
+    nvst::coll::all_gather(in, out, count, e.ours, s);
+  else if (kind == Coll::kReduceScatter)
+    nvst::coll::reduce_scatter(in, out, count, e.ours, r.ours, s);
+  else if (kind == Coll::kAllToAll)
+    nvst::coll::all_to_all(in, out, count, e.ours, s);
+  else
+    nvst::coll::all_reduce(in, out, count, e.ours, r.ours, s);
 }
 
 void run_nccl(Coll kind, const void* in, void* out, std::size_t count, const Element& e, const Reduction& red, int n,
@@ -250,8 +260,8 @@ void run_nccl(Coll kind, const void* in, void* out, std::size_t count, const Ele
 // NVSHMEM's collectives through the plugin. lib.why_not empty: measured.
 struct NvshmemColl {
   NvshmemBaseline lib;
-  bool started = false;                 // NVSHMEM runs on every PE: finalize at the end
-  void* in = nullptr;                   // in its symmetric heap, max_bytes each
+  bool started = false;  // NVSHMEM runs on every PE: finalize at the end
+  void* in = nullptr;    // in its symmetric heap, max_bytes each
   void* out = nullptr;
   std::size_t rs_max_bytes = SIZE_MAX;  // the largest reduce_scatter source it takes
   std::set<Coll> refused;               // a call was refused: no rows
@@ -275,7 +285,6 @@ void run_nvshmem(const NvshmemColl& nv, Coll kind, std::size_t count, const Elem
                                    count, s, err, sizeof err);
   NVST_REQUIRE(rc == 0, "NVSHMEM ", name_of(kind), " failed: ", err);
 }
-
 
 // NVSHMEM keeps a reduce scratch for each of NVSHMEM_MAX_TEAMS (32 by
 // default) possible teams in its heap.
@@ -353,8 +362,8 @@ void close_nvshmem(NvshmemColl& nv) {
 std::string nvshmem_setup_note(const NvshmemColl& nv) {
   return "nvshmem " + std::string(nv.lib.version()) +
          ": nvshmemx_<type>_{<op>_reduce,fcollect,<op>_reducescatter,alltoall}_on_stream on NVSHMEM_TEAM_WORLD, "
-         "buffers in its symmetric heap; NVSHMEM_DISABLE_NVLS=" + env_or("NVSHMEM_DISABLE_NVLS", "unset") +
-         ", NVSHMEM_DISABLE_NCCL=" + env_or("NVSHMEM_DISABLE_NCCL", "unset") +
+         "buffers in its symmetric heap; NVSHMEM_DISABLE_NVLS=" +
+         env_or("NVSHMEM_DISABLE_NVLS", "unset") + ", NVSHMEM_DISABLE_NCCL=" + env_or("NVSHMEM_DISABLE_NCCL", "unset") +
          " (1: its own kernels, not NCCL's), NVSHMEM_REDUCE_SCRATCH_SIZE=" +
          env_or("NVSHMEM_REDUCE_SCRATCH_SIZE", "unset");
 }
@@ -386,8 +395,10 @@ int bench_coll(const BenchOptions& o) {
                 o.datatype.c_str(), o.redop.c_str());
   }
   NvshmemColl nv;
-  if (shared.empty()) nv = open_nvshmem(o.max_bytes, me, n);
-  else nv.lib.why_not = "the PEs share a GPU";  // not loaded: an empty why_not would mean loaded
+  if (shared.empty())
+    nv = open_nvshmem(o.max_bytes, me, n);
+  else
+    nv.lib.why_not = "the PEs share a GPU";  // not loaded: an empty why_not would mean loaded
   if (shared.empty() && !nv.on() && me == 0) std::printf("# NVSHMEM column: n/a (%s)\n", nv.lib.why_not.c_str());
   cudaStream_t s;
   cudaEvent_t t0, t1;
@@ -447,8 +458,10 @@ int bench_coll(const BenchOptions& o) {
     for (int k = 0; k < o.samples; ++k) {
       nvst::bootstrap_barrier();
       NVST_CHECK_CUDA(cudaEventRecord(t0, s));
-      if (graph) NVST_CHECK_CUDA(cudaGraphLaunch(exec, s));
-      else for (int i = 0; i < o.iters; ++i) op();
+      if (graph)
+        NVST_CHECK_CUDA(cudaGraphLaunch(exec, s));
+      else
+        for (int i = 0; i < o.iters; ++i) op();
       NVST_CHECK_CUDA(cudaEventRecord(t1, s));
       NVST_CHECK_CUDA(cudaEventSynchronize(t1));
       float ms = 0;
@@ -518,9 +531,12 @@ int bench_coll(const BenchOptions& o) {
           void* dst = theirs ? nv.out : out;
           NVST_CHECK_CUDA(cudaMemsetAsync(dst, 0xFF, out_elems * es, s));
           auto op = [&] {
-            if (impl == Impl::kOurs) run_ours(kind, in, out, per_pe, elem, red, s);
-            else if (impl == Impl::kNccl) run_nccl(kind, in, out, per_pe, elem, red, n, comm, s);
-            else run_nvshmem(nv, kind, per_pe, elem, red, s);
+            if (impl == Impl::kOurs)
+              run_ours(kind, in, out, per_pe, elem, red, s);
+            else if (impl == Impl::kNccl)
+              run_nccl(kind, in, out, per_pe, elem, red, n, comm, s);
+            else
+              run_nvshmem(nv, kind, per_pe, elem, red, s);
           };
           std::string why;
           const std::optional<double> t = time_it(op, graph, /*may_fail=*/theirs, why);

@@ -241,11 +241,11 @@ constexpr const char* kOnNvshmem = "nvst@nvshmem";
 // One call of the per-call table, the slowest PE's values (us, bytes).
 struct CallRow {
   std::string op;
-  double gpu = 0;     // graph-batched (low latency) or back to back on a stream (normal mode)
+  double gpu = 0;  // graph-batched (low latency) or back to back on a stream (normal mode)
   bool graph = false;
   double stream = 0;  // calls issued back to back on a stream, per call
   double eager = 0, host = 0, must = 0;
-  double equiv = 0;   // the plain CUDA equivalent's GPU time (one PE), 0: none
+  double equiv = 0;  // the plain CUDA equivalent's GPU time (one PE), 0: none
 };
 struct CallTable {
   double copy_gbps = 0;  // HBM copy bandwidth: a 1 GiB device-to-device copy
@@ -256,20 +256,23 @@ struct CallTable {
 };
 
 void CallTable::print(int n_pes) const {
-  std::printf("\n# per call, %d PE(s): gpu = GPU time per call (low latency: %s; normal mode: back to back on a "
-              "stream); stream = back to back on a stream; eager = one call on an idle GPU (events around it, "
-              "median); host = CPU time to issue one call; must = bytes the call must read and write at one PE; "
-              "roofline = must at %.0f GB/s (a 1 GiB device copy in this run); cuda = the plain CUDA equivalent "
-              "(gather / weighted sum, one PE only)\n",
-              n_pes, "20 calls in one CUDA graph", copy_gbps);
+  std::printf(
+      "\n# per call, %d PE(s): gpu = GPU time per call (low latency: %s; normal mode: back to back on a "
+      "stream); stream = back to back on a stream; eager = one call on an idle GPU (events around it, "
+      "median); host = CPU time to issue one call; must = bytes the call must read and write at one PE; "
+      "roofline = must at %.0f GB/s (a 1 GiB device copy in this run); cuda = the plain CUDA equivalent "
+      "(gather / weighted sum, one PE only)\n",
+      n_pes, "20 calls in one CUDA graph", copy_gbps);
   std::printf("# %-58s %8s %8s %8s %8s %9s %9s %8s %8s\n", "call", "gpu(us)", "stream", "eager", "host", "must(MB)",
               "roofline", "gpu/roof", "cuda(us)");
   for (const CallRow& r : rows) {
     const double roof = r.must / copy_gbps / 1e3;
     std::printf("  %-58s %7.2f%s %8.2f %8.2f %8.2f %9.2f %9.2f %7.1fx", r.op.c_str(), r.gpu, r.graph ? "g" : "s",
                 r.stream, r.eager, r.host, r.must / 1e6, roof, r.gpu / roof);
-    if (r.equiv > 0) std::printf(" %8.2f\n", r.equiv);
-    else std::printf(" %8s\n", "-");
+    if (r.equiv > 0)
+      std::printf(" %8.2f\n", r.equiv);
+    else
+      std::printf(" %8s\n", "-");
   }
 }
 
@@ -286,12 +289,14 @@ void CallTable::add_to(Report& report) const {
     row("cuda_equiv", r.equiv);
   }
   if (!rows.empty())
-    report.notes.push_back("per call (ops named 'per call'): nvst_graph = GPU time per call, 20 calls in one CUDA "
-                           "graph; nvst_stream = back to back on a stream; nvst_eager = one call on an idle GPU; "
-                           "nvst_host = CPU time to issue one call; roofline = the bytes the call must read and write "
-                           "at one PE over the HBM copy bandwidth of the run (" +
-                           std::to_string(static_cast<int>(copy_gbps)) + " GB/s); cuda_equiv = a plain CUDA gather "
-                           "or weighted sum of the same rows (one PE)");
+    report.notes.push_back(
+        "per call (ops named 'per call'): nvst_graph = GPU time per call, 20 calls in one CUDA "
+        "graph; nvst_stream = back to back on a stream; nvst_eager = one call on an idle GPU; "
+        "nvst_host = CPU time to issue one call; roofline = the bytes the call must read and write "
+        "at one PE over the HBM copy bandwidth of the run (" +
+        std::to_string(static_cast<int>(copy_gbps)) +
+        " GB/s); cuda_equiv = a plain CUDA gather "
+        "or weighted sum of the same rows (one PE)");
 }
 
 class EpBench {
@@ -301,12 +306,20 @@ class EpBench {
   // `comm`: the NCCL communicator of every pass, made by the first (it
   // outlives the runtime's finalize; the caller destroys it).
   EpBench(const BenchOptions& o, Report& report, CallTable& calls, const std::string& impl, ncclComm_t& comm)
-      : o_(o), me_(nvst::my_pe()), n_(nvst::n_pes()), impl_(impl), first_pass_(impl == "nvst"), report_(report),
+      : o_(o),
+        me_(nvst::my_pe()),
+        n_(nvst::n_pes()),
+        impl_(impl),
+        first_pass_(impl == "nvst"),
+        report_(report),
         calls_(calls) {
     if (comm == nullptr) {
       const std::string shared = pes_sharing_a_gpu();
-      NVST_REQUIRE(shared.empty(), "nvst bench ep checks ours against NCCL all-to-all-v, and NCCL refuses two ranks "
-                   "on one GPU: ", shared, "; give every PE a GPU of its own (nvst_ep_tests checks the Buffer on a "
+      NVST_REQUIRE(shared.empty(),
+                   "nvst bench ep checks ours against NCCL all-to-all-v, and NCCL refuses two ranks "
+                   "on one GPU: ",
+                   shared,
+                   "; give every PE a GPU of its own (nvst_ep_tests checks the Buffer on a "
                    "shared GPU)");
       ncclUniqueId nid{};
       if (me_ == 0) check_nccl(ncclGetUniqueId(&nid), "ncclGetUniqueId");
@@ -482,8 +495,7 @@ class EpBench {
   }
   // NCCL all-to-all-v of rows: PE r gets count[me][r] rows from send_buf at
   // send_off[r] and this PE gets count[r][me] rows at recv_off[r].
-  void a2av(const nvst::ep::DispatchHandle& h, const char* send_buf, char* recv_buf, std::size_t row_bytes,
-            bool back) {
+  void a2av(const nvst::ep::DispatchHandle& h, const char* send_buf, char* recv_buf, std::size_t row_bytes, bool back) {
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     for (int r = 0; r < n_; ++r) {
       // Forward: send rows to r, receive r's rows. Back: the other way.
@@ -657,7 +669,8 @@ void EpBench::normal(const Case& c) {
       add(op, impl_at(sms), bytes, t, wrong);
       // Must move: x read, each row sent written once (with its scales).
       if (sms == cfg.num_sms)
-        add_call(op, call, false, t, static_cast<double>(TH) * (fp8 ? 1 : 2) + sent * (row_bytes + (fp8 ? spr * 4 : 0)));
+        add_call(op, call, false, t,
+                 static_cast<double>(TH) * (fp8 ? 1 : 2) + sent * (row_bytes + (fp8 ? spr * 4 : 0)));
     }
     if (first_pass_) add(op, "nccl_a2av", bytes, t_nccl, 0);
   }
@@ -681,7 +694,8 @@ void EpBench::normal(const Case& c) {
     const double t = time_op(call);
     add(op, impl_at(sms), bf16_bytes, t, diff(our_out, ref_out, TH * 2));
     // Must move: each received row read once, the tokens' rows written.
-    if (sms == cfg.num_sms) add_call(op, call, false, t, static_cast<double>(recv) * row2 + static_cast<double>(TH) * 2);
+    if (sms == cfg.num_sms)
+      add_call(op, call, false, t, static_cast<double>(recv) * row2 + static_cast<double>(TH) * 2);
   }
   if (first_pass_) add(op, "nccl_a2av", bf16_bytes, t_nccl, 0);
   NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
@@ -739,8 +753,8 @@ void EpBench::low_latency(const Case& c) {
     NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
     double got = 0;
     for (int v : hc) got += v;
-    const long long wrong = static_cast<long long>(std::llabs(static_cast<long long>(mean_over_pes(got) * n_ + 0.5) -
-                                                              static_cast<long long>(selections * n_)));
+    const long long wrong = static_cast<long long>(
+        std::llabs(static_cast<long long>(mean_over_pes(got) * n_ + 0.5) - static_cast<long long>(selections * n_)));
     const double bytes = mean_over_pes(selections * (fp8 ? c.H + c.H / 128 * 4 + 16 : c.H * 2));
     add(op, impl_, bytes, t, wrong);
   }
@@ -822,14 +836,15 @@ void EpBench::low_latency(const Case& c) {
       weighted_sum<<<std::max(1, (threads + 255) / 256), 256, 0, s_>>>(y, d_row, w, c.T, c.H, c.K, out);
       NVST_CHECK_LAUNCH();
     });
-    for (void* p : {static_cast<void*>(d_src), static_cast<void*>(d_dst), static_cast<void*>(d_row),
-                    static_cast<void*>(sc)})
+    for (void* p :
+         {static_cast<void*>(d_src), static_cast<void*>(d_dst), static_cast<void*>(d_row), static_cast<void*>(sc)})
       NVST_CHECK_CUDA(cudaFree(p));
   }
   for (bool fp8 : {true, false}) {
     in.use_fp8 = fp8;
-    add_call(std::string(fp8 ? "ll_dispatch_fp8" : "ll_dispatch_bf16") + tag,
-             [&] { buf.low_latency_dispatch(in, s_); }, true, t_dispatch[fp8], dispatch_must(fp8), gather_us[fp8]);
+    add_call(
+        std::string(fp8 ? "ll_dispatch_fp8" : "ll_dispatch_bf16") + tag, [&] { buf.low_latency_dispatch(in, s_); },
+        true, t_dispatch[fp8], dispatch_must(fp8), gather_us[fp8]);
   }
   in.use_fp8 = false;
   (void)buf.low_latency_dispatch(in, s_);  // both sets hold bf16 rows again

@@ -22,8 +22,7 @@ namespace nvst::tools {
 namespace {
 
 __global__ void nop_producers(int per_thread) {
-  for (int i = 0; i < per_thread; ++i)
-    nvst::dev::proxy_push(nvst::proxy::Op::kNop, 0, 0, nullptr, 0, 0, 0, 0);
+  for (int i = 0; i < per_thread; ++i) nvst::dev::proxy_push(nvst::proxy::Op::kNop, 0, 0, nullptr, 0, 0, 0, 0);
 }
 
 __global__ void quiet_kernel() { nvst::dev::quiet(); }
@@ -46,8 +45,8 @@ int bench_fifo(const BenchOptions& o) {
     const char* name;
     int blocks, threads;
   };
-  const Shape shapes[] = {{"1_thread", 1, 1},     {"1_warp", 1, 32},     {"8_blocks", 8, 32},
-                          {"32_blocks", 32, 32}, {"132_blocks", 132, 32}};
+  const Shape shapes[] = {
+      {"1_thread", 1, 1}, {"1_warp", 1, 32}, {"8_blocks", 8, 32}, {"32_blocks", 32, 32}, {"132_blocks", 132, 32}};
   if (nvst::my_pe() == 0) {
     for (const Shape& sh : shapes) {
       const int producers = sh.blocks * sh.threads;

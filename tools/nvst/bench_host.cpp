@@ -39,8 +39,7 @@ int bench_host(const BenchOptions& o) {
     return t;
   };
   if (nvst::my_pe() == 0)
-    std::printf("# nvst bench host: %d host-memory PEs on loopback TCP (bootstrap channel)\n",
-                nvst::n_pes());
+    std::printf("# nvst bench host: %d host-memory PEs on loopback TCP (bootstrap channel)\n", nvst::n_pes());
   double t = time_us([] { nvst::bootstrap_barrier(); });
   report.add({"bootstrap_barrier", "nvst", 0, t, 0, 0, 0});
   const std::size_t cap = std::min<std::size_t>(o.max_bytes, 1u << 20);
@@ -52,8 +51,7 @@ int bench_host(const BenchOptions& o) {
       for (int p = 0; p < nvst::n_pes(); ++p)
         wrong += all[static_cast<std::size_t>(p) * b + b / 2] != static_cast<std::byte>(p);
     });
-    report.add({"bootstrap_allgather", "nvst", b, us,
-                static_cast<double>(b) * nvst::n_pes() / us / 1e3, 0, wrong});
+    report.add({"bootstrap_allgather", "nvst", b, us, static_cast<double>(b) * nvst::n_pes() / us / 1e3, 0, wrong});
     if (b * o.factor <= b) break;
   }
   // Fabric puts, PE 0 -> PE 1, checked on PE 1.

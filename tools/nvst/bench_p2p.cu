@@ -23,10 +23,10 @@
 #include "p2p_measure.cuh"
 #include "report.hpp"
 
-#define NVST_CHECK_NCCL(call)                                                          \
-  do {                                                                                 \
-    ncclResult_t r_ = (call);                                                          \
-    NVST_REQUIRE(r_ == ncclSuccess, #call, " failed: ", ncclGetErrorString(r_));       \
+#define NVST_CHECK_NCCL(call) \
+  do { \
+    ncclResult_t r_ = (call); \
+    NVST_REQUIRE(r_ == ncclSuccess, #call, " failed: ", ncclGetErrorString(r_)); \
   } while (0)
 
 namespace nvst::tools {
@@ -42,8 +42,10 @@ __global__ void put_kernel(char* dst, const char* src, std::size_t bytes, int pe
   const std::size_t off = per * blockIdx.x;
   if (off < bytes) {
     const std::size_t len = bytes - off < per ? bytes - off : per;
-    if constexpr (kTma) nvst::dev::putmem_nbi_block_tma(dst + off, src + off, len, pe);
-    else nvst::dev::putmem_nbi_block(dst + off, src + off, len, pe);
+    if constexpr (kTma)
+      nvst::dev::putmem_nbi_block_tma(dst + off, src + off, len, pe);
+    else
+      nvst::dev::putmem_nbi_block(dst + off, src + off, len, pe);
   }
   __syncthreads();
   if (threadIdx.x == 0) nvst::dev::quiet();
@@ -53,8 +55,7 @@ __global__ void put_kernel(char* dst, const char* src, std::size_t bytes, int pe
 // chunks b, b + grid, ...): at any moment the whole grid writes inside a
 // window of grid * chunk bytes instead of one stretch per block spread over
 // the buffer, which keeps fewer remote pages (and their translations) live.
-__global__ void put_interleaved_kernel(char* dst, const char* src, std::size_t bytes, int pe,
-                                       std::size_t chunk) {
+__global__ void put_interleaved_kernel(char* dst, const char* src, std::size_t bytes, int pe, std::size_t chunk) {
   for (std::size_t off = chunk * blockIdx.x; off < bytes; off += chunk * gridDim.x) {
     const std::size_t len = bytes - off < chunk ? bytes - off : chunk;
     nvst::dev::putmem_nbi_block(dst + off, src + off, len, pe);
@@ -83,9 +84,12 @@ __global__ void put_hinted_kernel(char* dst_sym, const char* src, std::size_t by
     for (int u = 0; u < kUnroll; ++u) {
       const std::size_t i = base + threadIdx.x + static_cast<std::size_t>(u) * blockDim.x;
       if (i < n) {
-        if constexpr (kHint == 1) __stcs(dst + i, v[u]);
-        else if constexpr (kHint == 2) __stwt(dst + i, v[u]);
-        else dst[i] = v[u];
+        if constexpr (kHint == 1)
+          __stcs(dst + i, v[u]);
+        else if constexpr (kHint == 2)
+          __stwt(dst + i, v[u]);
+        else
+          dst[i] = v[u];
       }
     }
   }
@@ -126,7 +130,7 @@ PutPlan plan_put(std::size_t bytes, int sms) {
   if (bytes >= (std::size_t{32} << 20)) return {2 * sms, 1024, std::size_t{64} << 10};
   const std::size_t per32k = bytes >> 15, per128k = bytes >> 17;
   const std::size_t b = bytes <= (std::size_t{4} << 20) ? std::clamp<std::size_t>(per32k, 8, 32)
-                                                         : std::clamp<std::size_t>(per128k, 32, sms);
+                                                        : std::clamp<std::size_t>(per128k, 32, sms);
   const std::size_t chunk = ((bytes + b - 1) / b + 15) / 16 * 16;
   return {static_cast<int>(b), 256, chunk};
 }
@@ -137,8 +141,7 @@ int bench_p2p(const BenchOptions& o) {
   nvst::InitOptions init;
   init.heap_bytes = 2 * o.max_bytes + (64u << 20);
   nvst::init(init);
-  NVST_REQUIRE(nvst::n_pes() == 2, "nvst bench p2p runs on exactly 2 PEs (got ", nvst::n_pes(),
-               "); use --np 2");
+  NVST_REQUIRE(nvst::n_pes() == 2, "nvst bench p2p runs on exactly 2 PEs (got ", nvst::n_pes(), "); use --np 2");
   NVST_REQUIRE(nvst::device() >= 0, "nvst bench p2p needs GPUs");
   if (nvst::transport_to(1 - nvst::my_pe()).rfind("fabric:", 0) == 0) return bench_p2p_internode(o);
   Ctx c{o};
@@ -238,19 +241,17 @@ int bench_p2p(const BenchOptions& o) {
         // interleaved chunks over block counts and block sizes.
         for (int t : {256, 1024})
           for (int b : {1, 2, 4, 8, 16, 32, 66, 132, 264}) {
-            measure(c, op, "split_b" + std::to_string(b) + "_t" + std::to_string(t), bytes, src, dst, send,
-                    recv, [&] {
-                      if (send) put_kernel<false><<<b, t, 0, c.stream>>>(dst, src, bytes, c.peer);
-                      NVST_CHECK_LAUNCH();
-                    });
+            measure(c, op, "split_b" + std::to_string(b) + "_t" + std::to_string(t), bytes, src, dst, send, recv, [&] {
+              if (send) put_kernel<false><<<b, t, 0, c.stream>>>(dst, src, bytes, c.peer);
+              NVST_CHECK_LAUNCH();
+            });
           }
         for (std::size_t chunk : {std::size_t{16} << 10, std::size_t{64} << 10, std::size_t{256} << 10})
           for (int b : {8, 32, 66, 132, 264}) {
             if ((b - 1) * chunk >= bytes && b > 8) continue;  // idle blocks only
-            measure(c, op, "ilv_b" + std::to_string(b) + "_c" + std::to_string(chunk >> 10) + "k", bytes, src,
-                    dst, send, recv, [&] {
-                      if (send)
-                        put_interleaved_kernel<<<b, threads, 0, c.stream>>>(dst, src, bytes, c.peer, chunk);
+            measure(c, op, "ilv_b" + std::to_string(b) + "_c" + std::to_string(chunk >> 10) + "k", bytes, src, dst,
+                    send, recv, [&] {
+                      if (send) put_interleaved_kernel<<<b, threads, 0, c.stream>>>(dst, src, bytes, c.peer, chunk);
                       NVST_CHECK_LAUNCH();
                     });
           }

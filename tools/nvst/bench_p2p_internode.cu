@@ -41,8 +41,7 @@ __global__ void proxy_put_kernel(char* dst, const char* src, std::size_t bytes, 
 int bench_p2p_internode(const BenchOptions& o) {
   Ctx c{o};
   open_ctx(c);
-  if (c.me == 0)
-    std::printf("# p2p across logical nodes: PE 0 -> PE 1 through %s\n", nvst::transport_to(1).c_str());
+  if (c.me == 0) std::printf("# p2p across logical nodes: PE 0 -> PE 1 through %s\n", nvst::transport_to(1).c_str());
 
   char* src = static_cast<char*>(nvst::malloc(o.max_bytes));
   char* dst = static_cast<char*>(nvst::malloc(o.max_bytes));
@@ -76,12 +75,15 @@ int bench_p2p_internode(const BenchOptions& o) {
       if (send) proxy_put_kernel<<<1, 1, 0, c.stream>>>(dst, src, bytes, c.peer);
       NVST_CHECK_LAUNCH();
     });
-    measure(c, "put", "nvst_proxy_host", bytes, src, dst, send, recv, [&] {
-      if (send) {
-        nvst::putmem_nbi(dst, src, bytes, c.peer);
-        nvst::quiet();
-      }
-    }, Timing::kHost);
+    measure(
+        c, "put", "nvst_proxy_host", bytes, src, dst, send, recv,
+        [&] {
+          if (send) {
+            nvst::putmem_nbi(dst, src, bytes, c.peer);
+            nvst::quiet();
+          }
+        },
+        Timing::kHost);
     if (with_nccl)
       measure(c, "put", "nccl_net", bytes, src, dst, send, recv, [&] {
         NVST_REQUIRE(ncclGroupStart() == ncclSuccess, "ncclGroupStart");

@@ -50,10 +50,8 @@ struct Nvml {
     lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return;
     init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-    by_bus_id = reinterpret_cast<int (*)(const char*, NvmlDevice*)>(
-        dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-    link_state = reinterpret_cast<int (*)(NvmlDevice, unsigned, int*)>(
-        dlsym(lib, "nvmlDeviceGetNvLinkState"));
+    by_bus_id = reinterpret_cast<int (*)(const char*, NvmlDevice*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    link_state = reinterpret_cast<int (*)(NvmlDevice, unsigned, int*)>(dlsym(lib, "nvmlDeviceGetNvLinkState"));
     remote_pci = reinterpret_cast<int (*)(NvmlDevice, unsigned, NvmlPciInfo*)>(
         dlsym(lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2"));
     ok = init && by_bus_id && link_state && remote_pci && init() == 0;
@@ -73,9 +71,10 @@ void print_fabric(int gpus) {
   auto present = fabric::providers_present();
   std::string list;
   for (auto& p : present) list += (list.empty() ? "" : ", ") + p;
-  std::printf("  fabric (proxy thread + libfabric, between nodes and host PEs): provider %s (NVST_FABRIC_PROVIDER)\n"
-              "    providers present: %s\n",
-              fabric::chosen_provider().c_str(), list.empty() ? "none" : list.c_str());
+  std::printf(
+      "  fabric (proxy thread + libfabric, between nodes and host PEs): provider %s (NVST_FABRIC_PROVIDER)\n"
+      "    providers present: %s\n",
+      fabric::chosen_provider().c_str(), list.empty() ? "none" : list.c_str());
   for (int g = 0; g < gpus; ++g) {
     std::string nics;
     for (auto& d : topology::network_devices_near_gpu(g)) nics += (nics.empty() ? "" : ", ") + d;
@@ -92,8 +91,7 @@ int info() {
   ncclGetVersion(&nccl);
   std::printf("nvst %s (commit %s)\n", "0.1.0", kGitCommit);
   std::printf("CUDA runtime %d.%d, driver %s, NCCL %d.%d.%d\n", rt / 1000, (rt % 1000) / 10,
-              drv ? (std::to_string(drv / 1000) + "." + std::to_string((drv % 1000) / 10)).c_str()
-                  : "none",
+              drv ? (std::to_string(drv / 1000) + "." + std::to_string((drv % 1000) / 10)).c_str() : "none",
               nccl / 10000, (nccl % 10000) / 100, nccl % 100);
   const int n = gpu_count();
   if (n == 0) {
@@ -111,9 +109,8 @@ int info() {
     NVST_CHECK_CUDA(cudaDeviceGetAttribute(&g.domain, cudaDevAttrPciDomainId, i));
     NVST_CHECK_CUDA(cudaDeviceGetAttribute(&g.bus, cudaDevAttrPciBusId, i));
     NVST_CHECK_CUDA(cudaDeviceGetAttribute(&g.dev, cudaDevAttrPciDeviceId, i));
-    std::printf("  GPU%d  %-24s sm_%d%d  %3d SMs  %6.1f GiB  %s\n", i, g.prop.name,
-                g.prop.major, g.prop.minor, g.prop.multiProcessorCount,
-                static_cast<double>(g.prop.totalGlobalMem) / (1 << 30), g.bus_id);
+    std::printf("  GPU%d  %-24s sm_%d%d  %3d SMs  %6.1f GiB  %s\n", i, g.prop.name, g.prop.major, g.prop.minor,
+                g.prop.multiProcessorCount, static_cast<double>(g.prop.totalGlobalMem) / (1 << 30), g.bus_id);
   }
 
   // NVLink links between each pair, from NVML.
@@ -166,9 +163,10 @@ int info() {
               n >= 2 && p2p_pairs > 0 ? "available" : "needs 2 GPUs with peer access");
   std::printf("  host (host-memory PEs, NVST_HEAP=host):                  available\n");
   print_fabric(n);
-  std::printf("\nsettings: NVST_SYMMETRIC_SIZE (heap per PE, default 1G), NVST_TIMEOUT_S (%g),\n"
-              "          NVST_DEVICE_TIMEOUT_S (%g), NVST_HEAP, NVST_NODE_SIZE\n",
-              host_timeout_seconds(), device_timeout_seconds());
+  std::printf(
+      "\nsettings: NVST_SYMMETRIC_SIZE (heap per PE, default 1G), NVST_TIMEOUT_S (%g),\n"
+      "          NVST_DEVICE_TIMEOUT_S (%g), NVST_HEAP, NVST_NODE_SIZE\n",
+      host_timeout_seconds(), device_timeout_seconds());
   return 0;
 }
 

@@ -24,8 +24,8 @@ std::vector<std::string> g_argv;
 
 // Runs `pe_main` in every PE: here when already a PE, else in `np` spawned
 // copies of this command.
-int run_as_job(int np, const std::vector<std::pair<std::string, std::string>>& env,
-               int (*pe_main)(const BenchOptions&), const BenchOptions& opts) {
+int run_as_job(int np, const std::vector<std::pair<std::string, std::string>>& env, int (*pe_main)(const BenchOptions&),
+               const BenchOptions& opts) {
   if (nvst::is_pe_process()) return pe_main(opts);
   nvst::SpawnOptions spawn;
   spawn.nprocs = np;
@@ -61,9 +61,12 @@ std::vector<std::string> pe_argv(std::vector<std::string> args, const std::strin
       const std::string& a = args[i];
       const bool attached = name.size() == 2 ? a.size() > 2 && a.rfind(name, 0) == 0 : a.rfind(name + "=", 0) == 0;
       const auto at = args.begin() + static_cast<long>(i);
-      if (a == name && i + 1 < args.size()) args.erase(at, at + 2);
-      else if (attached) args.erase(at);
-      else ++i;
+      if (a == name && i + 1 < args.size())
+        args.erase(at, at + 2);
+      else if (attached)
+        args.erase(at);
+      else
+        ++i;
     }
   };
   for (const char* name : {"--json", "-e", "--maxbytes"}) drop(name);
@@ -78,10 +81,14 @@ std::size_t parse_size(const std::string& s) {
   NVST_REQUIRE(end != s.c_str() && v >= 0, "not a size: '", s, "' (examples: 4K, 16M, 1G)");
   std::string unit(end);
   double mul = 1;
-  if (unit == "K" || unit == "k" || unit == "KB") mul = 1024.0;
-  else if (unit == "M" || unit == "m" || unit == "MB") mul = 1024.0 * 1024;
-  else if (unit == "G" || unit == "g" || unit == "GB") mul = 1024.0 * 1024 * 1024;
-  else NVST_REQUIRE(unit.empty() || unit == "B", "not a size: '", s, "' (examples: 4K, 16M, 1G)");
+  if (unit == "K" || unit == "k" || unit == "KB")
+    mul = 1024.0;
+  else if (unit == "M" || unit == "m" || unit == "MB")
+    mul = 1024.0 * 1024;
+  else if (unit == "G" || unit == "g" || unit == "GB")
+    mul = 1024.0 * 1024 * 1024;
+  else
+    NVST_REQUIRE(unit.empty() || unit == "B", "not a size: '", s, "' (examples: 4K, 16M, 1G)");
   return static_cast<std::size_t>(v * mul);
 }
 
@@ -97,16 +104,15 @@ int main(int argc, char** argv) {
   BenchOptions opts;
   std::string min_s = "4K", max_s = "1G";
   int np = 0;
-  auto* bench = app.add_subcommand(
-      "bench", "benchmarks on whatever hardware is present (p2p with 2+ GPUs, host otherwise)");
+  auto* bench =
+      app.add_subcommand("bench", "benchmarks on whatever hardware is present (p2p with 2+ GPUs, host otherwise)");
   bench->add_option("which", "p2p, coll, ep, fifo, host, or all (default: all that the hardware allows)")
       ->check(CLI::IsMember({"p2p", "coll", "ep", "fifo", "host", "all"}));
   bench->add_option("-G,--cudagraph", opts.graph_iters, "operations per CUDA graph (nccl-tests -G; bench coll)")
       ->check(CLI::PositiveNumber);
   bench->add_option("-b,--minbytes", min_s, "smallest size (nccl-tests -b)");
   bench->add_option("-e,--maxbytes", max_s, "largest size (nccl-tests -e)");
-  bench->add_option("-f,--stepfactor", opts.factor, "size multiplier (nccl-tests -f)")
-      ->check(CLI::Range(1.01, 1024.0));
+  bench->add_option("-f,--stepfactor", opts.factor, "size multiplier (nccl-tests -f)")->check(CLI::Range(1.01, 1024.0));
   bench->add_option("-n,--iters", opts.iters, "timed iterations per sample (nccl-tests -n)")
       ->check(CLI::Range(1, 1000000));
   bench->add_option("-w,--warmup_iters", opts.warmup, "warm-up iterations (nccl-tests -w)")
@@ -115,8 +121,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"bfloat16", "half", "float", "int32", "int64"}));
   bench->add_option("-o,--op", opts.redop, "reduction (nccl-tests -o; bench coll's all_reduce and reduce_scatter)")
       ->check(CLI::IsMember({"sum", "prod", "max", "min"}));
-  bench->add_option("--samples", opts.samples, "timed samples; the median is reported")
-      ->check(CLI::Range(1, 1000));
+  bench->add_option("--samples", opts.samples, "timed samples; the median is reported")->check(CLI::Range(1, 1000));
   bench->add_option("-c,--check", opts.check, "verify data and count wrong words (0/1)");
   bench->add_option("--json", opts.json_path, "write results as JSON (rank 0)");
   bench->add_option("--label", opts.label, "free text stored in the JSON");
@@ -125,8 +130,7 @@ int main(int argc, char** argv) {
 
   int self_np = 0;
   auto* self = app.add_subcommand("selftest", "quick end-to-end check of the runtime");
-  self->add_option("--np", self_np, "PEs to spawn (default: every GPU, or 2 host PEs)")
-      ->check(CLI::Range(1, 1024));
+  self->add_option("--np", self_np, "PEs to spawn (default: every GPU, or 2 host PEs)")->check(CLI::Range(1, 1024));
 
   try {
     app.parse(argc, argv);
@@ -148,11 +152,9 @@ int main(int argc, char** argv) {
     // bench
     opts.min_bytes = parse_size(min_s);
     opts.max_bytes = parse_size(max_s);
-    NVST_REQUIRE(opts.min_bytes >= 1 && opts.min_bytes <= opts.max_bytes,
-                 "need 1 <= minbytes <= maxbytes, got ", opts.min_bytes, " and ", opts.max_bytes);
-    std::string which = bench->get_option("which")->empty()
-                            ? "all"
-                            : bench->get_option("which")->as<std::string>();
+    NVST_REQUIRE(opts.min_bytes >= 1 && opts.min_bytes <= opts.max_bytes, "need 1 <= minbytes <= maxbytes, got ",
+                 opts.min_bytes, " and ", opts.max_bytes);
+    std::string which = bench->get_option("which")->empty() ? "all" : bench->get_option("which")->as<std::string>();
     if (nvst::is_pe_process()) {
       // Already a PE (spawned by us, torchrun or mpirun): run the one asked.
       if (which == "host") return nvst::tools::bench_host(opts);

@@ -33,7 +33,7 @@ inline __global__ void fill_kernel(std::uint32_t* p, std::size_t n, std::uint32_
 }
 
 inline __global__ void count_wrong_kernel(const std::uint32_t* p, std::size_t n, std::uint32_t seed,
-                                   unsigned long long* wrong) {
+                                          unsigned long long* wrong) {
   unsigned long long bad = 0;
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
     bad += p[i] != pattern(seed, i);
@@ -61,7 +61,6 @@ inline void open_ctx(Ctx& c) {
   NVST_CHECK_CUDA(cudaEventCreate(&c.stop));
   NVST_CHECK_CUDA(cudaMalloc(&c.wrong_dev, sizeof(unsigned long long)));
 }
-
 
 // How an operation is timed: by CUDA events around GPU work on the stream,
 // or by the host clock around calls that return when the operation is
@@ -97,9 +96,8 @@ inline double time_op(Ctx& c, const std::function<void()>& launch, Timing timing
 // Fills src (sender side), poisons dst (receiver side), runs, checks.
 // `send` says whether this PE sends in this measurement, `recv` whether it
 // receives; `launch` is run on every PE that sends or receives.
-inline void measure(Ctx& c, const std::string& op, const std::string& impl, std::size_t bytes,
-             char* src, char* dst, bool send, bool recv, const std::function<void()>& launch,
-             Timing timing = Timing::kStream) {
+inline void measure(Ctx& c, const std::string& op, const std::string& impl, std::size_t bytes, char* src, char* dst,
+                    bool send, bool recv, const std::function<void()>& launch, Timing timing = Timing::kStream) {
   const std::uint32_t seed = ++c.seed * 2654435761u + static_cast<std::uint32_t>(c.me);
   const std::uint32_t peer_seed = c.seed * 2654435761u + static_cast<std::uint32_t>(c.peer);
   const std::size_t words = bytes / 4;
@@ -114,8 +112,7 @@ inline void measure(Ctx& c, const std::string& op, const std::string& impl, std:
   long long wrong = 0;
   if (c.o.check && recv) {
     NVST_CHECK_CUDA(cudaMemsetAsync(c.wrong_dev, 0, sizeof(*c.wrong_dev), c.stream));
-    count_wrong_kernel<<<264, 512, 0, c.stream>>>(reinterpret_cast<std::uint32_t*>(dst), words,
-                                                  peer_seed, c.wrong_dev);
+    count_wrong_kernel<<<264, 512, 0, c.stream>>>(reinterpret_cast<std::uint32_t*>(dst), words, peer_seed, c.wrong_dev);
     NVST_CHECK_LAUNCH();
     unsigned long long w = 0;
     NVST_CHECK_CUDA(cudaMemcpyAsync(&w, c.wrong_dev, sizeof(w), cudaMemcpyDeviceToHost, c.stream));

@@ -37,7 +37,6 @@ void progress_done() {
   if (::isatty(2) != 0) std::fprintf(stderr, "%72s\r", "");
 }
 
-
 double median(std::vector<double> v) {
   NVST_REQUIRE(!v.empty(), "median of no samples");
   std::sort(v.begin(), v.end());
@@ -47,10 +46,14 @@ double median(std::vector<double> v) {
 namespace {
 std::string human(std::size_t b) {
   char s[32];
-  if (b >= (1u << 30) && b % (1u << 30) == 0) std::snprintf(s, sizeof s, "%zuG", b >> 30);
-  else if (b >= (1u << 20) && b % (1u << 20) == 0) std::snprintf(s, sizeof s, "%zuM", b >> 20);
-  else if (b >= 1024 && b % 1024 == 0) std::snprintf(s, sizeof s, "%zuK", b >> 10);
-  else std::snprintf(s, sizeof s, "%zu", b);
+  if (b >= (1u << 30) && b % (1u << 30) == 0)
+    std::snprintf(s, sizeof s, "%zuG", b >> 30);
+  else if (b >= (1u << 20) && b % (1u << 20) == 0)
+    std::snprintf(s, sizeof s, "%zuM", b >> 20);
+  else if (b >= 1024 && b % 1024 == 0)
+    std::snprintf(s, sizeof s, "%zuK", b >> 10);
+  else
+    std::snprintf(s, sizeof s, "%zu", b);
   return s;
 }
 
@@ -69,8 +72,8 @@ using Cells = std::map<std::pair<std::size_t, std::string>, ResultRow>;
 
 // The four columns of an impl shown on its own (Report::print_table).
 void print_own_header(const std::string& ours, const std::string& impl) {
-  std::printf(" %13s %13s %13s %13s", (impl + "(us)").c_str(), (impl + "_busbw").c_str(),
-              (ours + "/" + impl).c_str(), (impl + "_wrong").c_str());
+  std::printf(" %13s %13s %13s %13s", (impl + "(us)").c_str(), (impl + "_busbw").c_str(), (ours + "/" + impl).c_str(),
+              (impl + "_wrong").c_str());
 }
 
 void print_own_cells(const Cells& cell, std::size_t bytes, const std::string& ours, const std::string& impl,
@@ -83,8 +86,10 @@ void print_own_cells(const Cells& cell, std::size_t bytes, const std::string& ou
   std::printf(" %13.2f %13.2f", theirs->second.time_us, theirs->second.busbw_gbps);
   auto mine = cell.find({bytes, ours});
   const double x = mine == cell.end() ? 0 : speedup(mine->second, theirs->second, latency);
-  if (x > 0) std::printf(" %12.2fx", x);
-  else std::printf(" %13s", "-");
+  if (x > 0)
+    std::printf(" %12.2fx", x);
+  else
+    std::printf(" %13s", "-");
   std::printf(" %13lld", theirs->second.wrong);
 }
 }  // namespace
@@ -122,8 +127,7 @@ void Report::print_table(const std::string& ours, const std::vector<std::string>
       sizes.insert(r.bytes);
     }
     std::printf("\n# op: %s   (%s; ours = %s)\n", op.c_str(),
-                latency ? "time in us, lower is better" : "algbw in GB/s, higher is better",
-                ours.c_str());
+                latency ? "time in us, lower is better" : "algbw in GB/s, higher is better", ours.c_str());
     std::printf("#%9s %10s", "size", latency ? "" : "time(us)");
     for (auto& i : impls) std::printf(" %13s", i.c_str());
     std::printf(" %10s %7s", "speed-up", "#wrong");
@@ -151,21 +155,23 @@ void Report::print_table(const std::string& ours, const std::vector<std::string>
           best = &c->second;
       }
       const double over_best = mine && best ? speedup(*mine, *best, latency) : 0;
-      if (over_best > 0) std::printf(" %9.2fx %7lld", over_best, wrong);
-      else std::printf(" %10s %7lld", "-", wrong);
+      if (over_best > 0)
+        std::printf(" %9.2fx %7lld", over_best, wrong);
+      else
+        std::printf(" %10s %7lld", "-", wrong);
       for (auto& i : own) print_own_cells(cell, b, ours, i, latency);
       std::printf("\n");
     }
   }
-  std::printf("\n# speed-up = ours over the best baseline (%s",
-              baselines.empty() ? "none" : "");
+  std::printf("\n# speed-up = ours over the best baseline (%s", baselines.empty() ? "none" : "");
   for (std::size_t i = 0; i < baselines.size(); ++i) std::printf("%s%s", i ? ", " : "", baselines[i].c_str());
   std::printf("); #wrong = 32-bit words that differed from the expected data\n");
   for (auto& i : own) {
     const char* n = i.c_str();
-    std::printf("# %s(us), %s_busbw (GB/s), %s_wrong: %s's own time per operation, busbw and #wrong; "
-                "%s/%s = ours over %s (speed-up and #wrong leave %s out)\n",
-                n, n, n, n, ours.c_str(), n, n, n);
+    std::printf(
+        "# %s(us), %s_busbw (GB/s), %s_wrong: %s's own time per operation, busbw and #wrong; "
+        "%s/%s = ours over %s (speed-up and #wrong leave %s out)\n",
+        n, n, n, n, ours.c_str(), n, n, n);
   }
   for (auto& note : notes) std::printf("# note: %s\n", note.c_str());
   std::fflush(stdout);
@@ -199,16 +205,23 @@ void Report::write_json(const std::string& path) const {
   ncclGetVersion(&nccl);
   // NCCL encodes its version as major*10000 + minor*100 + patch (>= 2.9);
   // CUDA as major*1000 + minor*10. Write both as dotted strings.
-  auto dotted_nccl = std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
-                     std::to_string(nccl % 100);
+  auto dotted_nccl =
+      std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." + std::to_string(nccl % 100);
   auto dotted_cuda = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-  j["versions"] = {{"cuda_runtime", dotted_cuda(rt)}, {"cuda_driver", dotted_cuda(drv)}, {"nccl", dotted_nccl},
+  j["versions"] = {{"cuda_runtime", dotted_cuda(rt)},
+                   {"cuda_driver", dotted_cuda(drv)},
+                   {"nccl", dotted_nccl},
                    {"nvshmem", nvshmem_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(nvshmem_version)}};
   j["label"] = label;
   if (!notes.empty()) j["notes"] = notes;
   for (auto& r : rows) {
-    nlohmann::json row = {{"op", r.op}, {"impl", r.impl}, {"bytes", r.bytes}, {"time_us", r.time_us},
-                          {"algbw_gbps", r.algbw_gbps}, {"busbw_gbps", r.busbw_gbps}, {"wrong", r.wrong}};
+    nlohmann::json row = {{"op", r.op},
+                          {"impl", r.impl},
+                          {"bytes", r.bytes},
+                          {"time_us", r.time_us},
+                          {"algbw_gbps", r.algbw_gbps},
+                          {"busbw_gbps", r.busbw_gbps},
+                          {"wrong", r.wrong}};
     if (!r.speedup_vs.empty()) row["speedup_vs"] = r.speedup_vs;
     j["rows"].push_back(row);
   }

@@ -25,7 +25,7 @@ struct ResultRow {
 struct Report {
   std::vector<ResultRow> rows;
   std::string label;
-  std::string nvshmem_version;  // empty: not measured
+  std::string nvshmem_version;     // empty: not measured
   std::vector<std::string> notes;  // printed under the tables, JSON "notes" (if any)
   void add(const ResultRow& r) { rows.push_back(r); }
   // Sets speedup_vs[baseline] in ours' rows where the baseline has a row of

@@ -16,8 +16,8 @@ namespace nvst::tools {
 
 namespace {
 
-__global__ void ring_put_signal(const std::uint8_t* src, std::uint8_t* dst, std::size_t bytes,
-                                std::uint64_t* sig, int next) {
+__global__ void ring_put_signal(const std::uint8_t* src, std::uint8_t* dst, std::size_t bytes, std::uint64_t* sig,
+                                int next) {
   nvst::dev::putmem_signal_block(dst, src, bytes, sig, 1, nvst::dev::SignalOp::kAdd, next);
   if (threadIdx.x == 0) nvst::dev::signal_wait_until(sig, nvst::dev::Cmp::kGe, 1);
 }
@@ -33,8 +33,10 @@ struct Checker {
     std::string bad;
     for (std::size_t p = 0; p < v.size(); ++p)
       if (!v[p]) bad.append(" ").append(std::to_string(p));  // not " " + ...: GCC 12's false -Wrestrict
-    if (bad.empty()) ++passed;
-    else ++failed;
+    if (bad.empty())
+      ++passed;
+    else
+      ++failed;
     if (nvst::my_pe() == 0)
       std::printf("%s %s%s\n", bad.empty() ? "PASS" : "FAIL", what.c_str(),
                   bad.empty() ? "" : (" (failed on PE" + bad + ")").c_str());
@@ -47,8 +49,8 @@ int selftest_pe() {
   nvst::init();
   const int me = nvst::my_pe(), n = nvst::n_pes();
   if (me == 0)
-    std::printf("nvst selftest: %d PE(s), heap %s, %zu MiB each\n", n,
-                nvst::heap_kind_name(nvst::heap_kind()), nvst::heap_size() >> 20);
+    std::printf("nvst selftest: %d PE(s), heap %s, %zu MiB each\n", n, nvst::heap_kind_name(nvst::heap_kind()),
+                nvst::heap_size() >> 20);
   Checker c;
 
   // Symmetric allocation: same offset on every PE.
@@ -57,8 +59,7 @@ int selftest_pe() {
   std::uint64_t off = nvst::heap_size() - nvst::heap_free_bytes();
   auto offs = nvst::bootstrap_allgather(&off, sizeof(off));
   bool same = true;
-  for (int p = 0; p < n; ++p)
-    same = same && std::memcmp(offs.data() + p * sizeof(off), &off, sizeof(off)) == 0;
+  for (int p = 0; p < n; ++p) same = same && std::memcmp(offs.data() + p * sizeof(off), &off, sizeof(off)) == 0;
   c.check(a != nullptr && same, "malloc: every PE gets the same heap layout");
 
   if (nvst::device() >= 0 && nvst::team_n_pes(nvst::Team::kNode) == n) {
@@ -117,8 +118,7 @@ int selftest_pe() {
     std::printf("(not all PEs on one node: device checks skipped)\n");
   }
   nvst::free(a);
-  c.check(nvst::heap_free_bytes() == nvst::heap_size() - nvst::dev::kReservedHeapBytes,
-          "free returns every byte");
+  c.check(nvst::heap_free_bytes() == nvst::heap_size() - nvst::dev::kReservedHeapBytes, "free returns every byte");
   nvst::finalize();
   if (me == 0) std::printf("%d passed, %d failed\n", c.passed, c.failed);
   return c.failed == 0 ? 0 : 1;

@@ -120,16 +120,14 @@ __device__ __forceinline__ T atomic_compare_swap(T* dest, T cond, T value, int p
 // Stores `value` in *dest on `pe`; returns the value before.
 template <typename T>
 __device__ __forceinline__ T atomic_swap(T* dest, T value, int pe) {
-  NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(dest, sizeof(T));
-                  return nvshmem_backend::atomic_swap(dest, value, pe))
+  NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(dest, sizeof(T)); return nvshmem_backend::atomic_swap(dest, value, pe))
   return detail::atomic(proxy::AtomicOp::kSwap, dest, value, T{}, pe);
 }
 
 // Reads *dest on `pe` atomically (never torn, never a stale cached copy).
 template <typename T>
 __device__ __forceinline__ T atomic_fetch(const T* dest, int pe) {
-  NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(dest, sizeof(T));
-                  return nvshmem_backend::atomic_fetch(dest, pe))
+  NVST_IF_NVSHMEM(check_pe(pe); check_symmetric(dest, sizeof(T)); return nvshmem_backend::atomic_fetch(dest, pe))
   return detail::atomic(proxy::AtomicOp::kFetch, const_cast<T*>(dest), T{}, T{}, pe);
 }
 

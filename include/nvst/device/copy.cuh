@@ -42,8 +42,8 @@ namespace detail {
 // Copies n elements of type V, element i by member rank + k*size. Unroll
 // keeps `kUnroll` loads in flight per thread before their stores.
 template <typename V, int kUnroll>
-__device__ __forceinline__ void strided_copy(V* __restrict__ dst, const V* __restrict__ src,
-                                             std::size_t n, unsigned rank, unsigned size) {
+__device__ __forceinline__ void strided_copy(V* __restrict__ dst, const V* __restrict__ src, std::size_t n,
+                                             unsigned rank, unsigned size) {
   std::size_t i = rank;
   const std::size_t step = static_cast<std::size_t>(size) * kUnroll;
   for (; i + static_cast<std::size_t>(size) * (kUnroll - 1) < n; i += step) {
@@ -76,8 +76,8 @@ __device__ __forceinline__ void group_copy(void* dst_v, const void* src_v, std::
     if (head > bytes) head = bytes;
     for (std::size_t i = rank; i < head; i += size) dst[i] = src[i];
     const std::size_t nvec = (bytes - head) / 16;
-    detail::strided_copy<uint4, 4>(reinterpret_cast<uint4*>(dst + head),
-                                   reinterpret_cast<const uint4*>(src + head), nvec, rank, size);
+    detail::strided_copy<uint4, 4>(reinterpret_cast<uint4*>(dst + head), reinterpret_cast<const uint4*>(src + head),
+                                   nvec, rank, size);
     const std::size_t done = head + nvec * 16;
     for (std::size_t i = done + rank; i < bytes; i += size) dst[i] = src[i];
     return;
@@ -85,16 +85,14 @@ __device__ __forceinline__ void group_copy(void* dst_v, const void* src_v, std::
   if (((d ^ s) & 7u) == 0 && (d & 7u) == 0) {
     const std::size_t n = bytes / 8;
     detail::strided_copy<std::uint64_t, 4>(reinterpret_cast<std::uint64_t*>(dst),
-                                           reinterpret_cast<const std::uint64_t*>(src), n, rank,
-                                           size);
+                                           reinterpret_cast<const std::uint64_t*>(src), n, rank, size);
     for (std::size_t i = n * 8 + rank; i < bytes; i += size) dst[i] = src[i];
     return;
   }
   if (((d | s) & 3u) == 0) {
     const std::size_t n = bytes / 4;
     detail::strided_copy<std::uint32_t, 4>(reinterpret_cast<std::uint32_t*>(dst),
-                                           reinterpret_cast<const std::uint32_t*>(src), n, rank,
-                                           size);
+                                           reinterpret_cast<const std::uint32_t*>(src), n, rank, size);
     for (std::size_t i = n * 4 + rank; i < bytes; i += size) dst[i] = src[i];
     return;
   }

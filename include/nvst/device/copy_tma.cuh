@@ -19,29 +19,21 @@
 namespace nvst::dev {
 
 namespace detail {
-__device__ __forceinline__ void bulk_store_to_global(void* dst_global, const void* src_shared,
-                                                     std::uint32_t bytes) {
+__device__ __forceinline__ void bulk_store_to_global(void* dst_global, const void* src_shared, std::uint32_t bytes) {
   const auto smem = static_cast<std::uint32_t>(__cvta_generic_to_shared(src_shared));
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst_global),
-               "r"(smem), "r"(bytes)
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst_global), "r"(smem), "r"(bytes)
                : "memory");
 }
-__device__ __forceinline__ void bulk_commit() {
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
 }
-__device__ __forceinline__ void bulk_wait_all() {
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
-__device__ __forceinline__ void fence_proxy_async_global() {
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-}
+__device__ __forceinline__ void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;" ::: "memory"); }
 }  // namespace detail
 
 // Copies `bytes` from local src to `remote_dst` (already translated) with the
@@ -49,8 +41,7 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 // (wait_group 0) and ordered for the generic proxy, so a following quiet()
 // or signal release covers it like ordinary stores.
 template <int kStages = 4, int kChunk = 8192>
-__device__ __forceinline__ void block_copy_tma(char* remote_dst, const char* src,
-                                               std::size_t bytes) {
+__device__ __forceinline__ void block_copy_tma(char* remote_dst, const char* src, std::size_t bytes) {
   static_assert(kChunk % 16 == 0 && kStages >= 2, "bad TMA staging shape");
   __shared__ alignas(128) uint4 stage[kStages][kChunk / 16];
   const unsigned tid = Group<Scope::kBlock>::rank();
@@ -85,12 +76,10 @@ __device__ __forceinline__ void block_copy_tma(char* remote_dst, const char* src
 
 // putmem_nbi_block through the TMA where both pointers are 16-byte aligned,
 // else through the ordinary vector copy.
-__device__ __forceinline__ void putmem_nbi_block_tma(void* dest, const void* src,
-                                                     std::size_t bytes, int pe) {
+__device__ __forceinline__ void putmem_nbi_block_tma(void* dest, const void* src, std::size_t bytes, int pe) {
   if (bytes == 0) return;
   char* remote = rma_address(dest, bytes, pe);
-  if (((reinterpret_cast<std::uintptr_t>(remote) | reinterpret_cast<std::uintptr_t>(src)) & 15u) ==
-      0) {
+  if (((reinterpret_cast<std::uintptr_t>(remote) | reinterpret_cast<std::uintptr_t>(src)) & 15u) == 0) {
     block_copy_tma(remote, static_cast<const char*>(src), bytes);
   } else {
     group_copy<Scope::kBlock>(remote, src, bytes);

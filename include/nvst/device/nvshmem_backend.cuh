@@ -32,9 +32,9 @@ namespace nvst::dev {
 // NVST_IF_NVSHMEM(statements): run them instead of ours in a job on NVSHMEM;
 // nothing at all in code compiled without NVSHMEM.
 #ifdef NVST_WITH_NVSHMEM
-#define NVST_IF_NVSHMEM(...)               \
-  if (::nvst::dev::on_nvshmem()) {         \
-    __VA_ARGS__;                           \
+#define NVST_IF_NVSHMEM(...) \
+  if (::nvst::dev::on_nvshmem()) { \
+    __VA_ARGS__; \
   }
 #else
 #define NVST_IF_NVSHMEM(...)
@@ -94,27 +94,25 @@ __device__ __forceinline__ void put_signal(void* dest, const void* src, std::siz
 
 // Remote atomics (atomic.cuh) on the word's bits: NVSHMEM's uint32 and
 // uint64 forms cover every 4- and 8-byte integer.
-#define NVST_NVSHMEM_AMO(T, call32, call64)                                          \
-  if constexpr (sizeof(T) == 8) {                                                   \
-    using U = std::uint64_t;                                                        \
-    return static_cast<T>(call64);                                                  \
-  } else {                                                                          \
-    using U = std::uint32_t;                                                        \
-    return static_cast<T>(call32);                                                  \
+#define NVST_NVSHMEM_AMO(T, call32, call64) \
+  if constexpr (sizeof(T) == 8) { \
+    using U = std::uint64_t; \
+    return static_cast<T>(call64); \
+  } else { \
+    using U = std::uint32_t; \
+    return static_cast<T>(call32); \
   }
 template <typename T>
 __device__ __forceinline__ T atomic_fetch_add(T* dest, T value, int pe) {
-  NVST_NVSHMEM_AMO(T,
-                   nvshmem_uint32_atomic_fetch_add(reinterpret_cast<U*>(dest), static_cast<U>(value), pe),
+  NVST_NVSHMEM_AMO(T, nvshmem_uint32_atomic_fetch_add(reinterpret_cast<U*>(dest), static_cast<U>(value), pe),
                    nvshmem_uint64_atomic_fetch_add(reinterpret_cast<U*>(dest), static_cast<U>(value), pe))
 }
 template <typename T>
 __device__ __forceinline__ T atomic_compare_swap(T* dest, T cond, T value, int pe) {
-  NVST_NVSHMEM_AMO(T,
-                   nvshmem_uint32_atomic_compare_swap(reinterpret_cast<U*>(dest), static_cast<U>(cond),
-                                                      static_cast<U>(value), pe),
-                   nvshmem_uint64_atomic_compare_swap(reinterpret_cast<U*>(dest), static_cast<U>(cond),
-                                                      static_cast<U>(value), pe))
+  NVST_NVSHMEM_AMO(
+      T,
+      nvshmem_uint32_atomic_compare_swap(reinterpret_cast<U*>(dest), static_cast<U>(cond), static_cast<U>(value), pe),
+      nvshmem_uint64_atomic_compare_swap(reinterpret_cast<U*>(dest), static_cast<U>(cond), static_cast<U>(value), pe))
 }
 template <typename T>
 __device__ __forceinline__ T atomic_swap(T* dest, T value, int pe) {

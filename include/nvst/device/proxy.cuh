@@ -44,9 +44,8 @@ __device__ __forceinline__ void proxy_wait(Ready ready, int pe, std::uint64_t ti
 __device__ __forceinline__ bool has_proxy() { return state().fifo != nullptr; }
 
 // Posts one command; returns its ticket. One thread calls it.
-__device__ __forceinline__ std::uint64_t proxy_push(proxy::Op op, int pe, std::uint64_t dest,
-                                                    const void* src, std::uint64_t bytes,
-                                                    std::uint64_t sig, std::uint64_t sig_value,
+__device__ __forceinline__ std::uint64_t proxy_push(proxy::Op op, int pe, std::uint64_t dest, const void* src,
+                                                    std::uint64_t bytes, std::uint64_t sig, std::uint64_t sig_value,
                                                     std::uint8_t sig_op) {
   const DeviceState& s = state();
   proxy::FifoShared* f = s.fifo;

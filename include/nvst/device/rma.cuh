@@ -104,25 +104,21 @@ __device__ __forceinline__ void get_scope(void* dest, const void* src, std::size
 __device__ __forceinline__ void putmem_nbi(void* dest, const void* src, std::size_t bytes, int pe) {
   put_scope<Scope::kThread>(dest, src, bytes, pe);
 }
-__device__ __forceinline__ void putmem_nbi_warp(void* dest, const void* src, std::size_t bytes,
-                                                int pe) {
+__device__ __forceinline__ void putmem_nbi_warp(void* dest, const void* src, std::size_t bytes, int pe) {
   put_scope<Scope::kWarp>(dest, src, bytes, pe);
 }
-__device__ __forceinline__ void putmem_nbi_block(void* dest, const void* src, std::size_t bytes,
-                                                 int pe) {
+__device__ __forceinline__ void putmem_nbi_block(void* dest, const void* src, std::size_t bytes, int pe) {
   put_scope<Scope::kBlock>(dest, src, bytes, pe);
 }
 
 __device__ __forceinline__ void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
   put_blocking<Scope::kThread>(dest, src, bytes, pe);
 }
-__device__ __forceinline__ void putmem_warp(void* dest, const void* src, std::size_t bytes,
-                                            int pe) {
+__device__ __forceinline__ void putmem_warp(void* dest, const void* src, std::size_t bytes, int pe) {
   put_blocking<Scope::kWarp>(dest, src, bytes, pe);
   __syncwarp();
 }
-__device__ __forceinline__ void putmem_block(void* dest, const void* src, std::size_t bytes,
-                                             int pe) {
+__device__ __forceinline__ void putmem_block(void* dest, const void* src, std::size_t bytes, int pe) {
   put_blocking<Scope::kBlock>(dest, src, bytes, pe);
   __syncthreads();
 }
@@ -130,25 +126,21 @@ __device__ __forceinline__ void putmem_block(void* dest, const void* src, std::s
 __device__ __forceinline__ void getmem_nbi(void* dest, const void* src, std::size_t bytes, int pe) {
   get_scope<Scope::kThread>(dest, src, bytes, pe);
 }
-__device__ __forceinline__ void getmem_nbi_warp(void* dest, const void* src, std::size_t bytes,
-                                                int pe) {
+__device__ __forceinline__ void getmem_nbi_warp(void* dest, const void* src, std::size_t bytes, int pe) {
   get_scope<Scope::kWarp>(dest, src, bytes, pe);
 }
-__device__ __forceinline__ void getmem_nbi_block(void* dest, const void* src, std::size_t bytes,
-                                                 int pe) {
+__device__ __forceinline__ void getmem_nbi_block(void* dest, const void* src, std::size_t bytes, int pe) {
   get_scope<Scope::kBlock>(dest, src, bytes, pe);
 }
 
 __device__ __forceinline__ void getmem(void* dest, const void* src, std::size_t bytes, int pe) {
   get_scope<Scope::kThread>(dest, src, bytes, pe);
 }
-__device__ __forceinline__ void getmem_warp(void* dest, const void* src, std::size_t bytes,
-                                            int pe) {
+__device__ __forceinline__ void getmem_warp(void* dest, const void* src, std::size_t bytes, int pe) {
   get_scope<Scope::kWarp>(dest, src, bytes, pe);
   __syncwarp();
 }
-__device__ __forceinline__ void getmem_block(void* dest, const void* src, std::size_t bytes,
-                                             int pe) {
+__device__ __forceinline__ void getmem_block(void* dest, const void* src, std::size_t bytes, int pe) {
   get_scope<Scope::kBlock>(dest, src, bytes, pe);
   __syncthreads();
 }

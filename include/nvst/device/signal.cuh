@@ -81,8 +81,7 @@ __device__ __forceinline__ void spin_until(Ready ready, TimedOut timed_out) {
 // the kernel, reporting the word's heap offset, what it held and what was
 // expected (and from which PE, when the caller knows).
 template <typename T>
-__device__ __forceinline__ T wait_until_impl(const T* p, Cmp cmp, T value, FailKind kind,
-                                             int from_pe) {
+__device__ __forceinline__ T wait_until_impl(const T* p, Cmp cmp, T value, FailKind kind, int from_pe) {
   T v;
   spin_until([&] { return compare(v = ld_acquire_sys(p), cmp, value); },
              [&] { fail(kind, from_pe, heap_offset(p), v, value, static_cast<int>(cmp)); });
@@ -93,8 +92,7 @@ __device__ __forceinline__ T wait_until_impl(const T* p, Cmp cmp, T value, FailK
 // Updates the signal word `sig_addr` (symmetric) on `pe`: SET stores
 // `signal`, ADD adds it atomically. A release: it is ordered after this
 // thread's earlier stores.
-__device__ __forceinline__ void signal_op(std::uint64_t* sig_addr, std::uint64_t signal,
-                                          SignalOp op, int pe) {
+__device__ __forceinline__ void signal_op(std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe) {
   check_pe(pe);
   NVST_IF_NVSHMEM(check_symmetric(sig_addr, sizeof(std::uint64_t));
                   nvshmemx_signal_op(sig_addr, signal, nvshmem_backend::signal_op_code(op == SignalOp::kAdd), pe);
@@ -114,8 +112,7 @@ __device__ __forceinline__ void signal_op(std::uint64_t* sig_addr, std::uint64_t
 }
 
 // Waits until the local signal word satisfies `cmp value`; returns it.
-__device__ __forceinline__ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp,
-                                                           std::uint64_t value) {
+__device__ __forceinline__ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t value) {
   check_symmetric(sig_addr, sizeof(std::uint64_t));
   return detail::wait_until_impl<std::uint64_t>(sig_addr, cmp, value, FailKind::kWaitTimeout, -1);
 }
@@ -126,8 +123,8 @@ __device__ __forceinline__ T wait_until(T* ivar, Cmp cmp, T value) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "nvst::dev::wait_until: 4- or 8-byte words");
   check_symmetric(ivar, sizeof(T));
   using U = std::conditional_t<sizeof(T) == 8, std::uint64_t, std::uint32_t>;
-  U got = detail::wait_until_impl<U>(reinterpret_cast<const U*>(ivar), cmp,
-                                     static_cast<U>(value), FailKind::kWaitTimeout, -1);
+  U got = detail::wait_until_impl<U>(reinterpret_cast<const U*>(ivar), cmp, static_cast<U>(value),
+                                     FailKind::kWaitTimeout, -1);
   return static_cast<T>(got);
 }
 
@@ -137,14 +134,12 @@ __device__ __forceinline__ T wait_until(T* ivar, Cmp cmp, T value) {
 // may be reused on return (over NVLink the stores are done anyway).
 template <Scope S, bool kBlocking = false>
 __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, std::size_t bytes,
-                                                 std::uint64_t* sig_addr, std::uint64_t signal,
-                                                 SignalOp op, int pe) {
+                                                 std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe) {
   using G = Group<S>;
   check_pe(pe);
-  NVST_IF_NVSHMEM(if (bytes) check_symmetric(dest, bytes); check_symmetric(sig_addr, sizeof(std::uint64_t));
-                  nvshmem_backend::put_signal<S>(dest, src, bytes, sig_addr, signal, op == SignalOp::kAdd, pe,
-                                                 !kBlocking);
-                  return)
+  NVST_IF_NVSHMEM(
+      if (bytes) check_symmetric(dest, bytes); check_symmetric(sig_addr, sizeof(std::uint64_t));
+      nvshmem_backend::put_signal<S>(dest, src, bytes, sig_addr, signal, op == SignalOp::kAdd, pe, !kBlocking); return)
   if (!on_node(pe) && has_proxy()) {
     // One command: the proxy sends the signal only once the data is there.
     if (bytes) check_symmetric(dest, bytes);
@@ -164,37 +159,32 @@ __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, st
   G::sync();
 }
 
-__device__ __forceinline__ void putmem_signal(void* dest, const void* src, std::size_t bytes,
-                                              std::uint64_t* sig_addr, std::uint64_t signal,
-                                              SignalOp op, int pe) {
+__device__ __forceinline__ void putmem_signal(void* dest, const void* src, std::size_t bytes, std::uint64_t* sig_addr,
+                                              std::uint64_t signal, SignalOp op, int pe) {
   put_signal_scope<Scope::kThread, true>(dest, src, bytes, sig_addr, signal, op, pe);
 }
 __device__ __forceinline__ void putmem_signal_warp(void* dest, const void* src, std::size_t bytes,
-                                                   std::uint64_t* sig_addr, std::uint64_t signal,
-                                                   SignalOp op, int pe) {
+                                                   std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe) {
   put_signal_scope<Scope::kWarp, true>(dest, src, bytes, sig_addr, signal, op, pe);
 }
-__device__ __forceinline__ void putmem_signal_block(void* dest, const void* src,
-                                                    std::size_t bytes, std::uint64_t* sig_addr,
-                                                    std::uint64_t signal, SignalOp op, int pe) {
+__device__ __forceinline__ void putmem_signal_block(void* dest, const void* src, std::size_t bytes,
+                                                    std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op,
+                                                    int pe) {
   put_signal_scope<Scope::kBlock, true>(dest, src, bytes, sig_addr, signal, op, pe);
 }
 // Over NVLink the _nbi forms complete as the blocking ones do; through the
 // proxy they return once the command is posted.
 __device__ __forceinline__ void putmem_signal_nbi(void* dest, const void* src, std::size_t bytes,
-                                                  std::uint64_t* sig_addr, std::uint64_t signal,
-                                                  SignalOp op, int pe) {
+                                                  std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op, int pe) {
   put_signal_scope<Scope::kThread>(dest, src, bytes, sig_addr, signal, op, pe);
 }
-__device__ __forceinline__ void putmem_signal_nbi_warp(void* dest, const void* src,
-                                                       std::size_t bytes, std::uint64_t* sig_addr,
-                                                       std::uint64_t signal, SignalOp op, int pe) {
+__device__ __forceinline__ void putmem_signal_nbi_warp(void* dest, const void* src, std::size_t bytes,
+                                                       std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op,
+                                                       int pe) {
   put_signal_scope<Scope::kWarp>(dest, src, bytes, sig_addr, signal, op, pe);
 }
-__device__ __forceinline__ void putmem_signal_nbi_block(void* dest, const void* src,
-                                                        std::size_t bytes,
-                                                        std::uint64_t* sig_addr,
-                                                        std::uint64_t signal, SignalOp op,
+__device__ __forceinline__ void putmem_signal_nbi_block(void* dest, const void* src, std::size_t bytes,
+                                                        std::uint64_t* sig_addr, std::uint64_t signal, SignalOp op,
                                                         int pe) {
   put_signal_scope<Scope::kBlock>(dest, src, bytes, sig_addr, signal, op, pe);
 }

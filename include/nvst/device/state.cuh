@@ -46,13 +46,13 @@ enum class FailKind : int {
 // A fatal device-side error, written to pinned host memory before the kernel
 // traps, so the host can say in words who waited for what from whom.
 struct DeviceError {
-  int flag;      // 0 until a kernel fails; the first failure wins
-  int kind;      // FailKind
+  int flag;  // 0 until a kernel fails; the first failure wins
+  int kind;  // FailKind
   int my_pe;
-  int peer_pe;   // the PE waited for or addressed, -1 if unknown
+  int peer_pe;  // the PE waited for or addressed, -1 if unknown
   int block;
   int thread;
-  int cmp;       // comparison of a wait (nvst::dev::Cmp), else -1
+  int cmp;  // comparison of a wait (nvst::dev::Cmp), else -1
   int pad;
   std::uint64_t offset;    // heap offset of the word or address concerned
   std::uint64_t observed;  // value seen last
@@ -64,18 +64,18 @@ struct DeviceState {
   int n_pes;
   int node_first_pe;  // the node team is world PEs [node_first_pe, +node_n_pes)
   int node_n_pes;
-  char* heap_base;         // this PE's heap
+  char* heap_base;  // this PE's heap
   std::size_t heap_size;
-  char* peer_base[kMaxNodePes];  // node PE i's heap as mapped here, or nullptr
-  std::uint64_t* barrier_seq;    // local: barriers this PE has entered
-  std::uint64_t* barrier_flags;  // symmetric: flags[p] = last barrier p reached here
-  std::uint64_t timeout_ns;      // device wait timeout; 0 = none
-  DeviceError* error;            // pinned host mailbox
-  proxy::FifoShared* fifo;       // commands to the proxy (pinned, mapped); nullptr: no proxy
-  unsigned long long* fifo_tail; // its producers' ticket counter (device memory)
+  char* peer_base[kMaxNodePes];         // node PE i's heap as mapped here, or nullptr
+  std::uint64_t* barrier_seq;           // local: barriers this PE has entered
+  std::uint64_t* barrier_flags;         // symmetric: flags[p] = last barrier p reached here
+  std::uint64_t timeout_ns;             // device wait timeout; 0 = none
+  DeviceError* error;                   // pinned host mailbox
+  proxy::FifoShared* fifo;              // commands to the proxy (pinned, mapped); nullptr: no proxy
+  unsigned long long* fifo_tail;        // its producers' ticket counter (device memory)
   unsigned long long* fifo_head_cache;  // the last `head` a producer read (device memory)
   int initialized;
-  int backend;                   // kBackendNvst or kBackendNvshmem
+  int backend;  // kBackendNvst or kBackendNvshmem
   // Pinned, mapped: the rank the host learned had died (the bootstrap's
   // watch), -1 while none; nullptr: not kept. Device waits read it with
   // their clock, so a wait on a dead PE's word ends naming it.
@@ -105,9 +105,8 @@ __device__ __forceinline__ std::uint64_t global_timer_ns() {
 // Records the first failure in the host mailbox, prints it, and traps: the
 // kernel and the context end, and the host's next CUDA check throws with the
 // mailbox's description attached.
-__device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64_t offset,
-                                         std::uint64_t observed, std::uint64_t expected,
-                                         int cmp) {
+__device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64_t offset, std::uint64_t observed,
+                                         std::uint64_t expected, int cmp) {
   const DeviceState& s = state();
   DeviceError* e = s.error;
   if (e != nullptr && atomicCAS(&g_device_failure_claimed, 0, 1) == 0) {
@@ -124,11 +123,12 @@ __device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64
     *reinterpret_cast<volatile int*>(&e->flag) = 1;  // published last
     __threadfence_system();
   }
-  printf("[nvst PE %d] device error kind=%d peer=%d offset=0x%llx observed=%llu expected=%llu "
-         "(block %d thread %d)\n",
-         s.my_pe, static_cast<int>(kind), peer_pe, static_cast<unsigned long long>(offset),
-         static_cast<unsigned long long>(observed), static_cast<unsigned long long>(expected),
-         static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x));
+  printf(
+      "[nvst PE %d] device error kind=%d peer=%d offset=0x%llx observed=%llu expected=%llu "
+      "(block %d thread %d)\n",
+      s.my_pe, static_cast<int>(kind), peer_pe, static_cast<unsigned long long>(offset),
+      static_cast<unsigned long long>(observed), static_cast<unsigned long long>(expected),
+      static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x));
   __trap();
 }
 
@@ -140,8 +140,7 @@ __device__ __forceinline__ std::uint64_t heap_offset(const void* addr) {
 // NVST_DEVICE_NO_CHECKS to compile them out.
 __device__ __forceinline__ void check_pe(int pe) {
 #ifndef NVST_DEVICE_NO_CHECKS
-  if (static_cast<unsigned>(pe) >= static_cast<unsigned>(state().n_pes))
-    fail(FailKind::kBadPe, pe, 0, 0, 0, -1);
+  if (static_cast<unsigned>(pe) >= static_cast<unsigned>(state().n_pes)) fail(FailKind::kBadPe, pe, 0, 0, 0, -1);
 #endif
 }
 
@@ -149,10 +148,8 @@ __device__ __forceinline__ void check_symmetric(const void* addr, std::size_t by
 #ifndef NVST_DEVICE_NO_CHECKS
   const DeviceState& s = state();
   const char* p = static_cast<const char*>(addr);
-  if (p < s.heap_base || bytes > s.heap_size ||
-      static_cast<std::size_t>(p - s.heap_base) > s.heap_size - bytes)
-    fail(FailKind::kNotSymmetric, -1, reinterpret_cast<std::uint64_t>(addr), bytes, s.heap_size,
-         -1);
+  if (p < s.heap_base || bytes > s.heap_size || static_cast<std::size_t>(p - s.heap_base) > s.heap_size - bytes)
+    fail(FailKind::kNotSymmetric, -1, reinterpret_cast<std::uint64_t>(addr), bytes, s.heap_size, -1);
 #else
   (void)addr;
   (void)bytes;

@@ -72,8 +72,7 @@ __device__ __forceinline__ void barrier_all_scope() {
     detail::st_release_sys(remote, seq);
   }
   for (int pe = static_cast<int>(G::rank()); pe < s.n_pes; pe += static_cast<int>(G::size())) {
-    detail::wait_until_impl<std::uint64_t>(s.barrier_flags + pe, Cmp::kGe, seq,
-                                           FailKind::kBarrierTimeout, pe);
+    detail::wait_until_impl<std::uint64_t>(s.barrier_flags + pe, Cmp::kGe, seq, FailKind::kBarrierTimeout, pe);
   }
   G::sync();
 }

@@ -30,8 +30,8 @@ inline constexpr std::uint64_t kMaxKey = ~std::uint64_t{0} - 2;
 enum class InsertResult : int { kInserted = 0, kUpdated = 1, kFull = 2 };
 
 struct HashMapView {
-  std::uint64_t* slots;   // symmetric: 3 * capacity words
-  std::uint64_t capacity; // slots per PE
+  std::uint64_t* slots;    // symmetric: 3 * capacity words
+  std::uint64_t capacity;  // slots per PE
   int n_pes;
 };
 

@@ -30,7 +30,7 @@
 namespace nvst::structures {
 
 struct RingView {
-  std::uint64_t* tail;   // symmetric words
+  std::uint64_t* tail;  // symmetric words
   std::uint64_t* head;
   std::uint64_t* ready;  // capacity words
   char* data;            // capacity * item_bytes
@@ -57,8 +57,9 @@ NVST_HD_TEMPLATE template <typename Ops>
 NVST_HD std::uint64_t ring_pop(const RingView& r, void* dst) {
   const std::uint64_t h = Ops::load_acquire(r.head);
   const std::uint64_t k = h % r.capacity;
-  Ops::wait_local_ge(r.ready + k, h + 1, "the next item of a ring buffer (a producer took its ticket and has "
-                                         "not written it)");
+  Ops::wait_local_ge(r.ready + k, h + 1,
+                     "the next item of a ring buffer (a producer took its ticket and has "
+                     "not written it)");
   Ops::copy_local(dst, r.data + k * r.item_bytes, r.item_bytes);
   Ops::store_release(r.head, h + 1);
   return h;

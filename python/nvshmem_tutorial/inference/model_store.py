@@ -7,7 +7,7 @@ from typing import Mapping, Sequence
 import torch
 
 from .. import _nvst
-from ..tensors import alloc_tensor, nvshmem_free_tensor, put_tensor, peer_tensor
+from ..tensors import alloc_tensor, nvshmem_free_tensor, peer_tensor, put_tensor
 
 
 class ModelStore:

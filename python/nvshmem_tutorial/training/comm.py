@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from .. import _nvst
-from ..tensors import DTYPE_NAMES, current_stream, alloc_tensor, nvshmem_free_tensor
+from ..tensors import DTYPE_NAMES, alloc_tensor, current_stream, nvshmem_free_tensor
 
 
 def require_runtime(fn: str) -> None:

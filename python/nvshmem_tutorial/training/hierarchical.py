@@ -9,7 +9,6 @@ from .. import _nvst
 from .buckets import padded
 from .comm import Communicator, require_runtime
 
-
 # (node team, column team) by node size. Made once per job: a team's
 # collective workspace is symmetric memory and the runtime has no way to
 # release a team, so every instance with the same node size shares them.

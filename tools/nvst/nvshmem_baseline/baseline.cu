@@ -65,10 +65,14 @@ size_t parse_nvshmem_size(const char* text) {
   if (end == text || !(value > 0)) return 0;
   double scale = 1;
   switch (*end) {
-    case 'k': case 'K': scale = 1024.0; break;
-    case 'm': case 'M': scale = 1024.0 * 1024; break;
-    case 'g': case 'G': scale = 1024.0 * 1024 * 1024; break;
-    case 't': case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
+    case 'k':
+    case 'K': scale = 1024.0; break;
+    case 'm':
+    case 'M': scale = 1024.0 * 1024; break;
+    case 'g':
+    case 'G': scale = 1024.0 * 1024 * 1024; break;
+    case 't':
+    case 'T': scale = 1024.0 * 1024 * 1024 * 1024; break;
     default: break;
   }
   return static_cast<size_t>(std::ceil(value * scale));
@@ -76,8 +80,10 @@ size_t parse_nvshmem_size(const char* text) {
 
 size_t dtype_bytes(int dtype) {
   switch (dtype) {
-    case NVSTB_F32: case NVSTB_I32: return 4;
-    case NVSTB_BF16: case NVSTB_F16: return 2;
+    case NVSTB_F32:
+    case NVSTB_I32: return 4;
+    case NVSTB_BF16:
+    case NVSTB_F16: return 2;
     case NVSTB_I64: return 8;
     default: return 0;
   }
@@ -89,27 +95,24 @@ bool is_reduction(int coll) { return coll == NVSTB_ALL_REDUCE || coll == NVSTB_R
 // operation: one dispatcher per type, each call remembering the name it
 // made for the error message.
 #define NVSTB_CALL(fn) (*called = #fn, fn(NVSHMEM_TEAM_WORLD, d, s, count, stream))
-#define NVSTB_DEFINE_DISPATCH(NAME, T)                                                        \
-  int dispatch_##NAME(int coll, int op, void* dst, const void* src, size_t count,            \
-                      cudaStream_t stream, const char** called) {                             \
-    T* d = static_cast<T*>(dst);                                                              \
-    const T* s = static_cast<const T*>(src);                                                  \
-    switch (coll) {                                                                           \
-      case NVSTB_ALL_REDUCE:                                                                  \
-        if (op == NVSTB_MAX) return NVSTB_CALL(nvshmemx_##NAME##_max_reduce_on_stream);       \
-        if (op == NVSTB_MIN) return NVSTB_CALL(nvshmemx_##NAME##_min_reduce_on_stream);       \
-        return NVSTB_CALL(nvshmemx_##NAME##_sum_reduce_on_stream);                            \
-      case NVSTB_REDUCE_SCATTER:                                                              \
+#define NVSTB_DEFINE_DISPATCH(NAME, T) \
+  int dispatch_##NAME(int coll, int op, void* dst, const void* src, size_t count, cudaStream_t stream, \
+                      const char** called) { \
+    T* d = static_cast<T*>(dst); \
+    const T* s = static_cast<const T*>(src); \
+    switch (coll) { \
+      case NVSTB_ALL_REDUCE: \
+        if (op == NVSTB_MAX) return NVSTB_CALL(nvshmemx_##NAME##_max_reduce_on_stream); \
+        if (op == NVSTB_MIN) return NVSTB_CALL(nvshmemx_##NAME##_min_reduce_on_stream); \
+        return NVSTB_CALL(nvshmemx_##NAME##_sum_reduce_on_stream); \
+      case NVSTB_REDUCE_SCATTER: \
         if (op == NVSTB_MAX) return NVSTB_CALL(nvshmemx_##NAME##_max_reducescatter_on_stream); \
         if (op == NVSTB_MIN) return NVSTB_CALL(nvshmemx_##NAME##_min_reducescatter_on_stream); \
-        return NVSTB_CALL(nvshmemx_##NAME##_sum_reducescatter_on_stream);                     \
-      case NVSTB_ALL_GATHER:                                                                  \
-        return NVSTB_CALL(nvshmemx_##NAME##_fcollect_on_stream);                              \
-      case NVSTB_ALL_TO_ALL:                                                                  \
-        return NVSTB_CALL(nvshmemx_##NAME##_alltoall_on_stream);                              \
-      default:                                                                                \
-        return -1;                                                                            \
-    }                                                                                         \
+        return NVSTB_CALL(nvshmemx_##NAME##_sum_reducescatter_on_stream); \
+      case NVSTB_ALL_GATHER: return NVSTB_CALL(nvshmemx_##NAME##_fcollect_on_stream); \
+      case NVSTB_ALL_TO_ALL: return NVSTB_CALL(nvshmemx_##NAME##_alltoall_on_stream); \
+      default: return -1; \
+    } \
   }
 NVSTB_DEFINE_DISPATCH(float, float)
 NVSTB_DEFINE_DISPATCH(bfloat16, __nv_bfloat16)
@@ -119,8 +122,8 @@ NVSTB_DEFINE_DISPATCH(int64, int64_t)
 #undef NVSTB_DEFINE_DISPATCH
 #undef NVSTB_CALL
 
-int dispatch(int coll, int dtype, int op, void* dst, const void* src, size_t count,
-             cudaStream_t stream, const char** called) {
+int dispatch(int coll, int dtype, int op, void* dst, const void* src, size_t count, cudaStream_t stream,
+             const char** called) {
   switch (dtype) {
     case NVSTB_F32: return dispatch_float(coll, op, dst, src, count, stream, called);
     case NVSTB_BF16: return dispatch_bfloat16(coll, op, dst, src, count, stream, called);
@@ -134,21 +137,17 @@ int dispatch(int coll, int dtype, int op, void* dst, const void* src, size_t cou
 // Refuses what NVSHMEM would take badly (it asserts, overflows its scratch or
 // reads memory outside its heap rather than return an error): 0 when the
 // call may go ahead.
-int check_collective(int coll, int dtype, int op, void* dst, const void* src, size_t count,
-                     char* err, size_t errlen) {
-  if (coll < NVSTB_ALL_REDUCE || coll > NVSTB_ALL_TO_ALL)
-    return fail(err, errlen, "unknown collective %d", coll);
+int check_collective(int coll, int dtype, int op, void* dst, const void* src, size_t count, char* err, size_t errlen) {
+  if (coll < NVSTB_ALL_REDUCE || coll > NVSTB_ALL_TO_ALL) return fail(err, errlen, "unknown collective %d", coll);
   const size_t elem = dtype_bytes(dtype);
   if (elem == 0) return fail(err, errlen, "unknown dtype %d", dtype);
-  if (is_reduction(coll) && (op < NVSTB_SUM || op > NVSTB_MIN))
-    return fail(err, errlen, "unknown reduction %d", op);
+  if (is_reduction(coll) && (op < NVSTB_SUM || op > NVSTB_MIN)) return fail(err, errlen, "unknown reduction %d", op);
   if (!dst || !src || count == 0) return fail(err, errlen, "null buffer or zero count");
   const int me = nvshmem_my_pe();
   if (!nvshmem_ptr(dst, me) || !nvshmem_ptr(src, me))
     return fail(err, errlen, "src and dst must be in NVSHMEM's symmetric heap (nvstb_malloc)");
-  const size_t parts = coll == NVSTB_REDUCE_SCATTER || coll == NVSTB_ALL_TO_ALL
-                           ? static_cast<size_t>(nvshmem_n_pes())
-                           : 1;
+  const size_t parts =
+      coll == NVSTB_REDUCE_SCATTER || coll == NVSTB_ALL_TO_ALL ? static_cast<size_t>(nvshmem_n_pes()) : 1;
   if (count > SIZE_MAX / elem / parts) return fail(err, errlen, "count %zu overflows", count);
   size_t max_bytes = SIZE_MAX;
   if (nvstb_coll_max_bytes(coll, &max_bytes, err, errlen) != 0) return 1;
@@ -162,14 +161,12 @@ int check_collective(int coll, int dtype, int op, void* dst, const void* src, si
 
 }  // namespace
 
-extern "C" int nvstb_init(int rank, int nranks, nvstb_broadcast_fn bcast, char* err,
-                          size_t errlen) {
+extern "C" int nvstb_init(int rank, int nranks, nvstb_broadcast_fn bcast, char* err, size_t errlen) {
   // Once per process: NVSHMEM cannot start again after nvshmem_finalize.
   if (g_finalized) return fail(err, errlen, "NVSHMEM was finalized in this process");
   if (g_initialized) return 0;
   if (!bcast || nranks < 1 || rank < 0 || rank >= nranks)
-    return fail(err, errlen, "bad arguments: rank %d of %d, broadcast %s", rank, nranks,
-                bcast ? "set" : "null");
+    return fail(err, errlen, "bad arguments: rank %d of %d, broadcast %s", rank, nranks, bcast ? "set" : "null");
   // NVLink multicast (NVLS) stays off whatever the environment says: on the
   // shared GPU hosts a multicast object can take the GPUs out of service
   // (README). Overwriting is deliberate: this is a rule, not a default.
@@ -180,11 +177,9 @@ extern "C" int nvstb_init(int rank, int nranks, nvstb_broadcast_fn bcast, char* 
   setenv("NVSHMEM_DISABLE_NCCL", "1", 0);
   setenv("NVSHMEM_REMOTE_TRANSPORT", "none", 0);
   setenv("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo", 0);
-  if (const size_t scratch = parse_nvshmem_size(std::getenv("NVSHMEM_REDUCE_SCRATCH_SIZE")))
-    g_reduce_scratch = scratch;
+  if (const size_t scratch = parse_nvshmem_size(std::getenv("NVSHMEM_REDUCE_SCRATCH_SIZE"))) g_reduce_scratch = scratch;
   nvshmemx_uniqueid_t uid = NVSHMEMX_UNIQUEID_INITIALIZER;
-  if (rank == 0 && nvshmemx_get_uniqueid(&uid) != 0)
-    return fail(err, errlen, "nvshmemx_get_uniqueid failed");
+  if (rank == 0 && nvshmemx_get_uniqueid(&uid) != 0) return fail(err, errlen, "nvshmemx_get_uniqueid failed");
   bcast(&uid, sizeof(uid), 0);
   nvshmemx_init_attr_t attr = NVSHMEMX_INIT_ATTR_INITIALIZER;
   if (nvshmemx_set_attr_uniqueid_args(rank, nranks, &uid, &attr) != 0 ||
@@ -204,8 +199,7 @@ extern "C" void nvstb_free(void* p) { nvshmem_free(p); }
 
 extern "C" int nvstb_put(void* dst, const void* src, size_t bytes, int pe, int blocks, int threads,
                          cudaStream_t stream) {
-  put_kernel<<<blocks, threads, 0, stream>>>(static_cast<char*>(dst),
-                                             static_cast<const char*>(src), bytes, pe);
+  put_kernel<<<blocks, threads, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), bytes, pe);
   return static_cast<int>(cudaGetLastError());
 }
 
@@ -232,8 +226,7 @@ extern "C" int nvstb_coll_supported(char* err, size_t errlen) {
 
 extern "C" int nvstb_coll_max_bytes(int coll, size_t* max_bytes, char* err, size_t errlen) {
   if (!max_bytes) return fail(err, errlen, "max_bytes is null");
-  if (coll < NVSTB_ALL_REDUCE || coll > NVSTB_ALL_TO_ALL)
-    return fail(err, errlen, "unknown collective %d", coll);
+  if (coll < NVSTB_ALL_REDUCE || coll > NVSTB_ALL_TO_ALL) return fail(err, errlen, "unknown collective %d", coll);
   // Without NVLS, NVSHMEM's reducescatter pushes every PE's whole source
   // into the team's scratch before reducing, and asserts when it does not
   // fit. Its all_reduce goes through the scratch in segments: no limit.
@@ -241,8 +234,8 @@ extern "C" int nvstb_coll_max_bytes(int coll, size_t* max_bytes, char* err, size
   return 0;
 }
 
-extern "C" int nvstb_collective(int coll, int dtype, int op, void* dst, const void* src,
-                                size_t count, cudaStream_t stream, char* err, size_t errlen) {
+extern "C" int nvstb_collective(int coll, int dtype, int op, void* dst, const void* src, size_t count,
+                                cudaStream_t stream, char* err, size_t errlen) {
   if (nvstb_coll_supported(err, errlen) != 0) return 1;
   if (check_collective(coll, dtype, op, dst, src, count, err, errlen) != 0) return 1;
   // NVSHMEM checks its own launches (and exits on a failed one): it links

@@ -23,8 +23,7 @@ void* nvstb_malloc(size_t bytes);
 void nvstb_free(void* p);
 /* A kernel of `blocks` x `threads`; block b puts its 16-byte-aligned chunk
  * with nvshmemx_putmem_nbi_block, then nvshmem_quiet. */
-int nvstb_put(void* dst, const void* src, size_t bytes, int pe, int blocks, int threads,
-              cudaStream_t stream);
+int nvstb_put(void* dst, const void* src, size_t bytes, int pe, int blocks, int threads, cudaStream_t stream);
 /* `iters` round trips of nvshmem_uint64_p + nvshmem_uint64_wait_until on `flag`. */
 int nvstb_pingpong(uint64_t* flag, int me, int peer, int iters, cudaStream_t stream);
 void nvstb_barrier_all(void);
@@ -56,8 +55,8 @@ int nvstb_coll_max_bytes(int coll, size_t* max_bytes, char* err, size_t errlen);
  * capture to fail. NVSHMEM checks its own kernel launches (and exits on a
  * failed one). 0 on success; else the argument refused, or NVSHMEM's nonzero
  * return, in err. */
-int nvstb_collective(int coll, int dtype, int op, void* dst, const void* src, size_t count,
-                     cudaStream_t stream, char* err, size_t errlen);
+int nvstb_collective(int coll, int dtype, int op, void* dst, const void* src, size_t count, cudaStream_t stream,
+                     char* err, size_t errlen);
 void nvstb_finalize(void);
 const char* nvstb_version(void);
 
