@@ -14,22 +14,33 @@ With PyTorch installed, on GPUs (launched with torchrun):
  - nvshmem_tutorial.pplx: pplx-kernels' AllToAll.
 
 Each call has one form. The seed's names keep the seed's arguments; our
-richer forms have names of their own:
+richer forms have names of their own. The seed's call (module level), what
+it does here, and our form:
 
-| the seed's call (module level)                               | what it does here                     | our form                             |
-|--------------------------------------------------------------|---------------------------------------|--------------------------------------|
-| get_unique_id() -> list of byte values                       | rank 0 makes the job's ID             | make_unique_id(host) -> str          |
-| init_with_unique_id(unique_id_vec, rank, world_size, low_latency_mode) | joins the job, returns the PE | init_from_torch(group, backend)      |
-| nvshmem_alloc_tensor(size, alignment) -> uint8 [size]        | collective symmetric allocation       | alloc_tensor(shape, dtype)           |
-| nvshmem_free_tensor(tensor)                                  | collective free (either form's tensor) | (the same)                          |
-| nvshmem_barrier()                                            | blocking barrier over every PE        | nvshmem_barrier_async() (on stream)  |
-| nvshmem_put_tensor(remote_tensor, local_tensor, nbytes, rank) | blocking put of nbytes to PE rank    | put_tensor(dst, src, pe)             |
-| nvshmem_put_tensor_async(remote_tensor, local_tensor, nbytes, rank) | the same on the current stream | put_tensor_async(dst, src, pe)     |
-| nvshmem_get_tensor(local_tensor, remote_tensor, nbytes, rank) | blocking get of nbytes from PE rank  | get_tensor(dst, src, pe)             |
-| nvshmem_get_tensor_async(local_tensor, remote_tensor, nbytes, rank) | the same on the current stream | get_tensor_async(dst, src, pe)     |
-| tma_copy(input, output)                                      | Hopper bulk copy (cp.async.bulk)      | -                                    |
-| NvshmemBuffer(group, rank, num_ranks, num_nvl_bytes, num_rdma_bytes, low_latency_mode) | send/recv, all-gather | nvshmem_tutorial.distributed |
-| -                                                            | PE `pe`'s copy as a tensor (nvshmem_ptr) | peer_tensor(tensor, pe)           |
+- get_unique_id() -> list of byte values
+    rank 0 makes the job's ID; ours: make_unique_id(host) -> str
+- init_with_unique_id(unique_id_vec, rank, world_size, low_latency_mode)
+    joins the job, returns the PE; ours: init_from_torch(group, backend)
+- nvshmem_alloc_tensor(size, alignment) -> uint8 [size]
+    collective symmetric allocation; ours: alloc_tensor(shape, dtype)
+- nvshmem_free_tensor(tensor)
+    collective free (either form's tensor); ours: (the same)
+- nvshmem_barrier()
+    blocking barrier over every PE; ours: nvshmem_barrier_async() (on stream)
+- nvshmem_put_tensor(remote_tensor, local_tensor, nbytes, rank)
+    blocking put of nbytes to PE rank; ours: put_tensor(dst, src, pe)
+- nvshmem_put_tensor_async(remote_tensor, local_tensor, nbytes, rank)
+    the same on the current stream; ours: put_tensor_async(dst, src, pe)
+- nvshmem_get_tensor(local_tensor, remote_tensor, nbytes, rank)
+    blocking get of nbytes from PE rank; ours: get_tensor(dst, src, pe)
+- nvshmem_get_tensor_async(local_tensor, remote_tensor, nbytes, rank)
+    the same on the current stream; ours: get_tensor_async(dst, src, pe)
+- tma_copy(input, output)
+    Hopper bulk copy (cp.async.bulk); ours: -
+- NvshmemBuffer(group, rank, num_ranks, num_nvl_bytes, num_rdma_bytes, low_latency_mode)
+    send/recv, all-gather; ours: nvshmem_tutorial.distributed
+- -
+    PE `pe`'s copy as a tensor (nvshmem_ptr); ours: peer_tensor(tensor, pe)
 """
 import ctypes as _ctypes
 import os as _os

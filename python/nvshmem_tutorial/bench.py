@@ -43,7 +43,7 @@ AG_SIZES = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 2 << 20, 4 << 20, 8
             64 << 20, 128 << 20, 256 << 20, 512 << 20, 1 << 30]  # the seed's all-gather sizes
 
 
-def kind():
+def kind() -> str:
     """The seed's Type column: whether the ranks share one node."""
     return "intranode" if nt.team_n_pes(nt.TEAM_NODE) == nt.n_pes() else "internode"
 
@@ -243,7 +243,8 @@ def allgather_table(iters: int, warmup: int, rows: list[Row], max_bytes: int) ->
         wrong = count_wrong(out, ref)
         nccl = (f"{t['nccl']:9.1f} {bus(nbytes, t['nccl']):9.2f}" if "nccl" in t else f"{'n/a':>9} {'n/a':>9}")
         speed = f"{t['nccl'] / t['ours']:8.2f}x" if "nccl" in t else f"{'n/a':>9}"
-        say(f"{kind():>9} {size_name(nbytes):>8} {nccl} {t['ours']:9.1f} {bus(nbytes, t['ours']):9.2f} {speed} {wrong:7d}")
+        ours = t["ours"]
+        say(f"{kind():>9} {size_name(nbytes):>8} {nccl} {ours:9.1f} {bus(nbytes, ours):9.2f} {speed} {wrong:7d}")
         rows.append({"table": "allgather", "bytes": nbytes, "us": t,
                      "busbw": {k: bus(nbytes, v) for k, v in t.items()}, "wrong": wrong})
 

@@ -150,7 +150,7 @@ class _Handle(tuple):
     work to build are computed when first read (so a call that only passes
     the handle back pays nothing for them); those with no counterpart here
     raise when read. What our calls need rides in attributes."""
-    names = ()
+    names: tuple[str, ...] = ()
 
     def __new__(cls, items, **attrs):
         h = tuple.__new__(cls, items)

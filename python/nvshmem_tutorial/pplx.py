@@ -32,7 +32,7 @@ runs on any (our low-latency kernels reach other nodes through the proxy).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -44,7 +44,7 @@ from .tensors import alloc_tensor, check_tensor, current_stream, nvshmem_free_te
 _ROW_ALIGN = 128  # elements of a bf16 row the low-latency kernels move (a multiple of 128)
 
 
-def _fail(fn: str, msg: str, exc: type = ValueError) -> None:
+def _fail(fn: str, msg: str, exc: type = ValueError) -> NoReturn:
     raise exc(f"nvshmem_tutorial.pplx.AllToAll.{fn}: {msg}")
 
 
@@ -85,7 +85,7 @@ class AllToAll:
         self._width = -(-width // _ROW_ALIGN) * _ROW_ALIGN
         size = Buffer.get_low_latency_rdma_size_hint(max_num_tokens, self._width, world_size, num_experts,
                                                      experts_per_token)
-        self._buffer = Buffer(None, 0, size, low_latency_mode=True)
+        self._buffer: Buffer | None = Buffer(None, 0, size, low_latency_mode=True)
         if not internode and _nvst.team_n_pes(_nvst.TEAM_NODE) != _nvst.n_pes():
             self._buffer.destroy()  # every rank sees the same nodes: all refuse here
             _fail(fn, "the job spans nodes: use AllToAll.internode", RuntimeError)
@@ -95,7 +95,7 @@ class AllToAll:
         self._handle: LowLatencyHandle | None = None
         self._recv: tuple | None = None  # (recv_x, recv_count) of the last dispatch
         self._hook = None  # a dispatch's or combine's receive half, when do_recv is still to come
-        self._combine_hook = None
+        self._combine_hook: Callable[[], None] | None = None
 
     @classmethod
     def intranode(cls, max_num_tokens: int, num_experts: int, experts_per_token: int, rank: int, world_size: int,
@@ -197,6 +197,7 @@ class AllToAll:
         return packed.view(torch.bfloat16)
 
     def _unpack(self, fn: str, out_num: torch.Tensor, out_x: torch.Tensor, out_scale: torch.Tensor | None) -> None:
+        assert self._recv is not None  # _unpack follows a dispatch that set it
         recv_x, recv_count = self._recv
         where = f"pplx.AllToAll.{fn}"
         E, cap = self.num_local_experts, self.max_num_tokens * self.num_dp

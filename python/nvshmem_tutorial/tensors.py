@@ -27,7 +27,7 @@ DTYPE_NAMES = {
 }
 
 _state = {"group": None}
-_allocations = set()  # base addresses of live nvshmem_alloc_tensor results
+_allocations: set[int] = set()  # base addresses of live nvshmem_alloc_tensor results
 
 
 # torch's C accessor of the current stream: an int, without building the

@@ -16,9 +16,9 @@ def main() -> int:
     ap.add_argument("--max-bytes", type=int, default=1 << 30, help="--benchmark: the largest size (default 1 GB)")
     a = ap.parse_args()
     if a.pitfalls:
-        from .pitfalls import run
+        from .pitfalls import run as run_pitfalls
 
-        return run()
+        return run_pitfalls()
     if a.analyze:
         from .analyze import tree
         from .results import newest_multi_gpu
@@ -36,9 +36,9 @@ def main() -> int:
         return 0
     if a.max_bytes < 1024:
         ap.error("--max-bytes must be at least 1024")
-    from .benchmark import run
+    from .benchmark import run as run_benchmark
 
-    return run(a.json, a.max_bytes)
+    return run_benchmark(a.json, a.max_bytes)
 
 
 if __name__ == "__main__":

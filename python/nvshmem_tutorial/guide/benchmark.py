@@ -27,7 +27,7 @@ SIZES = [1 << (10 + 2 * i) for i in range(11)]  # 1 KB, 4 KB, ..., 1 GB
 _GLOO = None
 
 
-def _timed(fn: Callable[[], None], size: int) -> float:
+def _timed(fn: Callable[[], object], size: int) -> float:
     """Time per call in microseconds (bench.timed: CUDA events, median of runs)."""
     from .. import bench
 
@@ -119,7 +119,7 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
         x = _pattern(count, rank, dev)
         sum_all = sum(_pattern(count, r, dev) for r in range(world))
         # all_reduce
-        impls = {"nvst": lambda t: nd.all_reduce(t)}
+        impls: dict[str, Callable[..., object]] = {"nvst": lambda t: nd.all_reduce(t)}
         if not shared:
             impls["nccl"] = lambda t: dist.all_reduce(t)
         for impl, call in impls.items():
@@ -134,13 +134,14 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
                                  ar_bus))
             except RuntimeError as e:  # torch's one-shot form has size limits of its own
                 symm_all_reduce = False
-                skipped.append(f"torch symmetric memory all_reduce from {size_name(size)}: {str(e).splitlines()[0][:160]}")
+                why = str(e).splitlines()[0][:160]
+                skipped.append(f"torch symmetric memory all_reduce from {size_name(size)}: {why}")
         # all_gather (size = the output, as nccl-tests)
         if count % world == 0:
             part = _pattern(count // world, rank, dev)
             want = torch.cat([_pattern(count // world, r, dev) for r in range(world)])
             out = torch.empty(count, device=dev)
-            gathers = {"nvst": lambda: nd.all_gather_into_tensor(out, part)}
+            gathers: dict[str, Callable[..., object]] = {"nvst": lambda: nd.all_gather_into_tensor(out, part)}
             if not shared:
                 gathers["nccl"] = lambda: dist.all_gather_into_tensor(out, part)
             for impl, call in gathers.items():
@@ -148,7 +149,7 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
                 call()
                 rows.append(_row("all_gather", impl, size, _timed(call, size), _wrong(out, want), ag_bus))
         # broadcast from rank 0
-        bcasts = {"nvst": lambda t: nd.broadcast(t, 0)}
+        bcasts: dict[str, Callable[..., object]] = {"nvst": lambda t: nd.broadcast(t, 0)}
         if not shared:
             bcasts["nccl"] = lambda t: dist.broadcast(t, 0)
         for impl, call in bcasts.items():
@@ -160,18 +161,19 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
         if world >= 2:
             src = _pattern(count, 0, dev)
             dst = sym_dst[:count]
-            p2p = {"nvst": lambda: nt.put_tensor_async(dst, src, 1) if rank == 0 else None}
+            p2p: dict[str, Callable[..., object]] = {
+                "nvst": lambda: nt.put_tensor_async(dst, src, 1) if rank == 0 else None}
             if not shared:
                 p2p["nccl"] = lambda: (dist.send(src, 1) if rank == 0 else dist.recv(dst, 0) if rank == 1 else None)
             if symm is not None:
                 p2p["torch_symm"] = lambda: symm.peer(1, count).copy_(src) if rank == 0 else None
             for impl, call in p2p.items():
-                (symm.buf[:count] if impl == "torch_symm" else dst).fill_(-1)
+                landed = symm.buf[:count] if impl == "torch_symm" and symm is not None else dst
+                landed.fill_(-1)
                 dist.barrier(group=_GLOO)
                 call()
                 torch.cuda.synchronize()
                 dist.barrier(group=_GLOO)
-                landed = symm.buf[:count] if impl == "torch_symm" else dst
                 wrong = _wrong(landed, src) if rank == 1 else _wrong(src, src)
                 rows.append(_row("p2p", impl, size, _timed(call, size), wrong, 1.0))
         if rank == 0:

@@ -27,7 +27,7 @@ def commit() -> str:
 def document(rows: Iterable[dict], gpus: list[str], versions: dict[str, Any], label: str,
              notes: Iterable[str] = ()) -> dict:
     """The JSON document for ``rows`` measured on this host."""
-    doc = {
+    doc: dict[str, Any] = {
         "machine": f"{socket.gethostname()} " + (f"({len(gpus)}x {gpus[0]})" if gpus else "(no GPU)"),
         "gpus": list(gpus),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -181,7 +181,7 @@ class RingBuffer:
     """
 
     def __init__(self, capacity: int, item_shape: Sequence[int] | int, dtype: Any = np.float32) -> None:
-        self.item_shape = (int(item_shape),) if np.isscalar(item_shape) else tuple(int(s) for s in item_shape)
+        self.item_shape = (item_shape,) if isinstance(item_shape, int) else tuple(int(s) for s in item_shape)
         self.dtype = dtype
         self.capacity = int(capacity)
         self._gpu = _nvst.device() >= 0

@@ -92,7 +92,7 @@ class GradientSync:
 
     def _reset(self) -> None:
         self._pending = [len(b.params) for b in self.buckets]
-        self._filled = [set() for _ in self.buckets]
+        self._filled: list[set[int]] = [set() for _ in self.buckets]
         self._launched = 0
 
     def _hook(self, index: int):

@@ -1,7 +1,7 @@
 """Hierarchical all-reduce: inside the node, across nodes, inside again."""
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 
@@ -47,7 +47,7 @@ class HierarchicalAllReduce:
             _TEAMS[k] = (Communicator(row), Communicator(col))
         self.node, self.across = _TEAMS[k]
         self.world = world
-        self._scratch = {}
+        self._scratch: dict[Any, Any] = {}
 
     def all_reduce(self, t: torch.Tensor) -> None:
         """t <- the sum of every PE's t (each node's partial sums are added in

@@ -190,6 +190,7 @@ class PipelineEngine:
                 t0 = clock()
                 out = self.chunks[op.chunk](x)
                 if vs == self.last_stage:
+                    assert self.loss_fn is not None  # checked at construction on the last stage
                     out = self.loss_fn(out, targets[op.microbatch].to(self.comm.device)) / M
                     loss_tensors.append(out.detach())
                 spans.append((t0, clock()))
