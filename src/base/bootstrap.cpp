@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -534,12 +535,22 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
   return all;
 }
 
+// Rank 0 closing can overtake the failure it passed on just before it
+// exited (on the watch connection, another socket): give the watch a
+// moment to record it, so this rank names the cause, not only rank 0.
+void Bootstrap::fail_root_lost(const char* when, const char* what) {
+  for (int i = 0; i < 100 && !failed_.load(std::memory_order_acquire); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (failed_.load(std::memory_order_acquire)) NVST_FAIL(failure(), " (", when, " ", what, " #", seq_, ")");
+  NVST_FAIL("lost the bootstrap root (rank 0) ", when, " ", what, " #", seq_, ": it died or closed its connection");
+}
+
 std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data, std::size_t bytes, const char* what) {
   auto deadline = net::deadline_after(timeout_s_);
   try {
     send_frame(root_.get(), Kind::kData, seq_, data, bytes, what);
   } catch (const Error&) {
-    NVST_FAIL("lost the bootstrap root (rank 0) entering ", what, " #", seq_, ": it died or closed its connection");
+    fail_root_lost("entering", what);
   }
   // Wait in slices: a failure the watch learned of (a PE that died while
   // rank 0 does not wait for it) ends this wait too.
@@ -548,8 +559,7 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_client(const void* data,
     if (failed_.load(std::memory_order_acquire)) NVST_FAIL(failure(), " (in ", what, " #", seq_, ")");
   }
   Frame f = recv_frame(root_.get(), deadline);
-  if (f.io == net::Io::kClosed)
-    NVST_FAIL("lost the bootstrap root (rank 0) in ", what, " #", seq_, ": it died or closed its connection");
+  if (f.io == net::Io::kClosed) fail_root_lost("in", what);
   if (f.io == net::Io::kTimeout)
     NVST_FAIL("timed out after ", timeout_s_, " s in ", what, " #", seq_,
               " waiting for rank 0 (NVST_TIMEOUT_S); some rank has not arrived");

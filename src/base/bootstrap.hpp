@@ -101,6 +101,7 @@ class Bootstrap {
 
  private:
   std::vector<std::vector<std::byte>> exchange_root(std::vector<std::byte> mine, const char* what);
+  [[noreturn]] void fail_root_lost(const char* when, const char* what);
   std::vector<std::vector<std::byte>> exchange_client(const void* data, std::size_t bytes, const char* what);
   void accept_peers();
   void connect_to_root(const UniqueId& id);
