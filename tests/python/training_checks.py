@@ -275,7 +275,7 @@ def check_bad_input():
         expect_error(lambda: GradientSync(model.parameters(), comm), "parameter values differ", "parameter #")
     layers = [torch.nn.Linear(4, 4) for _ in range(6)]
     expect_error(lambda: PipelineEngine.split(layers, 4, comm), "do not divide 6 layers")
-    shapes = [torch.nn.Parameter(torch.zeros(4 + comm.rank))]
+    shapes = [torch.nn.Parameter(torch.zeros(4 + comm.rank, device=dev))]
     if comm.world > 1:
         expect_error(lambda: GradientSync(shapes, comm), "parameter shapes")
     free = nt._nvst.heap_free_bytes()
