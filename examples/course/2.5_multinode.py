@@ -74,7 +74,7 @@ if __name__ == "__main__":
         procs = start_host(1, id_path, results)  # the second host may start first: it waits
         # Rank 0's host makes the ID with an address the other hosts reach:
         # 127.0.0.1 here; on a cluster this host's address on the job's network.
-        uid = nt.get_unique_id("127.0.0.1")
+        uid = nt.make_unique_id("127.0.0.1")
         with open(id_path + ".tmp", "w") as f:
             f.write(uid)
         os.rename(id_path + ".tmp", id_path)  # published whole, never half-written

@@ -32,7 +32,7 @@ def pe(env: dict[str, str], results: mp.Queue) -> None:
 if __name__ == "__main__":
     ctx = mp.get_context("spawn")
     results: mp.Queue = ctx.Queue()
-    uid = nt.get_unique_id("127.0.0.1")
+    uid = nt.make_unique_id("127.0.0.1")
     procs = []
     for rank in range(HOSTS * PER_HOST):
         env = {"NVST_HEAP": "host", "NVST_SYMMETRIC_SIZE": "8M", "NVST_UNIQUE_ID": uid, "NVST_RANK": str(rank),
