@@ -181,7 +181,9 @@ class RingBuffer:
     """
 
     def __init__(self, capacity: int, item_shape: Sequence[int] | int, dtype: Any = np.float32) -> None:
-        self.item_shape = (item_shape,) if isinstance(item_shape, int) else tuple(int(s) for s in item_shape)
+        # numpy's integers count as a scalar too
+        self.item_shape = ((int(item_shape),) if isinstance(item_shape, (int, np.integer))
+                           else tuple(int(s) for s in item_shape))
         self.dtype = dtype
         self.capacity = int(capacity)
         self._gpu = _nvst.device() >= 0
