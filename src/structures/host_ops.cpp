@@ -12,14 +12,15 @@
 namespace nvst::structures {
 
 namespace {
-// Polls read() until it is >= value; throws after NVST_TIMEOUT_S naming `what`.
+// Polls read() until it is >= value, then an acquire fence (ops_common.hpp:
+// a wait is an acquire); throws after NVST_TIMEOUT_S naming `what`.
 template <typename Read>
 void wait_until_ge(Read read, std::uint64_t value, int pe, const char* what) {
   std::uint64_t seen = read();
-  if (seen >= value) return;
+  if (seen >= value) return std::atomic_thread_fence(std::memory_order_acquire);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(host_timeout_seconds());
   for (detail::Backoff backoff;; backoff.pause()) {
-    if ((seen = read()) >= value) return;
+    if ((seen = read()) >= value) return std::atomic_thread_fence(std::memory_order_acquire);
     if (backoff.check_clock() && std::chrono::steady_clock::now() > deadline)
       NVST_FAIL("timed out after ", host_timeout_seconds(), " s waiting for ", what, " on PE ", pe, ": the word holds ",
                 seen, ", needs >= ", value, " (NVST_TIMEOUT_S)");

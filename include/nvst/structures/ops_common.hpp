@@ -9,6 +9,8 @@
 //   copy_local(dst, src, bytes)            out of this PE's own memory
 //   wait_ge(word, value, pe, what)         a word on `pe`, until >= value (timeout: fail naming `what`)
 //   wait_local_ge(word, value, what)       this PE's word, the same
+// Both waits are acquires: this thread's later reads and writes stay after
+// the value it waited for.
 // HostOps (host_ops.hpp) maps them to the host API, DeviceOps
 // (device_ops.cuh) to the device API.
 #pragma once

@@ -20,6 +20,12 @@
 // Items leave in ticket order; every ticket is popped once (no loss, no
 // duplicate). A producer that dies between its ticket and its signal
 // stalls the ring: the consumer's wait times out with a message.
+// Hand-overs: a producer waits for the consumer only when the ring is full,
+// the consumer for a producer only when the next ticket is unwritten; the
+// tail, head and slots are plain memory, so neither needs the other's kernel
+// to be running otherwise. PEs time-sharing one GPU thus move about
+// `capacity` items per turn of the time slices, not one: size the ring for
+// the items a turn should carry.
 #pragma once
 
 #include <cstddef>
@@ -44,6 +50,8 @@ struct RingView {
 NVST_HD_TEMPLATE template <typename Ops>
 NVST_HD std::uint64_t ring_push(const RingView& r, int consumer, const void* src) {
   const std::uint64_t t = Ops::fetch_add(r.tail, std::uint64_t{1}, consumer);
+  // The wait is an acquire: the slot is written after the consumer's copy
+  // of its previous item.
   if (t >= r.capacity)
     Ops::wait_ge(r.head, t - r.capacity + 1, consumer, "room in a ring buffer (its consumer does not pop)");
   const std::uint64_t k = t % r.capacity;
