@@ -7,15 +7,23 @@
 //    values, and no key is in two slots of its owner (checked on the host).
 //  - ring buffer: 32 producer threads per PE push into PE 0's ring, whose
 //    one consumer thread pops every item once, in each producer's order.
+//    PE 0 runs its producers and the consumer as two kernels at once: both
+//    are loaded before either starts (a kernel CUDA loads lazily would wait
+//    for the spinning one). The ring holds 4096 items, so PEs time-sharing
+//    one GPU hand over thousands of items per turn (ring_buffer.hpp); PE 0
+//    prints the items popped every 10 s while the kernels run.
 //   nvst_structure_tests --np N [--ops K]   (K: hash map ops and ring items
 //   per PE, default 100000)
 // Exits 77 (ctest: skipped) when fewer than N GPUs are visible
 // (NVST_TEST_SHARE_GPUS=1 runs the PEs on one GPU).
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -34,7 +42,7 @@ namespace {
 long long g_ops = 100000;
 constexpr int kThreads = 128, kKeysPerThread = 16, kShared = 64;
 constexpr int kProducers = 32;
-constexpr std::uint64_t kRingCapacity = 1024;
+constexpr std::uint64_t kRingCapacity = 4096;
 
 __device__ std::uint64_t rnd(std::uint64_t& s) {
   s += 0x9e3779b97f4a7c15ull;
@@ -115,19 +123,24 @@ __host__ __device__ unsigned long long check_of(unsigned long long p, unsigned l
   return (p * 0x9e3779b97f4a7c15ull) ^ (s * 31 + 5);
 }
 
-__global__ void ring_produce(st::RingView r, int me, long long per_thread) {
+// progress[0]: items thread 0 pushed so far (mapped host memory, for the
+// host's progress line).
+__global__ void ring_produce(st::RingView r, int me, long long per_thread, unsigned long long* progress) {
   const int t = threadIdx.x;
   for (long long i = 0; i < per_thread; ++i) {
     const unsigned long long producer = static_cast<unsigned long long>(me) * kProducers + t;
     Item it{producer, static_cast<unsigned long long>(i), check_of(producer, i), 0};
     st::ring_push<DeviceOps>(r, 0, &it);
+    if (t == 0) *reinterpret_cast<volatile unsigned long long*>(progress) = i + 1;
   }
 }
 
-// One thread: pops `total` items; next[p] is producer p's next seq.
+// One thread: pops `total` items; next[p] is producer p's next seq;
+// progress[1]: items popped so far.
 __global__ void ring_consume(st::RingView r, long long total, int producers, unsigned long long* next,
-                             unsigned long long* errors) {
+                             unsigned long long* errors, unsigned long long* progress) {
   for (long long i = 0; i < total; ++i) {
+    if ((i & 255) == 0) reinterpret_cast<volatile unsigned long long*>(progress)[1] = i;
     Item it{};
     st::ring_pop<DeviceOps>(r, &it);
     if (it.producer >= static_cast<unsigned long long>(producers) || it.check != check_of(it.producer, it.seq) ||
@@ -137,6 +150,30 @@ __global__ void ring_consume(st::RingView r, long long total, int producers, uns
       continue;
     }
     ++next[it.producer];
+  }
+  reinterpret_cast<volatile unsigned long long*>(progress)[1] = total;
+}
+
+// Polls `done` until the work before it has finished, printing progress()
+// every 10 s: a run slowed by time slicing shows it moves, a stuck one where
+// it stands. A kernel that failed (device timeout) makes the query throw
+// with the device mailbox's message.
+void wait_with_progress(const std::vector<cudaEvent_t>& done, const std::function<std::string(double)>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  auto next_report = start + std::chrono::seconds(10);
+  for (std::size_t i = 0; i < done.size();) {
+    const cudaError_t st = cudaEventQuery(done[i]);
+    if (st == cudaSuccess) {
+      ++i;
+      continue;
+    }
+    if (st != cudaErrorNotReady) NVST_CHECK_CUDA(st);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (std::chrono::steady_clock::now() >= next_report) {
+      next_report += std::chrono::seconds(10);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::printf("[PE %d] %s\n", nvst::my_pe(), progress(s).c_str());
+    }
   }
 }
 
@@ -177,12 +214,16 @@ int pe_main() {
     NVST_CHECK_CUDA(cudaMalloc(&model, sizeof(std::uint64_t) * kThreads * kKeysPerThread));
     NVST_CHECK_CUDA(cudaMemset(errors, 0, sizeof(*errors)));
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
-    nvst::barrier_all();
     const long long per_thread = (g_ops + kThreads - 1) / kThreads;
+    const std::string what = "hash map: " + std::to_string(per_thread * kThreads) + " random ops per PE x " +
+                             std::to_string(n) + " PEs = sequential model, no key twice";
+    if (me == 0) std::printf("running %s\n", what.c_str());
+    nvst::barrier_all();
     NVST_CHECK_CUDA(cudaEventRecord(t0));
     hash_hammer<<<kThreads / 64, 64>>>(m, me, per_thread, errors, model);
     NVST_CHECK_LAUNCH();
     NVST_CHECK_CUDA(cudaEventRecord(t1));
+    wait_with_progress({t1}, [](double s) { return "hash map still running after " + std::to_string(int(s)) + " s"; });
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
     float ms = 0;
     NVST_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
@@ -200,8 +241,6 @@ int pe_main() {
       const std::uint64_t k = host[3 * i];
       if (k != st::kSlotEmpty && k != st::kSlotErased && ++seen[k] > 1) ++e;
     }
-    const std::string what = "hash map: " + std::to_string(per_thread * kThreads) + " random ops per PE x " +
-                             std::to_string(n) + " PEs = sequential model, no key twice";
     report(what.c_str(), static_cast<long long>(e), ms);
     nvst::barrier_all();
     NVST_CHECK_CUDA(cudaFree(model));
@@ -215,26 +254,49 @@ int pe_main() {
     const st::RingView r{words, words + 1, words + 2, data, kRingCapacity, sizeof(Item)};
     const long long per_thread = (g_ops + kProducers - 1) / kProducers;
     const int producers = n * kProducers;
+    const long long total = per_thread * producers;
     unsigned long long* next = nullptr;
     NVST_CHECK_CUDA(cudaMalloc(&next, sizeof(unsigned long long) * producers));
     NVST_CHECK_CUDA(cudaMemset(next, 0, sizeof(unsigned long long) * producers));
     NVST_CHECK_CUDA(cudaMemset(errors, 0, sizeof(*errors)));
+    unsigned long long* progress = nullptr;  // [pushed by thread 0, popped]
+    NVST_CHECK_CUDA(cudaHostAlloc(&progress, 2 * sizeof(*progress), cudaHostAllocMapped));
+    progress[0] = progress[1] = 0;
     cudaStream_t consume_stream, produce_stream;
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&consume_stream, cudaStreamNonBlocking));
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&produce_stream, cudaStreamNonBlocking));
+    cudaEvent_t consumed;
+    NVST_CHECK_CUDA(cudaEventCreateWithFlags(&consumed, cudaEventDisableTiming));
+    // Loaded now: launching a kernel that CUDA has not loaded yet waits for
+    // the running ones, and PE 0's consumer spins until its producers run.
+    cudaFuncAttributes attr{};
+    NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ring_produce));
+    NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, ring_consume));
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::string what = "ring buffer: " + std::to_string(per_thread * kProducers) + " items per PE from " +
+                             std::to_string(producers) + " producer threads into PE 0's ring of " +
+                             std::to_string(kRingCapacity) + ", each once and in order";
+    if (me == 0) std::printf("running %s\n", what.c_str());
     nvst::barrier_all();
-    NVST_CHECK_CUDA(cudaEventRecord(t0, produce_stream));
+    const auto wall0 = std::chrono::steady_clock::now();
     if (me == 0) {
-      ring_consume<<<1, 1, 0, consume_stream>>>(r, per_thread * producers, producers, next, errors);
+      ring_consume<<<1, 1, 0, consume_stream>>>(r, total, producers, next, errors, progress);
       NVST_CHECK_LAUNCH();
     }
-    ring_produce<<<1, kProducers, 0, produce_stream>>>(r, me, per_thread);
+    NVST_CHECK_CUDA(cudaEventRecord(consumed, consume_stream));
+    ring_produce<<<1, kProducers, 0, produce_stream>>>(r, me, per_thread, progress);
     NVST_CHECK_LAUNCH();
     NVST_CHECK_CUDA(cudaEventRecord(t1, produce_stream));
+    wait_with_progress({t1, consumed}, [&](double s) {
+      const unsigned long long pushed = reinterpret_cast<volatile unsigned long long*>(progress)[0];
+      const unsigned long long popped = reinterpret_cast<volatile unsigned long long*>(progress)[1];
+      std::string line = "ring buffer after " + std::to_string(static_cast<int>(s)) + " s: producer thread 0 pushed " +
+                         std::to_string(pushed) + " of " + std::to_string(per_thread);
+      if (me == 0) line += "; PE 0 popped " + std::to_string(popped) + " of " + std::to_string(total);
+      return line;
+    });
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
-    float ms = 0;
-    NVST_CHECK_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
     unsigned long long e = 0;
     NVST_CHECK_CUDA(cudaMemcpy(&e, errors, sizeof(e), cudaMemcpyDeviceToHost));
     if (me == 0) {
@@ -243,15 +305,14 @@ int pe_main() {
       for (auto v : h) e += v != static_cast<unsigned long long>(per_thread);
       std::uint64_t ends[2];
       NVST_CHECK_CUDA(cudaMemcpy(ends, words, sizeof(ends), cudaMemcpyDeviceToHost));
-      e += ends[0] != ends[1] || ends[0] != static_cast<std::uint64_t>(per_thread * producers);
+      e += ends[0] != ends[1] || ends[0] != static_cast<std::uint64_t>(total);
     }
-    const std::string what = "ring buffer: " + std::to_string(per_thread * kProducers) + " items per PE from " +
-                             std::to_string(producers) + " producer threads into PE 0's ring of " +
-                             std::to_string(kRingCapacity) + ", each once and in order";
     report(what.c_str(), static_cast<long long>(e), ms);
     nvst::barrier_all();
+    NVST_CHECK_CUDA(cudaEventDestroy(consumed));
     NVST_CHECK_CUDA(cudaStreamDestroy(consume_stream));
     NVST_CHECK_CUDA(cudaStreamDestroy(produce_stream));
+    NVST_CHECK_CUDA(cudaFreeHost(progress));
     NVST_CHECK_CUDA(cudaFree(next));
     nvst::free(data);
     nvst::free(words);

@@ -1,13 +1,15 @@
 // The distributed hash map and ring buffer (include/nvst/structures) on
 // host-memory PEs, several PEs at once against sequential models:
-//  - hash map: each PE's own keys follow a std::unordered_map exactly, op by
-//    op, while every PE also inserts the same shared keys; afterwards every
+//  - hash map: two threads per PE, each with keys of its own that follow a
+//    std::unordered_map exactly, op by op, while every thread of every PE
+//    also inserts the same shared keys; afterwards every
 //    key is in at most one slot of its owner and the shared ones hold a value
 //    one of the PEs wrote; filling a small map reports kFull;
-//  - ring buffer: every PE pushes into PE 0's ring (small, so producers wait
-//    for room) and into its right neighbour's; each consumer gets every
-//    producer's items once, in that producer's order.
-// NVST_STRUCTURE_TEST_OPS scales the operations per PE (default CI-sized).
+//  - ring buffer: two producer threads of every PE push into PE 0's ring
+//    (small, so producers wait for room) and into the PE's right
+//    neighbour's; each consumer gets every producer's items once, in that
+//    producer's order.
+// NVST_STRUCTURE_TEST_OPS scales the operations per thread (default CI-sized).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -34,19 +36,20 @@ int ops_per_pe(int ci_default) {
   return v ? std::max(1, std::atoi(v)) : ci_default;
 }
 
-int hash_map_hammer(int me, int ops) {
-  nvst::init();
-  const int n = nvst::n_pes();
-  const std::uint64_t capacity = 4 * static_cast<std::uint64_t>(ops) + 256;
-  auto* slots = static_cast<std::uint64_t*>(nvst::calloc(3 * capacity, 8));
-  const nvst::structures::HashMapView m{slots, capacity, n};
-  nvst::barrier_all();
-  std::mt19937_64 rng(99 + static_cast<std::uint64_t>(me));
+constexpr std::uint64_t kShared = 64;
+// Threads per PE that hammer the map at once, each with keys of its own.
+constexpr int kMapThreads = 2;
+
+// One thread's random operations on its own keys (checked against its
+// model op by op) and on the shared keys; then its keys hold the model's
+// values. 0, or 1 after printing what differed.
+int hash_map_thread(const nvst::structures::HashMapView& m, int me, int k, int ops) {
+  std::mt19937_64 rng(99 + static_cast<std::uint64_t>(me * kMapThreads + k));
   std::unordered_map<std::uint64_t, std::uint64_t> model;
-  constexpr std::uint64_t kShared = 64;
   for (int i = 0; i < ops; ++i) {
     const std::uint64_t r = rng();
-    const std::uint64_t key = (static_cast<std::uint64_t>(me + 1) << 48) | (r % (ops / 2 + 1));
+    const std::uint64_t key =
+        (static_cast<std::uint64_t>(me + 1) << 48) | (static_cast<std::uint64_t>(k) << 40) | (r % (ops / 2 + 1));
     const std::uint64_t value = rng();
     switch (r >> 60) {
       case 0:
@@ -82,21 +85,45 @@ int hash_map_hammer(int me, int ops) {
         PE_EXPECT(erased == (model.erase(key) == 1), "erase of key ", key, " at op ", i, ": ", erased);
         break;
       }
-      default: {  // a shared key, contended by every PE
-        const std::uint64_t k = r % kShared;
-        const auto got = nvst::structures::hash_map_insert<HostOps>(m, k, (static_cast<std::uint64_t>(me) << 32) | 7);
+      default: {  // a shared key, contended by every thread of every PE
+        const auto got =
+            nvst::structures::hash_map_insert<HostOps>(m, r % kShared, (static_cast<std::uint64_t>(me) << 32) | 7);
         PE_EXPECT(got != nvst::structures::InsertResult::kFull, "shared insert: full");
       }
     }
   }
-  nvst::barrier_all();
-  // Every key of the model is there with its value; shared keys hold a
-  // value some PE wrote.
-  for (const auto& [k, v] : model) {
+  // Every key of the model is there with its value (other threads and PEs
+  // touch only their own keys and the shared ones).
+  for (const auto& [key, v] : model) {
     std::uint64_t got = 0;
-    PE_EXPECT(nvst::structures::hash_map_lookup<HostOps>(m, k, &got) && got == v, "key ", k, " after the run: ", got,
-              " instead of ", v);
+    PE_EXPECT(nvst::structures::hash_map_lookup<HostOps>(m, key, &got) && got == v, "key ", key,
+              " after the run: ", got, " instead of ", v);
   }
+  return 0;
+}
+
+int hash_map_hammer(int me, int ops) {
+  nvst::init();
+  const int n = nvst::n_pes();
+  const std::uint64_t capacity = 4 * kMapThreads * static_cast<std::uint64_t>(ops) + 256;
+  auto* slots = static_cast<std::uint64_t*>(nvst::calloc(3 * capacity, 8));
+  const nvst::structures::HashMapView m{slots, capacity, n};
+  nvst::barrier_all();
+  std::vector<int> failed(kMapThreads, 0);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kMapThreads; ++k)
+    threads.emplace_back([&, k] {
+      try {
+        failed[static_cast<std::size_t>(k)] = hash_map_thread(m, me, k, ops);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "PE %d thread %d: %s\n", me, k, e.what());
+        failed[static_cast<std::size_t>(k)] = 1;
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kMapThreads; ++k) PE_EXPECT(failed[static_cast<std::size_t>(k)] == 0, "thread ", k, " failed");
+  nvst::barrier_all();
+  // Shared keys hold a value some PE wrote.
   for (std::uint64_t k = 0; k < kShared; ++k) {
     std::uint64_t got = 0;
     if (nvst::structures::hash_map_lookup<HostOps>(m, k, &got))
@@ -121,71 +148,83 @@ struct Item {
 };
 std::uint64_t check_of(std::uint64_t p, std::uint64_t s) { return (p * 0x9e3779b97f4a7c15ull) ^ (s * 31 + 5); }
 
+// Producer threads per PE: like the GPU test's producer threads, several of
+// one PE push into the same rings at once (the host FIFO to the proxy takes
+// any number of producers).
+constexpr int kProducerThreads = 2;
+
 int ring_hammer(int me, int items) {
   nvst::init();
   const int n = nvst::n_pes();
-  constexpr std::uint64_t kCapacity = 8;  // small: producers wait for room
+  const int producers = n * kProducerThreads;  // producer p = PE p / kProducerThreads
+  constexpr std::uint64_t kCapacity = 8;       // small: producers wait for room
   auto* words = static_cast<std::uint64_t*>(nvst::calloc(2 + kCapacity, 8));
   auto* data = static_cast<char*>(nvst::calloc(kCapacity, sizeof(Item)));
   const nvst::structures::RingView r{words, words + 1, words + 2, data, kCapacity, sizeof(Item)};
   nvst::barrier_all();
-  // This PE's ring receives from every PE (PE 0) or from its left neighbour
-  // plus, on PE 0, all: the consumer thread counts what it expects.
-  std::vector<std::uint64_t> expect(static_cast<std::size_t>(n), 0);
-  for (int p = 0; p < n; ++p) {
+  // Every producer sends `items` to PE 0 (seq 0..) and `items` to its PE's
+  // right neighbour (seq items..): this PE's consumer counts what it expects.
+  std::vector<std::uint64_t> expect(static_cast<std::size_t>(producers), 0);
+  for (int p = 0; p < producers; ++p) {
+    const int pe = p / kProducerThreads;
     if (me == 0) expect[static_cast<std::size_t>(p)] += static_cast<std::uint64_t>(items);
-    if ((p + 1) % n == me) expect[static_cast<std::size_t>(p)] += static_cast<std::uint64_t>(items);
+    if ((pe + 1) % n == me) expect[static_cast<std::size_t>(p)] += static_cast<std::uint64_t>(items);
   }
   std::uint64_t total = 0;
   for (auto e : expect) total += e;
   std::string consumer_error;
   std::thread consumer([&] {
-    std::vector<std::uint64_t> next(static_cast<std::size_t>(n), 0), next2(static_cast<std::size_t>(n), 0),
-        got(static_cast<std::size_t>(n), 0);
+    std::vector<std::uint64_t> next(static_cast<std::size_t>(producers), 0),
+        next2(static_cast<std::size_t>(producers), 0), got(static_cast<std::size_t>(producers), 0);
     try {
       for (std::uint64_t i = 0; i < total; ++i) {
         Item it{};
         nvst::structures::ring_pop<HostOps>(r, &it);
-        if (it.producer >= static_cast<std::uint64_t>(n) || it.check != check_of(it.producer, it.seq)) {
+        if (it.producer >= static_cast<std::uint64_t>(producers) || it.check != check_of(it.producer, it.seq)) {
           consumer_error = nvst::detail::concat("item ", i, " is garbled (producer ", it.producer, ")");
           return;
         }
         ++got[it.producer];
-        // Each producer's two streams (to PE 0: seq 0.., to its neighbour:
-        // seq items..) arrive each in its producer's order.
+        // Each producer's two streams arrive each in its producer's order.
         const bool second = it.seq >= static_cast<std::uint64_t>(items);
         std::uint64_t& want = second ? next2[it.producer] : next[it.producer];
         if (it.seq != want + (second ? static_cast<std::uint64_t>(items) : 0)) {
-          consumer_error = nvst::detail::concat("item ", i, " from PE ", it.producer, " has seq ", it.seq,
-                                                ", expected ", want + (second ? items : 0),
-                                                " (lost, repeated or "
-                                                "out of order)");
+          consumer_error =
+              nvst::detail::concat("item ", i, " from producer ", it.producer, " has seq ", it.seq, ", expected ",
+                                   want + (second ? items : 0), " (lost, repeated or out of order)");
           return;
         }
         ++want;
       }
-      for (int p = 0; p < n; ++p)
+      for (int p = 0; p < producers; ++p)
         if (got[static_cast<std::size_t>(p)] != expect[static_cast<std::size_t>(p)])
-          consumer_error = nvst::detail::concat("from PE ", p, ": ", got[static_cast<std::size_t>(p)], " items, ",
+          consumer_error = nvst::detail::concat("from producer ", p, ": ", got[static_cast<std::size_t>(p)], " items, ",
                                                 expect[static_cast<std::size_t>(p)], " sent");
     } catch (const std::exception& e) {
       consumer_error = e.what();
     }
   });
-  std::string producer_error;
-  try {
-    for (int i = 0; i < items; ++i) {
-      for (int stream = 0; stream < 2; ++stream) {  // to PE 0, then to the right neighbour (maybe PE 0 too)
-        const std::uint64_t seq = static_cast<std::uint64_t>(i) + (stream == 0 ? 0 : static_cast<std::uint64_t>(items));
-        Item it{static_cast<std::uint64_t>(me), seq, check_of(static_cast<std::uint64_t>(me), seq)};
-        nvst::structures::ring_push<HostOps>(r, stream == 0 ? 0 : (me + 1) % n, &it);
+  std::vector<std::string> producer_error(kProducerThreads);
+  std::vector<std::thread> producer_threads;
+  for (int k = 0; k < kProducerThreads; ++k)
+    producer_threads.emplace_back([&, k] {
+      const std::uint64_t producer = static_cast<std::uint64_t>(me * kProducerThreads + k);
+      try {
+        for (int i = 0; i < items; ++i) {
+          for (int stream = 0; stream < 2; ++stream) {  // to PE 0, then to the right neighbour (maybe PE 0 too)
+            const std::uint64_t seq =
+                static_cast<std::uint64_t>(i) + (stream == 0 ? 0 : static_cast<std::uint64_t>(items));
+            Item it{producer, seq, check_of(producer, seq)};
+            nvst::structures::ring_push<HostOps>(r, stream == 0 ? 0 : (me + 1) % n, &it);
+          }
+        }
+      } catch (const std::exception& e) {
+        producer_error[static_cast<std::size_t>(k)] = e.what();
       }
-    }
-  } catch (const std::exception& e) {
-    producer_error = e.what();
-  }
+    });
+  for (auto& t : producer_threads) t.join();
   consumer.join();
-  PE_EXPECT(producer_error.empty(), "push: ", producer_error);
+  for (const auto& e : producer_error) PE_EXPECT(e.empty(), "push: ", e);
   PE_EXPECT(consumer_error.empty(), consumer_error);
   PE_EXPECT(nvst::structures::ring_size<HostOps>(r) == 0, "items left in the ring");
   nvst::barrier_all();
