@@ -8,8 +8,8 @@
 # The full suite: p2p, collectives (and the oneshot calibration), EP on
 # NVSHMEM's heap where built, puts across two logical nodes over shm and tcp,
 # and the PyTorch tables where PyTorch is, with 2+ GPUs; the EP Buffer (at one
-# PE on one GPU) and the GPU -> proxy FIFO with 1+; the host-memory
-# benchmarks everywhere.
+# PE on one GPU), the GPU -> proxy FIFO and the decision guide's measurement
+# with 1+; the host-memory benchmarks everywhere.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -68,6 +68,14 @@ if [ "$GPUS" -ge 2 ]; then
     export PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
     bench torch - 900 python3 -m torch.distributed.run --standalone --nproc_per_node=2 -m nvshmem_tutorial.bench
   fi
+fi
+# The decision guide's measurement, a rank per GPU (one GPU: one rank, p2p
+# skipped): section `guide`, what `python -m nvshmem_tutorial.guide --analyze`
+# reads first.
+if [ "$GPUS" -ge 1 ] && python3 -c "import torch" 2>/dev/null; then
+  export PYTHONPATH="$BUILD_DIR/python${PYTHONPATH:+:$PYTHONPATH}"
+  bench guide - 900 python3 -m torch.distributed.run --standalone --nproc_per_node="$GPUS" \
+    -m nvshmem_tutorial.guide --benchmark
 fi
 # The EP Buffer at every GPU count (one GPU: one PE, the whole path without a wire).
 [ "$GPUS" -ge 1 ] && bench ep - 600 "$B/nvst" bench ep

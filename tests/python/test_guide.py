@@ -1,10 +1,13 @@
 """The decision guide without a GPU: --analyze on measurements (crossovers
-computed from known rows, the newest multi-GPU file chosen) and --pitfalls
-(each checked mistake made on host-memory PEs gives its error)."""
+computed from known rows, the newest multi-GPU file chosen, baselines
+written by scripts/baseline.py read) and --pitfalls (each checked mistake
+made on host-memory PEs gives its error)."""
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from nvshmem_tutorial.guide.analyze import best_by_size, ranges, tree
 from nvshmem_tutorial.guide.results import document, newest_multi_gpu, write_results
@@ -62,6 +65,87 @@ def test_analyze_picks_the_newest_measurement_of_several_gpus(tmp_path):
     out = subprocess.run([sys.executable, "-m", "nvshmem_tutorial.guide", "--analyze", "--from", str(empty)],
                          capture_output=True, text=True, timeout=60, env=env)
     assert out.returncode == 1 and "no measurement of two GPUs" in out.stderr
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _baseline_writer():
+    """scripts/baseline.py, the one writer of bench/baselines/ files."""
+    spec = importlib.util.spec_from_file_location("baseline", ROOT / "scripts" / "baseline.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _analyze(where):
+    return subprocess.run([sys.executable, "-m", "nvshmem_tutorial.guide", "--analyze", "--from", str(where)],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_guide_results_become_a_baseline_section_that_analyze_reads(tmp_path):
+    baseline = _baseline_writer()
+    guide = document([_row("all_reduce", "nvst", 1024, 5.0), _row("all_reduce", "nccl", 1024, 10.0)],
+                     ["H200", "H200"], {"torch": "2.11"}, "guide")
+    guide["date"] = "2026-03-01T00:00:00Z"
+    write_results(str(tmp_path / "guide.json"), guide)
+    # The guide's JSON goes into a baseline through the baselines' own writer.
+    base = tmp_path / "bases"
+    base.mkdir()
+    baseline.add(str(base / "h200-x2.json"), "guide", str(tmp_path / "guide.json"),
+                 "torchrun --nproc_per_node=2 -m nvshmem_tutorial.guide --benchmark", {}, {})
+    coll = document([_row("all_reduce_eager", "nvst", 1024, 50.0), _row("all_reduce_eager", "nccl", 1024, 1.0)],
+                    ["H200", "H200"], {}, "coll")
+    coll["date"] = "2026-03-02T00:00:00Z"
+    write_results(str(tmp_path / "coll.json"), coll)
+    baseline.add(str(base / "h200-x2.json"), "coll", str(tmp_path / "coll.json"), "nvst bench coll", {}, {})
+    path, d = newest_multi_gpu(str(base))
+    assert path.endswith("h200-x2.json") and d["sections"] == ["guide"]  # the guide's own section first
+    out = _analyze(base)
+    assert out.returncode == 0, out.stderr
+    assert "sections guide" in out.stdout and "2026-03-01" in out.stdout
+    assert "=> use ours at every measured size" in out.stdout
+
+
+def test_a_baseline_without_guide_section_uses_its_default_setting_sections(tmp_path):
+    baseline = _baseline_writer()
+    coll = document([_row("all_reduce_eager", "nvst", 1024, 5.0), _row("all_reduce_eager", "nccl", 1024, 9.0)],
+                    ["H100", "H100"], {}, "coll")
+    coll["date"] = "2026-04-01T00:00:00Z"
+    nodes = document([_row("put", "nvst_proxy", 4096, 1.0), _row("put", "nccl_net", 4096, 2.0)],
+                     ["H100", "H100"], {}, "across logical nodes")
+    nodes["date"] = "2026-04-02T00:00:00Z"
+    for name, doc in (("coll", coll), ("nodes", nodes)):
+        write_results(str(tmp_path / f"{name}.json"), doc)
+    target = str(tmp_path / "h100-x2.json")
+    baseline.add(target, "coll", str(tmp_path / "coll.json"), "nvst bench coll", {}, {})
+    baseline.add(target, "p2p_nodes_shm", str(tmp_path / "nodes.json"), "nvst bench p2p",
+                 {"NVST_NODE_SIZE": "1"}, {})
+    path, d = newest_multi_gpu(target)
+    assert d["sections"] == ["coll"] and d["date"] == "2026-04-01T00:00:00Z"
+    lines = tree(d)
+    assert "p2p: not measured here" in lines  # the logical-node run answers another question
+    assert "  => use ours at every measured size" in lines
+    one_gpu = tmp_path / "h100-x1.json"
+    baseline.add(str(one_gpu), "coll", str(tmp_path / "coll.json"), "nvst bench coll", {}, {})
+    with open(one_gpu) as f:
+        doc = json.load(f)
+    doc["sections"]["coll"]["gpus"] = ["H100"]
+    with open(one_gpu, "w") as f:
+        json.dump(doc, f)
+    assert newest_multi_gpu(str(one_gpu)) is None
+
+
+def test_analyze_reads_the_committed_baselines():
+    found = newest_multi_gpu(str(ROOT / "bench" / "baselines"))
+    assert found is not None, "no baseline of two GPUs or more is committed"
+    path, d = found
+    assert len(d["gpus"]) >= 2 and d["sections"]
+    out = _analyze(ROOT / "bench" / "baselines")
+    assert out.returncode == 0, out.stderr
+    assert f"Measured on {d['machine']}, {d['date']}" in out.stdout and os.path.basename(path) in out.stdout
+    assert "all_reduce:" in out.stdout
 
 
 def test_pitfalls_each_checked_mistake_gives_its_error():

@@ -14,6 +14,8 @@ def main() -> int:
                     help="--analyze: a results JSON, or a folder of them (default bench/baselines)")
     ap.add_argument("--json", help="--benchmark: where to write the results")
     ap.add_argument("--max-bytes", type=int, default=1 << 30, help="--benchmark: the largest size (default 1 GB)")
+    ap.add_argument("--budget-s", type=float, default=480,
+                    help="--benchmark: start no new size after this many seconds (default 480)")
     a = ap.parse_args()
     if a.pitfalls:
         from .pitfalls import run as run_pitfalls
@@ -29,16 +31,19 @@ def main() -> int:
                   "with --benchmark under torchrun on such a machine (or pass --from FILE)", file=sys.stderr)
             return 1
         path, doc = found
+        where = path + (f", sections {', '.join(doc['sections'])}" if doc.get("sections") else "")
         print(f"Measured on {doc.get('machine', '?')}, {doc.get('date', '?')}, commit {doc.get('commit', '?')} "
-              f"({path}):\n")
+              f"({where}):\n")
         for line in tree(doc):
             print(line)
         return 0
     if a.max_bytes < 1024:
         ap.error("--max-bytes must be at least 1024")
+    if not a.budget_s > 0:
+        ap.error("--budget-s must be positive")
     from .benchmark import run as run_benchmark
 
-    return run_benchmark(a.json, a.max_bytes)
+    return run_benchmark(a.json, a.max_bytes, a.budget_s)
 
 
 if __name__ == "__main__":

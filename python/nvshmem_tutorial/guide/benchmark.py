@@ -3,18 +3,27 @@ all_gather and broadcast from 1 KB to 1 GB, ours against NCCL and PyTorch's
 symmetric memory where each runs, on the GPUs of this machine.
 
     torchrun --nproc_per_node=N -m nvshmem_tutorial.guide --benchmark [--json FILE] [--max-bytes B]
+                                                                      [--budget-s S]
 
 Each cell is checked once on fresh data (#wrong: elements that differ from
 the expected result), then timed: CUDA events around back-to-back calls,
-median of 5 runs (the timer of nvshmem_tutorial.bench). What cannot run here is said, not guessed: NCCL when
-ranks share a GPU (it wants one per rank), point-to-point with one rank,
-symmetric memory where torch's does not initialise, and the ops it has no
-unicast form of (all_gather, broadcast: its forms there use NVLink
-multicast, which stays off on shared machines).
+median of 5 runs (the timer of nvshmem_tutorial.bench). Rank 0 prints each
+cell as it is measured, with the time since the start. What cannot run here
+is said, not guessed: NCCL when ranks share a GPU (it wants one per rank),
+point-to-point with one rank, symmetric memory where torch's does not
+initialise, and the ops it has no unicast form of (all_gather, broadcast:
+its forms there use NVLink multicast, which stays off on shared machines).
+
+Ranks that time-share one GPU (more ranks than GPUs) get a check, not a
+measurement: each call waits for time slices, so every cell is checked and
+timed with a few calls only, torch's symmetric memory is left out, and the
+results name themselves so (one GPU: ``--analyze`` never picks them). The
+sizes stop early, agreed by all ranks, once ``--budget-s`` has passed.
 """
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable, Optional
 
 import torch
@@ -27,12 +36,22 @@ SIZES = [1 << (10 + 2 * i) for i in range(11)]  # 1 KB, 4 KB, ..., 1 GB
 _GLOO = None
 
 
-def _timed(fn: Callable[[], object], size: int) -> float:
-    """Time per call in microseconds (bench.timed: CUDA events, median of runs)."""
+def _timed(fn: Callable[[], object], size: int, quick: bool) -> float:
+    """Time per call in microseconds (bench.timed: CUDA events, median of
+    runs); ``quick``: one call per run (ranks sharing a GPU)."""
     from .. import bench
 
     bench.GLOO = _GLOO
+    if quick:
+        return bench.timed(fn, 1, 1)
     return bench.timed(fn, 20 if size <= 1 << 20 else 10 if size <= 64 << 20 else 3, 2)
+
+
+def _out_of_time(start: float, budget_s: float) -> bool:
+    """Whether any rank has used up the budget (all ranks get the same answer)."""
+    late = torch.tensor([1 if time.monotonic() - start > budget_s else 0])
+    dist.all_reduce(late, op=dist.ReduceOp.MAX, group=_GLOO)
+    return bool(late.item())
 
 
 def _wrong(got: torch.Tensor, want: torch.Tensor) -> int:
@@ -73,8 +92,20 @@ def _row(op: str, impl: str, size: int, time_us: float, wrong: int, busbw_factor
             "busbw_gbps": algbw * busbw_factor, "wrong": wrong}
 
 
-def run(json_path: Optional[str], max_bytes: int) -> int:
+def run(json_path: Optional[str], max_bytes: int, budget_s: float) -> int:
+    """Measures, prints the table and the tree (rank 0) and writes the JSON.
+
+    Arguments:
+        json_path: where rank 0 writes the results (default
+            nvshmem_guide_<gpu>-x<N>.json here).
+        max_bytes: the largest size measured.
+        budget_s: no new size starts once this many seconds have passed.
+
+    Returns:
+        0, or 77 where there is no GPU.
+    """
     global _GLOO
+    start = time.monotonic()
     os.environ.setdefault("NVST_SYMMETRIC_SIZE", str(max(1 << 30, 3 * max_bytes)))  # our workspace at 1 GB
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     gpus = torch.cuda.device_count()
@@ -99,22 +130,41 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
     skipped = []
     if shared:
         skipped.append("NCCL: the ranks share a GPU (NCCL wants one GPU per rank)")
+        skipped.append("timing: the ranks time-share a GPU, so every call waits for time slices; each cell is "
+                       "checked and timed with one call per run (a check, not a measurement)")
     if world < 2:
         skipped.append("point-to-point: one rank")
     symm = None
-    try:
-        symm = _Symm(max_bytes, dev)
-    except Exception as e:  # any failure to set it up means: not available here
-        skipped.append(f"torch symmetric memory: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
-    skipped.append("torch symmetric memory all_gather and broadcast: its forms use NVLink multicast, off here")
+    if shared:
+        skipped.append("torch symmetric memory: the ranks share a GPU (not checked there)")
+    else:
+        try:
+            symm = _Symm(max_bytes, dev)
+        except Exception as e:  # any failure to set it up means: not available here
+            skipped.append(f"torch symmetric memory: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
+        skipped.append("torch symmetric memory all_gather and broadcast: its forms use NVLink multicast, off here")
     sizes = [s for s in SIZES if s <= max_bytes]
     if max_bytes < SIZES[-1]:
         skipped.append(f"sizes above {size_name(max_bytes)} (--max-bytes)")
-    rows = []
+    rows: list[dict] = []
+
+    def add(op: str, impl: str, size: int, time_us: float, wrong: int, busbw_factor: float) -> None:
+        rows.append(_row(op, impl, size, time_us, wrong, busbw_factor))
+        if rank == 0:
+            bad = f"  #wrong {wrong}" if wrong else ""
+            print(f"# {time.monotonic() - start:6.1f} s  {size_name(size):>6} {op:<10} {impl:<10} "
+                  f"{time_us:10.1f} us{bad}", flush=True)
+
     ar_bus, ag_bus = 2 * (world - 1) / world, (world - 1) / world
     sym_dst = nt.alloc_tensor((max_bytes // 4,), torch.float32)
     symm_all_reduce = True
+    if rank == 0:
+        print(f"# {world} rank(s) on {gpus} GPU(s), {size_name(sizes[0])} .. {size_name(sizes[-1])}, "
+              f"budget {budget_s:.0f} s", flush=True)
     for size in sizes:
+        if _out_of_time(start, budget_s):
+            skipped.append(f"sizes from {size_name(size)} up: the time budget ran out (--budget-s {budget_s:.0f})")
+            break
         count = size // 4
         x = _pattern(count, rank, dev)
         sum_all = sum(_pattern(count, r, dev) for r in range(world))
@@ -126,12 +176,12 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
             t = x.clone()
             call(t)
             wrong = _wrong(t, sum_all)
-            rows.append(_row("all_reduce", impl, size, _timed(lambda: call(t), size), wrong, ar_bus))
+            add("all_reduce", impl, size, _timed(lambda: call(t), size, shared), wrong, ar_bus)
         if symm is not None and symm_all_reduce:
             try:
                 wrong = _wrong(symm.all_reduce(x), sum_all)
-                rows.append(_row("all_reduce", "torch_symm", size, _timed(lambda: symm.all_reduce(x), size), wrong,
-                                 ar_bus))
+                add("all_reduce", "torch_symm", size, _timed(lambda: symm.all_reduce(x), size, shared), wrong,
+                    ar_bus)
             except RuntimeError as e:  # torch's one-shot form has size limits of its own
                 symm_all_reduce = False
                 why = str(e).splitlines()[0][:160]
@@ -147,7 +197,8 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
             for impl, call in gathers.items():
                 out.fill_(-1)
                 call()
-                rows.append(_row("all_gather", impl, size, _timed(call, size), _wrong(out, want), ag_bus))
+                wrong = _wrong(out, want)
+                add("all_gather", impl, size, _timed(call, size, shared), wrong, ag_bus)
         # broadcast from rank 0
         bcasts: dict[str, Callable[..., object]] = {"nvst": lambda t: nd.broadcast(t, 0)}
         if not shared:
@@ -155,8 +206,8 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
         for impl, call in bcasts.items():
             t = x.clone()
             call(t)
-            rows.append(_row("broadcast", impl, size, _timed(lambda: call(t), size),
-                             _wrong(t, _pattern(count, 0, dev)), 1.0))
+            wrong = _wrong(t, _pattern(count, 0, dev))
+            add("broadcast", impl, size, _timed(lambda: call(t), size, shared), wrong, 1.0)
         # point-to-point, rank 0 -> rank 1
         if world >= 2:
             src = _pattern(count, 0, dev)
@@ -175,20 +226,20 @@ def run(json_path: Optional[str], max_bytes: int) -> int:
                 torch.cuda.synchronize()
                 dist.barrier(group=_GLOO)
                 wrong = _wrong(landed, src) if rank == 1 else _wrong(src, src)
-                rows.append(_row("p2p", impl, size, _timed(call, size), wrong, 1.0))
-        if rank == 0:
-            print(f"# {size_name(size)} done", flush=True)
+                add("p2p", impl, size, _timed(call, size, shared), wrong, 1.0)
     nt.nvshmem_free_tensor(sym_dst)
     if rank == 0:
-        _print(rows, world, gpus, skipped)
-        doc = document(rows, [torch.cuda.get_device_name(i) for i in range(gpus)],
+        used = min(world, gpus)  # the GPUs the ranks ran on, not every one visible
+        _print(rows, world, used, skipped)
+        doc = document(rows, [torch.cuda.get_device_name(i) for i in range(used)],
                        {"torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
                         "cuda_runtime": torch.version.cuda, "nvshmem": None},
-                       f"nvshmem_tutorial.guide --benchmark, {world} ranks on {gpus} GPU(s)",
+                       f"nvshmem_tutorial.guide --benchmark, {world} ranks on {used} GPU(s)"
+                       + (" (time-shared: a check, not a measurement)" if shared else ""),
                        [f"skipped: {s}" for s in skipped])
         for line in tree(doc):
             print(line)
-        path = json_path or f"nvshmem_guide_{torch.cuda.get_device_name().replace(' ', '_')}-x{gpus}.json"
+        path = json_path or f"nvshmem_guide_{torch.cuda.get_device_name().replace(' ', '_')}-x{used}.json"
         write_results(path, doc)
     dist.barrier(group=_GLOO)
     nt.finalize()

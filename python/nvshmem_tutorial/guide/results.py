@@ -12,6 +12,8 @@ import socket
 import subprocess
 from typing import Any, Iterable, Optional
 
+from .analyze import family
+
 
 def commit() -> str:
     """This checkout's commit (12 hex digits), or "unknown"."""
@@ -44,27 +46,80 @@ def document(rows: Iterable[dict], gpus: list[str], versions: dict[str, Any], la
     return doc
 
 
+# What every row carries: scripts/baseline.py refuses a result whose rows
+# lack any of these, so a document written here can become a baseline section.
+ROW_KEYS = ("op", "impl", "bytes", "time_us", "algbw_gbps", "busbw_gbps", "wrong")
+
+
 def write_results(path: str, doc: dict) -> None:
-    """Writes a results document; the guide's only writer."""
+    """Writes a results document; the guide's only writer. It is a result in
+    the shape ``scripts/baseline.py add`` takes into a baseline (which
+    ``scripts/bench.sh --json`` does, as section ``guide``)."""
+    for i, row in enumerate(doc.get("rows", [])):
+        missing = [k for k in ROW_KEYS if k not in row]
+        if missing:
+            raise ValueError(f"results row {i} lacks {missing}")
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
         f.write("\n")
     print(f"# wrote {path}")
 
 
+def _sections_used(doc: dict) -> list[str]:
+    """Of a baseline (sections of results, scripts/baseline.py), the sections
+    the tree is drawn from: the guide's own measurement where it has one,
+    else every section measured with default settings (no env: a run with
+    NVST_NODE_SIZE or a forced algorithm answers another question) that has
+    rows of the guide's operations."""
+    sections = doc.get("sections") or {}
+    multi = {name: s for name, s in sections.items()
+             if isinstance(s, dict) and len(s.get("gpus") or []) >= 2
+             and any(family(str(r.get("op", ""))) for r in s.get("rows") or [])}
+    if "guide" in multi:
+        return ["guide"]
+    return sorted(name for name, s in multi.items() if not s.get("env"))
+
+
+def _as_results(doc: dict) -> Optional[tuple[dict, list[str]]]:
+    """A file's measurement of two GPUs or more as one results document, and
+    the baseline sections it comes from ([] for a plain result); None if it
+    has none."""
+    if not isinstance(doc, dict):
+        return None
+    if "sections" not in doc:
+        if len(doc.get("gpus") or []) < 2 or not doc.get("rows"):
+            return None
+        return doc, []
+    used = _sections_used(doc)
+    if not used:
+        return None
+    secs = [doc["sections"][n] for n in used]
+    newest = max(secs, key=lambda s: str(s.get("date") or ""))
+    rows = [r for s in secs for r in s["rows"]]
+    merged = {k: newest.get(k) for k in ("machine", "gpus", "date", "commit", "versions", "label")}
+    merged["rows"] = rows
+    return merged, used
+
+
 def newest_multi_gpu(where: str) -> Optional[tuple[str, dict]]:
-    """The newest results document with two GPUs or more among ``where``
-    (a JSON file, or a folder of them), as (path, document); None if none."""
+    """The newest measurement of two GPUs or more among ``where`` (a JSON
+    file, or a folder of them: guide results or bench/baselines files), as
+    (path, results document); None if none. From a baseline the document is
+    the rows of the sections the tree is drawn from (``sections`` names
+    them), with the newest one's machine, date and commit."""
     paths = [where] if os.path.isfile(where) else sorted(glob.glob(os.path.join(where, "*.json")))
     best = None
     for p in paths:
         try:
             with open(p) as f:
-                doc = json.load(f)
+                found = _as_results(json.load(f))
         except (OSError, ValueError):
             continue
-        if not isinstance(doc, dict) or len(doc.get("gpus", [])) < 2 or not doc.get("rows"):
+        if found is None:
             continue
+        doc, used = found
+        if used:
+            doc["sections"] = used
         if best is None or str(doc.get("date", "")) > str(best[1].get("date", "")):
             best = (p, doc)
     return best
