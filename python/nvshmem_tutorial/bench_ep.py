@@ -129,9 +129,9 @@ def main(argv: list[str] | None = None) -> None:
     GLOO = bench.GLOO = dist.group.WORLD
     world, rank = dist.get_world_size(), dist.get_rank()
     T, H, K, E = a.tokens, a.hidden, a.topk, a.experts
-    if E % world or K > E or H % 512:
+    if E % world or K > E or H % 128:
         sys.exit(f"nvshmem_tutorial.bench_ep: {E} experts over {world} ranks, top-{K}, hidden {H} (a multiple "
-                 "of 512) do not fit")
+                 "of 128) do not fit")
     size = deep_ep.Buffer.get_low_latency_rdma_size_hint(T, H, world, E, K)
     buf = deep_ep.Buffer(None, num_rdma_bytes=size, low_latency_mode=True)
     dev = torch.device("cuda", local)
