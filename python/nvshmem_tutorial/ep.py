@@ -58,7 +58,9 @@ so rather than a silent change:
    (which exists from the first low_latency_dispatch).
 Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
 outputs are views of the buffer, valid until the dispatch after next, as in
-DeepEP, with the scales' last two dimensions column-major as DeepEP's.
+DeepEP, with the scales' last two dimensions column-major as DeepEP's; each
+buffer set's tensors are made once, and a later call into that set returns
+the same objects (DeepEP's are new objects over the same memory).
 """
 import math
 import os
