@@ -283,6 +283,10 @@ class Buffer {
   // (send a, send b, receive a) pass it.
   LowLatencyDispatchOutput low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
                                                 Phase phase = Phase::kBoth, int buffer_index = -1);
+  // What low_latency_dispatch returns for buffer set `buffer_index` (0 or
+  // 1), without launching anything: the views never move, so a caller may
+  // keep them per set and use only the dispatch's buffer_index.
+  LowLatencyDispatchOutput low_latency_views(int buffer_index, bool use_fp8) const;
   // combined_x: [T, H] bfloat16 = sum over k of topk_weights[t][k] x the row
   // expert topk_idx[t][k] produced for token t.
   void low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream,
