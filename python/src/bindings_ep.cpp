@@ -43,6 +43,13 @@ ep::Phase phase_of(const std::string& p) {
   throw py::value_error("nvshmem_tutorial.ep: phase '" + p + "' is not one of both, send, receive");
 }
 
+ep::CombineType combine_type_of(const std::string& t) {
+  if (t == "bf16") return ep::CombineType::kBF16;
+  if (t == "fp16") return ep::CombineType::kFP16;
+  if (t == "fp32") return ep::CombineType::kFP32;
+  throw py::value_error("nvshmem_tutorial.ep: combine type '" + t + "' is not one of bf16, fp16, fp32");
+}
+
 }  // namespace
 
 void bind_ep(py::module_& m) {
@@ -216,9 +223,12 @@ void bind_ep(py::module_& m) {
           "low_latency_combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, std::uintptr_t topk_weights, int num_tokens,
              int hidden, int num_topk, int num_experts, int buffer_index, std::uintptr_t combined_x,
-             std::uintptr_t stream, const std::string& phase, std::uintptr_t wait_recv_cost_stats, bool use_logfmt) {
+             std::uintptr_t stream, const std::string& phase, std::uintptr_t wait_recv_cost_stats, bool use_logfmt,
+             const std::string& x_type, const std::string& out_type) {
             ep::LowLatencyCombineInput in;
             in.use_logfmt = use_logfmt;
+            in.x_type = combine_type_of(x_type);
+            in.out_type = combine_type_of(out_type);
             in.wait_recv_cost_stats = as<std::int64_t>(wait_recv_cost_stats);
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);
@@ -232,7 +242,7 @@ void bind_ep(py::module_& m) {
           py::arg("x"), py::arg("topk_idx"), py::arg("topk_weights"), py::arg("num_tokens"), py::arg("hidden"),
           py::arg("num_topk"), py::arg("num_experts"), py::arg("buffer_index"), py::arg("combined_x"),
           py::arg("stream"), py::arg("phase") = "both", py::arg("wait_recv_cost_stats") = 0,
-          py::arg("use_logfmt") = false);
+          py::arg("use_logfmt") = false, py::arg("x_type") = "bf16", py::arg("out_type") = "bf16");
 }
 
 }  // namespace nvst_py

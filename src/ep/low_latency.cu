@@ -17,17 +17,18 @@
 // and its wait to every call).
 //
 // Combine send: each received row goes to its token's PE, into that PE's
-// combine buffer at [token][k]: as bf16, a warp a row, or, with use_logfmt,
+// combine buffer at [token][k]: as it is (bf16 or fp16), a warp a row, or, with use_logfmt,
 // as LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels
 // is under 1 in magnitude), a block a row (encoding is compute-bound).
 // In a whole call with bf16 rows, a row for this PE's own token stays where
 // it is: its slot gets the row's index, and the receive half reads the row
 // in x (a copy into the slot and a read back would triple what the sum
 // reads).
-// Each PE first tells every PE which of the two it sends (combine_format),
-// so a receiver decodes each row as its sender chose. Combine receive: wait for every PE, then out[t] = sum over k of
-// w[t][k] * row[t][k] in fp32 (k in order, one fused multiply-add each),
-// rounded once to bf16.
+// Each PE first tells every PE what it sends (combine_format: bf16, fp16 or
+// LogFMT), so a receiver decodes each row as its sender chose. Combine
+// receive: wait for every PE, then out[t] = sum over k of w[t][k] *
+// row[t][k] in fp32 (k in order, one fused multiply-add each), rounded once
+// to the output's format (bf16 or fp16; float32 keeps the sum).
 //
 // Across nodes: a row for a PE of another node cannot claim a slot with a
 // remote atomic. The block writes it as one record (source info, scales, x)
@@ -239,8 +240,9 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
 // acc (k in order): the lane's 8 channels [8 v, 8 v + 8) of each slot,
 // weighted by its top-k weight (lane k of wt_lane). A bf16 slot's row is
 // read at lane k's row_lane: the slot itself, or the expert output row it
-// names (a row of this PE's own, see the combine kernel). `used` and `logfmt` say,
-// bit k, which slots hold a row and which came as LogFMT. Every lane calls
+// names (a row of this PE's own, see the combine kernel). `used`, `logfmt`
+// and `fp16` say, bit k, which slots hold a row, which came as LogFMT and
+// which as fp16 (the others are bf16). Every lane calls
 // it (ballots, shuffles); `active` lanes own channels. The loads of all the
 // batch's slots go out together, in three rounds at most: bf16 vectors with
 // LogFMT ranges, then which LogFMT groups before the lane's are compressed
@@ -249,8 +251,9 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
 // LogFMT, a receive of 30 us against 10 us for bf16.
 template <bool kMayLogfmt, int kBatch>
 __device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t slot_bytes, int k0, int num_topk,
-                                                 unsigned used, unsigned logfmt, float wt_lane, const char* row_lane,
-                                                 int hidden, int v, bool active, int lane, float (&acc)[8]) {
+                                                 unsigned used, unsigned logfmt, unsigned fp16, float wt_lane,
+                                                 const char* row_lane, int hidden, int v, bool active, int lane,
+                                                 float (&acc)[8]) {
   const unsigned all = 0xffffffffu;
   const int groups = hidden / kLogfmtGroup, g = v / (kLogfmtGroup / 8), sub = v % (kLogfmtGroup / 8);
   const auto has = [&](int j, unsigned kinds) { return k0 + j < num_topk && ((kinds >> (k0 + j)) & 1u); };
@@ -309,6 +312,8 @@ __device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t 
       logfmt_unpack8({w[0], w[1], w[2], w[3], w[4]}, codes);
 #pragma unroll
       for (int i = 0; i < 8; ++i) y[i] = logfmt_decode(codes[i], {rr[j].x, rr[j].y});
+    } else if (has(j, fp16)) {
+      vec8_to_float<__half>(q[j], y);
     } else {
       bf16x8_to_float(q[j], y);
     }
@@ -603,7 +608,7 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
 
 // With `both` (Phase::kBoth: the receive half follows on the stream), this
 // PE's own combine_done is counted at once (count_self); with self_direct
-// as well (bf16 rows), a row for this PE's own token is not copied: its slot
+// as well (rows not LogFMT), a row for this PE's own token is not copied: its slot
 // gets the row's index instead, and the receive half reads the row in x.
 __global__ void __launch_bounds__(kCombineSendThreads, 2)
     combine(LowLatencyArgs a, LowLatencyCombineInput in, bool both, bool self_direct) {
@@ -616,7 +621,9 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2)
   // every block's combine_done arrived: block 0's release add in
   // signal_all_pes (node peers) or the last block's tell_far, after this
   // signal in the proxy's order (other nodes), comes after it.
-  const std::uint64_t format = in.use_logfmt ? kCombineSentLogfmt : kCombineSentBf16;
+  const std::uint64_t format = in.use_logfmt                     ? kCombineSentLogfmt
+                               : in.x_type == CombineType::kFP16 ? kCombineSentFp16
+                                                                 : kCombineSentBf16;
   if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < s.n_pes)
     dev::signal_op(a.combine_format + s.my_pe, format, dev::SignalOp::kSet, static_cast<int>(threadIdx.x));
   const int experts_per_pe = a.num_experts / s.n_pes;
@@ -661,10 +668,23 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2)
   launch_end(a.combine_counters, base);
 }
 
+// Elements [at, at + 8) of a combine's output: the sums rounded once to
+// bf16 or fp16, or as they are (float32).
+__device__ __forceinline__ void store_sum8(void* out, std::size_t at, CombineType type, const float (&acc)[8]) {
+  if (type == CombineType::kFP32) {
+    auto* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
+    o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  } else {
+    *reinterpret_cast<int4*>(static_cast<char*>(out) + at * 2) =
+        type == CombineType::kFP16 ? round_vec8<__half>(acc) : round_bf16x8(acc);
+  }
+}
+
 // self_direct: as the send half's (rows of this PE's own tokens are read
 // where they are, in.x, at the row their slot names).
 __global__ void __launch_bounds__(kThreads, 2)
-    ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in, __nv_bfloat16* out, bool self_direct) {
+    ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in, void* out, bool self_direct) {
   wait_previous_kernel();
   const unsigned long long target = launch_base(a.combine_counters);
   wait_all_pes(a.combine_done, target, blockIdx.x == 0 ? in.wait_recv_cost_stats : nullptr);
@@ -691,8 +711,9 @@ __global__ void __launch_bounds__(kThreads, 2)
                 static_cast<std::uint64_t>(a.num_experts), -1);
     const float wt_lane = e >= 0 ? in.topk_weights[tk_lane] : 0.0f;
     // The row came from the PE of expert e, in the format it announced.
-    const bool logfmt_lane = e >= 0 && load_cg(a.combine_format + e / experts_per_pe) == kCombineSentLogfmt;
-    const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, logfmt_lane);
+    const std::uint64_t sent = e >= 0 ? load_cg(a.combine_format + e / experts_per_pe) : 0;
+    const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, sent == kCombineSentLogfmt);
+    const unsigned fp16 = __ballot_sync(all, sent == kCombineSentFp16);
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
     const char* row_lane = slots + w.lane * slot_bytes;
     if (self_direct && e >= 0 && e / experts_per_pe == me) {  // the slot names the row in x
@@ -708,13 +729,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     // registers even so).
     if (logfmt == 0)
       for (int k0 = 0; k0 < a.num_topk; k0 += 8)
-        accumulate_slots<false, 8>(slots, slot_bytes, k0, a.num_topk, used, 0, wt_lane, row_lane, a.hidden, v, active,
-                                   w.lane, acc);
+        accumulate_slots<false, 8>(slots, slot_bytes, k0, a.num_topk, used, 0, fp16, wt_lane, row_lane, a.hidden, v,
+                                   active, w.lane, acc);
     else
       for (int k0 = 0; k0 < a.num_topk; k0 += 4)
-        accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, wt_lane, row_lane, a.hidden, v,
+        accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, fp16, wt_lane, row_lane, a.hidden, v,
                                   active, w.lane, acc);
-    if (active) reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc);
+    if (active)
+      store_sum8(out, static_cast<std::size_t>(t) * a.hidden + static_cast<std::size_t>(v) * 8, in.out_type, acc);
   }
 }
 
@@ -753,7 +775,7 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
     const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
     const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
     nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, low_latency::ll_reduce_results, blocks,
-                               kThreads, stream, a, in, static_cast<__nv_bfloat16*>(combined_x), self_direct);
+                               kThreads, stream, a, in, combined_x, self_direct);
   }
 }
 
