@@ -34,6 +34,9 @@ so rather than a silent change:
  - the dispatch computes its layout itself: the layout tensors a caller
    passes (num_tokens_per_rank, ...) are checked for shape; without
    topk_idx, is_token_in_rank says where each token goes;
+ - the normal dispatch's fp8 scales are float32 [T, H / 128] of any
+   strides (row- or column-major, as DeepEP's), returned row-major as
+   DeepEP's; DeepEP's int32 scales (packed UE8M0) are refused;
  - num_worst_tokens pads the outputs to that many rows (topk_idx -1,
    weights 0), as DeepEP's, but the dispatch still learns the exact count
    on the host first: it saves no synchronisation;
@@ -262,6 +265,18 @@ class LowLatencyHandle(_Handle):
                 "(handle.src_info[e, :recv_count[e], 0] == rank).sum(); handle.src_info holds every row's "
                 "(source rank, token, top-k slot)")
         return (begin << 32) | per
+
+
+def _check_scales(fn, x_scales, T, H):
+    """DeepEP's fp8 scales: float32 [T, H / 128] on this PE's GPU, of any
+    strides (DeepEP's kernels take row- and column-major; ours read rows, so
+    dispatch copies other layouts into rows)."""
+    if isinstance(x_scales, torch.Tensor) and x_scales.dtype == torch.int32:
+        _fail(fn, "x_scales is int32 (DeepEP's packed UE8M0 form): this dispatch takes float32 scales, one per 128 "
+              "channels", TypeError)
+    check_tensor(x_scales, f"ep.Buffer.{fn}", "x_scales", [torch.float32], contiguous=False)
+    if tuple(x_scales.shape) != (T, H // 128):
+        _fail(fn, f"x_scales must be [{T}, {H // 128}], got {tuple(x_scales.shape)}")
 
 
 class _CurrentStream:
@@ -522,12 +537,9 @@ class Buffer:
         if x.dim() != 2:
             _fail(fn, f"x must be [num_tokens, hidden], got shape {tuple(x.shape)}")
         T, H = x.shape
+        scales_given = x_scales
         if fp8:
-            if isinstance(x_scales, torch.Tensor) and x_scales.dim() == 2 and not x_scales.is_contiguous():
-                x_scales = x_scales.contiguous()  # DeepEP's column-major scales; our kernels read rows
-            check_tensor(x_scales, where, "x_scales", [torch.float32])
-            if tuple(x_scales.shape) != (T, H // 128):
-                _fail(fn, f"x_scales must be [{T}, {H // 128}], got {tuple(x_scales.shape)}")
+            _check_scales(fn, x_scales, T, H)
         cached = handle is not None
         if cached:
             if not isinstance(handle, DispatchHandle):
@@ -552,9 +564,6 @@ class Buffer:
                 check_tensor(is_token_in_rank, where, "is_token_in_rank", [torch.bool])
                 if topk_weights is not None:
                     _fail(fn, "topk_weights needs topk_idx")
-                # Each token to the first expert of every rank it goes to.
-                first = torch.arange(n, device=x.device, dtype=torch.int64) * (num_experts // n)
-                topk_idx = torch.where(is_token_in_rank, first, -1)
                 topk_given = False
             else:
                 check_tensor(topk_idx, where, "topk_idx", [torch.int64])
@@ -562,13 +571,25 @@ class Buffer:
                     _fail(fn, f"topk_idx must be [{T}, num_topk], got {tuple(topk_idx.shape)}")
                 topk_given = True
             cpp = _nvst.ep.DispatchHandle()
-        K = topk_idx.shape[1]
+        K = topk_idx.shape[1] if topk_idx is not None else self.group_size
         if topk_weights is not None:
             check_tensor(topk_weights, where, "topk_weights", [torch.float32])
             if tuple(topk_weights.shape) != (T, K):
                 _fail(fn, f"topk_weights must be [{T}, {K}], got {tuple(topk_weights.shape)}")
         config = config or self.get_dispatch_config(self.group_size)
         compute = self._begin(previous_event)
+        if (fp8 and not x_scales.is_contiguous()) or topk_idx is None:
+            # Inputs derived here are made on comm, after what it waits for
+            # (previous_event: the caller's stream may not have reached this
+            # call yet).
+            with _CurrentStream(self._comm, compute):
+                if fp8 and not x_scales.is_contiguous():  # DeepEP's column-major scales; our kernels read rows
+                    x_scales = x_scales.contiguous()
+                if topk_idx is None:  # each token to the first expert of every rank it goes to
+                    first = torch.arange(self.group_size, device=x.device, dtype=torch.int64) * \
+                        (num_experts // self.group_size)
+                    topk_idx = torch.where(is_token_in_rank, first, -1)
+                    topk_idx.record_stream(compute)  # kept by the handle, read on the caller's stream too
         out = self._normal.dispatch(x.data_ptr(), x_scales.data_ptr() if fp8 else 0, topk_idx.data_ptr(),
                                     topk_weights.data_ptr() if topk_weights is not None else 0, T, H, K,
                                     num_experts, fp8, expert_alignment, cpp, config.num_sms,
@@ -607,7 +628,7 @@ class Buffer:
         for t in got.values():
             t.record_stream(compute)  # allocated on comm, used on the caller's stream
         recv_x, recv_scales = got["recv_x"], got.get("recv_x_scales")
-        event = self._finish(compute, async_finish, [x, x_scales, topk_idx, topk_weights])
+        event = self._finish(compute, async_finish, [x, scales_given, x_scales, topk_idx, topk_weights])
         recv = (recv_x, recv_scales) if fp8 else recv_x
         if cached:
             return recv, None, None, None, None, event
