@@ -77,6 +77,9 @@ from .bootstrap import spans_hosts
 from .tensors import check_tensor, current_stream, init_from_torch, reserve_heap, tensor_at
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
+_BF16_ONLY = (torch.bfloat16,)  # DeepEP's low-latency combine: bf16 rows, bf16 result
+# The low-latency combine's element formats, as the compiled module names them.
+_COMBINE_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
 
 
 class Config:
@@ -847,7 +850,15 @@ class Buffer:
         use_logfmt=True sends this rank's rows as LogFMT-10: groups of 128
         channels all under 1 in magnitude go as 10 bits a value (relative
         error at most 2.2 %), other groups as bf16."""
-        fn = "low_latency_combine"
+        return self._ll_combine("low_latency_combine", x, topk_idx, topk_weights, handle, use_logfmt, zero_copy,
+                                async_finish, return_recv_hook, out, combine_wait_recv_cost_stats,
+                                _BF16_ONLY, torch.bfloat16)
+
+    def _ll_combine(self, fn, x, topk_idx, topk_weights, handle, use_logfmt, zero_copy, async_finish,
+                    return_recv_hook, out, combine_wait_recv_cost_stats, x_dtypes, out_dtype):
+        """low_latency_combine with the rows' dtype one of x_dtypes (bf16,
+        fp16) and the output's out_dtype (bf16, fp16, or float32: the sums
+        unrounded); nvshmem_tutorial.pplx's combine uses the wider forms."""
         where = f"ep.Buffer.{fn}"
         if not isinstance(handle, LowLatencyHandle):
             _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
@@ -861,9 +872,11 @@ class Buffer:
         wait_stats = self._check_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
                                        torch.int64, self.group_size, "one per rank")
         M, H, E, K = self._ll_shape
-        check_tensor(x, where, "x", [torch.bfloat16])
+        check_tensor(x, where, "x", x_dtypes)
         check_tensor(topk_idx, where, "topk_idx", [torch.int64])
         check_tensor(topk_weights, where, "topk_weights", [torch.float32])
+        if use_logfmt and source.dtype != torch.bfloat16:
+            _fail(fn, f"use_logfmt encodes bf16 rows; x is {source.dtype}")
         T = topk_idx.shape[0]
         rows = self.group_size * M
         if tuple(x.shape) != (E // self.group_size, rows, H):
@@ -872,9 +885,9 @@ class Buffer:
             _fail(fn, f"topk_idx and topk_weights must both be [T, {K}]; got {tuple(topk_idx.shape)} and "
                   f"{tuple(topk_weights.shape)}")
         if out is None:
-            out = torch.empty((T, H), dtype=torch.bfloat16, device=x.device)
+            out = torch.empty((T, H), dtype=out_dtype, device=x.device)
         else:
-            check_tensor(out, where, "out", [torch.bfloat16])
+            check_tensor(out, where, "out", [out_dtype])
             if tuple(out.shape) != (T, H):
                 _fail(fn, f"out must be [{T}, {H}], got {tuple(out.shape)}")
         stream = self._comm if async_finish else None  # None: the caller's current stream
@@ -882,13 +895,15 @@ class Buffer:
         phase = "send" if return_recv_hook else "both"
         args = (source.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
                 out.data_ptr())
-        self._ll.low_latency_combine(*args, self._raw(stream), phase, wait_stats, bool(use_logfmt))
+        x_type, out_type = _COMBINE_TYPES[source.dtype], _COMBINE_TYPES[out_dtype]
+        self._ll.low_latency_combine(*args, self._raw(stream), phase, wait_stats, bool(use_logfmt), x_type, out_type)
         self._settle(stream)
         event = (self._finish(compute, True, [x, topk_idx, topk_weights, out, combine_wait_recv_cost_stats])
                  if async_finish else EventOverlap(None))
         owner = self._ll_owner
 
         def receive():
-            self._receiving(owner, fn).low_latency_combine(*args, current_stream(), "receive", wait_stats)
+            ll = self._receiving(owner, fn)
+            ll.low_latency_combine(*args, current_stream(), "receive", wait_stats, False, x_type, out_type)
             self._settle(None)
         return out, event, receive if return_recv_hook else None
