@@ -218,8 +218,9 @@ struct LowLatencyCombineInput {
   // chose, so PEs may differ; only the send half reads this.
   bool use_logfmt = false;
   // The rows' format (bf16 or fp16). Each sender announces its own, so a
-  // receiver reads every slot as its sender wrote it; only the send half
-  // reads this. LogFMT encodes bf16 rows only.
+  // receiver reads every slot as its sender wrote it; the send half reads
+  // this, and a whole call's receive for the rows of this PE's own experts
+  // (read in x). LogFMT encodes bf16 rows only.
   CombineType x_type = CombineType::kBF16;
   // combined_x's format: the fp32 sum of each token, rounded once to it
   // (not rounded with kFP32). Only the receive half reads this.
@@ -295,6 +296,10 @@ class Buffer {
   // (send a, send b, receive a) pass it.
   LowLatencyDispatchOutput low_latency_dispatch(const LowLatencyDispatchInput& in, cudaStream_t stream,
                                                 Phase phase = Phase::kBoth, int buffer_index = -1);
+  // What low_latency_dispatch returns for buffer set `buffer_index` (0 or
+  // 1), without launching anything: the views never move, so a caller may
+  // keep them per set and use only the dispatch's buffer_index.
+  LowLatencyDispatchOutput low_latency_views(int buffer_index, bool use_fp8) const;
   // combined_x: [T, H] of in.out_type = sum over k of topk_weights[t][k] x
   // the row expert topk_idx[t][k] produced for token t.
   void low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream,

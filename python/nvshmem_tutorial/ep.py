@@ -61,9 +61,10 @@ so rather than a silent change:
    (which exists from the first low_latency_dispatch).
 Normal-mode outputs are fresh tensors (copied out of the buffer); low-latency
 outputs are views of the buffer, valid until the dispatch after next, as in
-DeepEP, with the scales' last two dimensions column-major as DeepEP's.
+DeepEP, with the scales' last two dimensions column-major as DeepEP's; each
+buffer set's tensors are made once, and a later call into that set returns
+the same objects (DeepEP's are new objects over the same memory).
 """
-import contextlib
 import math
 import os
 import re
@@ -78,8 +79,9 @@ from .tensors import check_tensor, current_stream, init_from_torch, reserve_heap
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
 _BF16_ONLY = (torch.bfloat16,)  # DeepEP's low-latency combine: bf16 rows, bf16 result
-# The low-latency combine's element formats, as the compiled module names them.
-_COMBINE_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+# The low-latency combine's output formats, as the compiled module's flags
+# name them (rows: 2 for fp16, else bf16).
+_COMBINE_OUT_FLAGS = {torch.bfloat16: 0, torch.float16: 4, torch.float32: 8}
 
 
 class Config:
@@ -303,7 +305,7 @@ class _CurrentStream:
 
 class _LowLatencyOwner:
     """What the low-latency output tensors keep alive: the C++ buffers. Not
-    the Buffer: it caches those tensors (_ll_view), and a Buffer -> tensor ->
+    the Buffer: it caches those tensors (_ll_outputs), and a Buffer -> tensor ->
     Buffer cycle through DLPack is one that Python's collector cannot see,
     so the symmetric memory would never be freed. destroy() empties it."""
     __slots__ = ("ll",)
@@ -351,9 +353,11 @@ class Buffer:
         self.explicitly_destroy = explicitly_destroy
         self._normal = _nvst.ep.Buffer(num_nvl_bytes) if num_nvl_bytes > 0 else None
         self._ll = None  # created by the first low_latency_dispatch
-        self._ll_views = {}  # (address, shape, dtype, column) -> a tensor over the low-latency buffers: _ll_view
+        self._ll_out = {}  # (buffer set, use_fp8, use_ue8m0) -> the dispatch's output tensors: _ll_outputs
         self._ll_owner = None  # what those tensors keep alive: _LowLatencyOwner
         self._ll_shape = None
+        self._ll_x_shape = None  # the combine's x: (E_local, ranks x M, H)
+        self._device = _nvst.device()
         self._zero_copy_x = {}  # buffer set -> get_next_low_latency_combine_buffer's tensor
         self._comm = torch.cuda.Stream()
         # Across nodes every call waits for its kernels before returning:
@@ -446,7 +450,7 @@ class Buffer:
         self._ll = None
         if self._ll_owner is not None:
             self._ll_owner.ll = None  # freed now; views handed out dangle, as DeepEP's do
-        self._ll_views = {}
+        self._ll_out = {}
         self._zero_copy_x = {}
 
     # ---- streams and events ------------------------------------------------------
@@ -470,12 +474,11 @@ class Buffer:
         if self._num_nodes > 1 and not torch.cuda.is_current_stream_capturing():
             (torch.cuda.current_stream() if work is None else work).synchronize()
 
-    @staticmethod
-    def _raw(stream):
+    def _raw(self, stream):
         """The int the compiled module takes for `stream` (None: the caller's
-        current stream, read without building a torch.cuda.Stream, which
-        costs 5-7 us a call)."""
-        return current_stream() if stream is None else stream.cuda_stream
+        current stream on this PE's GPU, read without building a
+        torch.cuda.Stream, which costs 5-7 us a call)."""
+        return current_stream(self._device) if stream is None else stream.cuda_stream
 
     def _finish(self, compute, async_finish, tensors):
         event = torch.cuda.Event()
@@ -714,6 +717,7 @@ class Buffer:
             self._ll = _nvst.ep.Buffer(0, M, H, E, K)  # collective: every rank is in this call
             self._ll_owner = _LowLatencyOwner(self._ll)
             self._ll_shape = shape
+            self._ll_x_shape = (E // self.group_size, self.group_size * M, H)
         elif shape != self._ll_shape:
             _fail(fn, f"shape (tokens per rank, hidden, experts, top-k) {shape} differs from the first call's "
                   f"{self._ll_shape}")
@@ -727,21 +731,48 @@ class Buffer:
             _fail(fn, "the hook's Buffer was destroyed (destroy()) before the hook was called")
         return owner.ll
 
-    def _ll_view(self, addr, shape, dtype, column=None):
-        """tensor_at for the low-latency outputs. Their buffers never move
-        while self._ll lives, so each goes through DLPack once; later calls
-        get a new view of that tensor (a fresh object, as DeepEP's from_blob
-        gives): 5 us less a tensor. With `column`: the last dimension's
-        column `column` (a strided view, metadata for the handle), the same
-        object every call (a view costs a microsecond of host time)."""
-        key = (addr, shape, dtype, column)
-        base = self._ll_views.get(key)
-        if base is None:
-            base = tensor_at(addr, shape, dtype, self._ll_owner)
-            if column is not None:
-                base = base[..., column]
-            self._ll_views[key] = base
-        return base if column is not None else base.view(shape)
+    def _ll_outputs(self, index, use_fp8, use_ue8m0):
+        """The tensors a low_latency_dispatch into buffer set `index` returns:
+        (recv_x, or (recv_x, scales), recv_count, src_info, DeepEP's
+        recv_src_info). The buffers never move while self._ll lives, so each
+        set's tensors are made once (DLPack and a view: microseconds a
+        tensor) and every later call into that set returns the same objects:
+        views of the memory that the dispatch after next overwrites, as
+        DeepEP's are."""
+        key = (index, use_fp8, use_ue8m0)
+        out = self._ll_out.get(key)
+        if out is not None:
+            return out
+        _, H, E, _ = self._ll_shape
+        E_local = E // self.group_size
+        x_addr, scales_addr, count_addr, info_addr, rows = self._ll.low_latency_views(index, use_fp8)
+        owner = self._ll_owner
+        recv_x = tensor_at(x_addr, (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16, owner)
+        if use_fp8:  # stored [E_local][columns][rows]: DeepEP's column-major scales, as a transposed view
+            columns, dtype = (H // 512, torch.int32) if use_ue8m0 else (H // 128, torch.float32)
+            recv_x = (recv_x, tensor_at(scales_addr, (E_local, columns, rows), dtype, owner).transpose(1, 2))
+        src_info = tensor_at(info_addr, (E_local, rows, 3), torch.int32, owner)
+        out = (recv_x, tensor_at(count_addr, (E_local,), torch.int32, owner), src_info, src_info[..., 1])
+        self._ll_out[key] = out
+        return out
+
+    def _ll_inputs(self, fn, x, topk_idx):
+        """(T, H, K) of a dispatch's x [T, H] bf16 and topk_idx [T, K] int64,
+        contiguous on this PE's GPU. The good case is one expression; only a
+        bad input goes through the checks that say what is wrong."""
+        d = self._device
+        if (isinstance(x, torch.Tensor) and isinstance(topk_idx, torch.Tensor) and x.dtype is torch.bfloat16
+                and topk_idx.dtype is torch.int64 and x.dim() == 2 and topk_idx.dim() == 2
+                and x.get_device() == d and topk_idx.get_device() == d and x.is_contiguous()
+                and topk_idx.is_contiguous()):
+            T, H = x.shape
+            T_idx, K = topk_idx.shape
+            if T == T_idx:
+                return T, H, K
+        where = f"ep.Buffer.{fn}"
+        check_tensor(x, where, "x", [torch.bfloat16], d)
+        check_tensor(topk_idx, where, "topk_idx", [torch.int64], d)
+        _fail(fn, f"x must be [T, H] and topk_idx [T, K]; got {tuple(x.shape)} and {tuple(topk_idx.shape)}")
 
     def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
                              cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
@@ -751,25 +782,23 @@ class Buffer:
         [E_local, ranks x M, H], or (fp8, scales): float32 [.., H / 128], or
         with use_ue8m0 int32 [.., H / 512] holding four UE8M0 exponent bytes
         each; the scales' last two dimensions are column-major (DeepEP's).
-        Views of the buffer. With return_recv_hook the data is only sent:
-        call hook() to receive (on the then-current stream).
-        dispatch_wait_recv_cost_stats (int64 [ranks]) gains, per source rank,
-        the GPU clock cycles the receive waited for it."""
+        Views of the buffer (the same tensor objects every other call). With
+        return_recv_hook the data is only sent: call hook() to receive (on
+        the then-current stream). dispatch_wait_recv_cost_stats (int64
+        [ranks]) gains, per source rank, the GPU clock cycles the receive
+        waited for it."""
         fn = "low_latency_dispatch"
-        where = f"ep.Buffer.{fn}"
         if use_ue8m0 and not (use_fp8 and round_scale):
             _fail(fn, "use_ue8m0 needs use_fp8=True and round_scale=True (UE8M0 keeps only a power of two)")
-        E_local = num_experts // self.group_size
-        wait_stats = self._check_stats(fn, "dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats,
-                                       torch.int64, self.group_size, "one per rank")
+        wait_stats = 0
+        if dispatch_wait_recv_cost_stats is not None:
+            wait_stats = self._check_stats(fn, "dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats,
+                                           torch.int64, self.group_size, "one per rank")
         stats = cumulative_local_expert_recv_stats
-        self._check_stats(fn, "cumulative_local_expert_recv_stats", stats, torch.int32, E_local, "the local experts")
-        check_tensor(x, where, "x", [torch.bfloat16])
-        check_tensor(topk_idx, where, "topk_idx", [torch.int64])
-        if x.dim() != 2 or topk_idx.dim() != 2 or topk_idx.shape[0] != x.shape[0]:
-            _fail(fn, f"x must be [T, H] and topk_idx [T, K]; got {tuple(x.shape)} and {tuple(topk_idx.shape)}")
-        T, H = x.shape
-        K = topk_idx.shape[1]
+        if stats is not None:
+            self._check_stats(fn, "cumulative_local_expert_recv_stats", stats, torch.int32,
+                              num_experts // self.group_size, "the local experts")
+        T, H, K = self._ll_inputs(fn, x, topk_idx)
         M = num_max_dispatch_tokens_per_rank
         if T > M:
             _fail(fn, f"{T} tokens exceed num_max_dispatch_tokens_per_rank {M}")
@@ -778,48 +807,43 @@ class Buffer:
         ll = self._low_latency_buffer(fn, M, H, num_experts, K)
         stream = self._comm if async_finish else None  # None: the caller's current stream
         compute = self._begin(None) if async_finish else None
-        phase = "send" if return_recv_hook else "both"
-        args = (x.data_ptr(), topk_idx.data_ptr(), T, H, K, num_experts, use_fp8)  # the receive half's too
-        out = ll.low_latency_dispatch(*args, self._raw(stream), phase, round_scale=round_scale, use_ue8m0=use_ue8m0,
-                                      wait_recv_cost_stats=wait_stats)
+        flags = (1 if use_fp8 else 0) | (2 if round_scale else 0) | (4 if use_ue8m0 else 0)
+        x_at, idx_at = x.data_ptr(), topk_idx.data_ptr()
+        index = ll.low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags, self._raw(stream),
+                               1 if return_recv_hook else 0, -1, wait_stats)
         # At once, before anything else is launched: the statistics' add_ below,
         # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
         # while this kernel waited on the proxy (docs/09).
-        self._settle(stream)
-        rows = out["max_rows_per_expert"]
-        recv_x = self._ll_view(out["recv_x"], (E_local, rows, H), _FP8 if use_fp8 else torch.bfloat16)
-        if use_fp8:  # stored [E_local][columns][rows]: DeepEP's column-major scales, as a transposed view
-            columns, dtype = (H // 512, torch.int32) if use_ue8m0 else (H // 128, torch.float32)
-            recv_x = (recv_x, self._ll_view(out["recv_x_scales"], (E_local, columns, rows), dtype).transpose(1, 2))
-        recv_count = self._ll_view(out["recv_count"], (E_local,), torch.int32)
-        src_info = self._ll_view(out["recv_src_info"], (E_local, rows, 3), torch.int32)
-        token = self._ll_view(out["recv_src_info"], (E_local, rows, 3), torch.int32, 1)  # DeepEP's recv_src_info
-        handle = LowLatencyHandle((token, _LATER, M, H, num_experts), buffer_index=out["buffer_index"],
-                                  src_info=src_info, recv_count=recv_count)
-
-        def count(on):  # the statistics add the counts once they are received, on that stream (None: current)
-            if stats is not None:
-                with torch.cuda.stream(on) if on is not None else contextlib.nullcontext():
+        if self._num_nodes > 1:
+            self._settle(stream)
+        recv_x, recv_count, src_info, token = self._ll_outputs(index, use_fp8, use_ue8m0)
+        handle = LowLatencyHandle((token, _LATER, M, H, num_experts), buffer_index=index, src_info=src_info,
+                                  recv_count=recv_count)
+        if stats is not None and not return_recv_hook:  # the counts, once received, on that stream
+            if stream is None:
+                stats.add_(recv_count)
+            else:
+                with torch.cuda.stream(stream):
                     stats.add_(recv_count)
-        if not return_recv_hook:
-            count(stream)
         event = (self._finish(compute, True, [x, topk_idx, stats, dispatch_wait_recv_cost_stats]) if async_finish
                  else EventOverlap(None))
-        index = out["buffer_index"]
+        if not return_recv_hook:
+            return recv_x, recv_count, handle, event, None
         owner = self._ll_owner
 
         def receive():
-            self._receiving(owner, fn).low_latency_dispatch(*args, current_stream(), "receive", index,
-                                                            wait_recv_cost_stats=wait_stats)
+            self._receiving(owner, fn).low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags,
+                                                   current_stream(self._device), 2, index, wait_stats)
             self._settle(None)
-            count(None)
-        return recv_x, recv_count, handle, event, receive if return_recv_hook else None
+            if stats is not None:
+                stats.add_(recv_count)
+        return recv_x, recv_count, handle, event, receive
 
     def _check_stats(self, fn, name, t, dtype, n, what):
         """The address of an optional statistics tensor `dtype` [n] (0: none)."""
         if t is None:
             return 0
-        check_tensor(t, f"ep.Buffer.{fn}", name, [dtype])
+        check_tensor(t, f"ep.Buffer.{fn}", name, [dtype], self._device)
         if tuple(t.shape) != (n,):
             _fail(fn, f"{name} must be [{n}] ({what}), got {tuple(t.shape)}")
         return t.data_ptr()
@@ -842,6 +866,29 @@ class Buffer:
                                                                  device=f"cuda:{_nvst.device()}")
         return self._zero_copy_x[handle.buffer_index]
 
+    def _ll_combine_inputs(self, fn, x, topk_idx, topk_weights, x_dtypes):
+        """T of a combine's x ([E_local, ranks x M, H], a dtype of x_dtypes),
+        topk_idx (int64 [T, K]) and topk_weights (float32 [T, K]), contiguous
+        on this PE's GPU; the good case is one expression, as _ll_inputs."""
+        d = self._device
+        M, H, E, K = self._ll_shape
+        if (isinstance(x, torch.Tensor) and isinstance(topk_idx, torch.Tensor)
+                and isinstance(topk_weights, torch.Tensor) and x.dtype in x_dtypes
+                and topk_idx.dtype is torch.int64 and topk_weights.dtype is torch.float32
+                and x.get_device() == d and topk_idx.get_device() == d and topk_weights.get_device() == d
+                and x.is_contiguous() and topk_idx.is_contiguous() and topk_weights.is_contiguous()
+                and x.shape == self._ll_x_shape and topk_idx.dim() == 2 and topk_idx.shape[1] == K
+                and topk_weights.shape == topk_idx.shape):
+            return topk_idx.shape[0]
+        where = f"ep.Buffer.{fn}"
+        check_tensor(x, where, "x", list(x_dtypes), d)
+        check_tensor(topk_idx, where, "topk_idx", [torch.int64], d)
+        check_tensor(topk_weights, where, "topk_weights", [torch.float32], d)
+        if tuple(x.shape) != self._ll_x_shape:
+            _fail(fn, f"x must be [{', '.join(map(str, self._ll_x_shape))}], got {tuple(x.shape)}")
+        _fail(fn, f"topk_idx and topk_weights must both be [T, {K}]; got {tuple(topk_idx.shape)} and "
+              f"{tuple(topk_weights.shape)}")
+
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt=False, zero_copy=False,
                             async_finish=False, return_recv_hook=False, out=None, combine_wait_recv_cost_stats=None):
         """x: bf16 [E_local, ranks x M, H], packed as dispatched. Returns
@@ -859,51 +906,45 @@ class Buffer:
         """low_latency_combine with the rows' dtype one of x_dtypes (bf16,
         fp16) and the output's out_dtype (bf16, fp16, or float32: the sums
         unrounded); nvshmem_tutorial.pplx's combine uses the wider forms."""
-        where = f"ep.Buffer.{fn}"
         if not isinstance(handle, LowLatencyHandle):
             _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
         if self._ll is None:
             _fail(fn, "call low_latency_dispatch first")
+        index = handle.buffer_index
         source = x
         if zero_copy:  # DeepEP's: the data is already in the combine buffer; x gives only its shape
-            source = self._zero_copy_x.get(handle.buffer_index)
+            source = self._zero_copy_x.get(index)
             if source is None:
                 _fail(fn, "zero_copy=True needs get_next_low_latency_combine_buffer(handle), filled, first")
-        wait_stats = self._check_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
-                                       torch.int64, self.group_size, "one per rank")
-        M, H, E, K = self._ll_shape
-        check_tensor(x, where, "x", x_dtypes)
-        check_tensor(topk_idx, where, "topk_idx", [torch.int64])
-        check_tensor(topk_weights, where, "topk_weights", [torch.float32])
-        if use_logfmt and source.dtype != torch.bfloat16:
+        wait_stats = 0
+        if combine_wait_recv_cost_stats is not None:
+            wait_stats = self._check_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
+                                           torch.int64, self.group_size, "one per rank")
+        T = self._ll_combine_inputs(fn, x, topk_idx, topk_weights, x_dtypes)
+        if use_logfmt and source.dtype is not torch.bfloat16:
             _fail(fn, f"use_logfmt encodes bf16 rows; x is {source.dtype}")
-        T = topk_idx.shape[0]
-        rows = self.group_size * M
-        if tuple(x.shape) != (E // self.group_size, rows, H):
-            _fail(fn, f"x must be [{E // self.group_size}, {rows}, {H}], got {tuple(x.shape)}")
-        if topk_idx.dim() != 2 or topk_idx.shape[1] != K or tuple(topk_weights.shape) != tuple(topk_idx.shape):
-            _fail(fn, f"topk_idx and topk_weights must both be [T, {K}]; got {tuple(topk_idx.shape)} and "
-                  f"{tuple(topk_weights.shape)}")
+        _, H, E, K = self._ll_shape
         if out is None:
-            out = torch.empty((T, H), dtype=out_dtype, device=x.device)
+            out = x.new_empty((T, H), dtype=out_dtype)  # on x's device
         else:
-            check_tensor(out, where, "out", [out_dtype])
+            check_tensor(out, f"ep.Buffer.{fn}", "out", [out_dtype], self._device)
             if tuple(out.shape) != (T, H):
                 _fail(fn, f"out must be [{T}, {H}], got {tuple(out.shape)}")
         stream = self._comm if async_finish else None  # None: the caller's current stream
         compute = self._begin(None) if async_finish else None
-        phase = "send" if return_recv_hook else "both"
-        args = (source.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, handle.buffer_index,
-                out.data_ptr())
-        x_type, out_type = _COMBINE_TYPES[source.dtype], _COMBINE_TYPES[out_dtype]
-        self._ll.low_latency_combine(*args, self._raw(stream), phase, wait_stats, bool(use_logfmt), x_type, out_type)
-        self._settle(stream)
+        args = (source.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, index, out.data_ptr())
+        flags = ((1 if use_logfmt else 0) | (2 if source.dtype is torch.float16 else 0)
+                 | _COMBINE_OUT_FLAGS[out_dtype])
+        self._ll.low_latency_combine(*args, self._raw(stream), 1 if return_recv_hook else 0, wait_stats, flags)
+        if self._num_nodes > 1:
+            self._settle(stream)
         event = (self._finish(compute, True, [x, topk_idx, topk_weights, out, combine_wait_recv_cost_stats])
                  if async_finish else EventOverlap(None))
+        if not return_recv_hook:
+            return out, event, None
         owner = self._ll_owner
 
         def receive():
-            ll = self._receiving(owner, fn)
-            ll.low_latency_combine(*args, current_stream(), "receive", wait_stats, False, x_type, out_type)
+            self._receiving(owner, fn).low_latency_combine(*args, current_stream(self._device), 2, wait_stats, flags)
             self._settle(None)
-        return out, event, receive if return_recv_hook else None
+        return out, event, receive

@@ -36,18 +36,22 @@ ep::Config config_of(int num_sms, int threads) {
   return c;
 }
 
-ep::Phase phase_of(const std::string& p) {
-  if (p == "both") return ep::Phase::kBoth;
-  if (p == "send") return ep::Phase::kSend;
-  if (p == "receive") return ep::Phase::kReceive;
-  throw py::value_error("nvshmem_tutorial.ep: phase '" + p + "' is not one of both, send, receive");
+// phase: 0 both, 1 send, 2 receive (Buffer.low_latency_dispatch and _combine).
+ep::Phase phase_at(int p) {
+  if (p < 0 || p > 2) throw py::value_error("nvshmem_tutorial.ep: phase " + std::to_string(p) + " is not 0, 1 or 2");
+  return static_cast<ep::Phase>(p);
 }
+static_assert(static_cast<int>(ep::Phase::kBoth) == 0 && static_cast<int>(ep::Phase::kSend) == 1 &&
+              static_cast<int>(ep::Phase::kReceive) == 2);
 
-ep::CombineType combine_type_of(const std::string& t) {
-  if (t == "bf16") return ep::CombineType::kBF16;
-  if (t == "fp16") return ep::CombineType::kFP16;
-  if (t == "fp32") return ep::CombineType::kFP32;
-  throw py::value_error("nvshmem_tutorial.ep: combine type '" + t + "' is not one of bf16, fp16, fp32");
+// The combine's flags (Buffer.low_latency_combine): 1 use_logfmt, 2 fp16
+// rows (else bf16), 4 fp16 output, 8 float32 output (neither: bf16).
+ep::CombineType combine_out_of(int flags) {
+  if ((flags & ~15) != 0 || (flags & 12) == 12)
+    throw py::value_error("nvshmem_tutorial.ep: combine flags " + std::to_string(flags) +
+                          " are not 1 use_logfmt | 2 fp16 rows | one of 4 fp16, 8 float32 output");
+  if ((flags & 4) != 0) return ep::CombineType::kFP16;
+  return (flags & 8) != 0 ? ep::CombineType::kFP32 : ep::CombineType::kBF16;
 }
 
 }  // namespace
@@ -187,62 +191,63 @@ void bind_ep(py::module_& m) {
           py::arg("x"), py::arg("topk_weights"), py::arg("bias"), py::arg("hidden"), py::arg("handle"),
           py::arg("combined_x"), py::arg("combined_topk_weights"), py::arg("num_sms"), py::arg("threads"),
           py::arg("stream"), py::arg("bias_2") = 0)
+      // The low-latency calls as ep.Buffer makes them on every step: ints
+      // in, one int (or nothing) out, so that a call costs its launch and
+      // little else. phase: 0 both, 1 send, 2 receive. The views of each
+      // buffer set come from low_latency_views, once.
+      .def(
+          "low_latency_views",
+          [](const ep::Buffer& b, int buffer_index, bool use_fp8) {
+            const ep::LowLatencyDispatchOutput o = b.low_latency_views(buffer_index, use_fp8);
+            return py::make_tuple(addr(o.recv_x), addr(o.recv_x_scales), addr(o.recv_count), addr(o.recv_src_info),
+                                  o.max_rows_per_expert);
+          },
+          "(recv_x, recv_x_scales, recv_count, recv_src_info, max_rows_per_expert) of buffer set buffer_index",
+          py::arg("buffer_index"), py::arg("use_fp8"))
+      // flags: 1 use_fp8, 2 round_scale, 4 use_ue8m0. Returns the buffer set.
       .def(
           "low_latency_dispatch",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, int num_tokens, int hidden, int num_topk,
-             int num_experts, bool use_fp8, std::uintptr_t stream, const std::string& phase, int buffer_index,
-             bool round_scale, bool use_ue8m0, std::uintptr_t wait_recv_cost_stats) {
+             int num_experts, int flags, std::uintptr_t stream, int phase, int buffer_index,
+             std::uintptr_t wait_recv_cost_stats) {
             ep::LowLatencyDispatchInput in;
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);
             set_shape(in, num_tokens, hidden, num_topk, num_experts);
-            in.use_fp8 = use_fp8;
-            in.round_scale = round_scale;
-            in.use_ue8m0 = use_ue8m0;
+            in.use_fp8 = (flags & 1) != 0;
+            in.round_scale = (flags & 2) != 0;
+            in.use_ue8m0 = (flags & 4) != 0;
             in.wait_recv_cost_stats = as<std::int64_t>(wait_recv_cost_stats);
-            const ep::Phase p = phase_of(phase);
-            ep::LowLatencyDispatchOutput o;
-            {
-              py::gil_scoped_release nogil;
-              o = b.low_latency_dispatch(in, as_stream(stream), p, buffer_index);
-            }
-            py::dict d;
-            d["recv_x"] = addr(o.recv_x);
-            d["recv_x_scales"] = addr(o.recv_x_scales);
-            d["recv_count"] = addr(o.recv_count);
-            d["recv_src_info"] = addr(o.recv_src_info);
-            d["max_rows_per_expert"] = o.max_rows_per_expert;
-            d["buffer_index"] = o.buffer_index;
-            return d;
+            const ep::Phase p = phase_at(phase);
+            py::gil_scoped_release nogil;
+            return b.low_latency_dispatch(in, as_stream(stream), p, buffer_index).buffer_index;
           },
           py::arg("x"), py::arg("topk_idx"), py::arg("num_tokens"), py::arg("hidden"), py::arg("num_topk"),
-          py::arg("num_experts"), py::arg("use_fp8"), py::arg("stream"), py::arg("phase") = "both",
-          py::arg("buffer_index") = -1, py::arg("round_scale") = false, py::arg("use_ue8m0") = false,
-          py::arg("wait_recv_cost_stats") = 0)
+          py::arg("num_experts"), py::arg("flags"), py::arg("stream"), py::arg("phase"), py::arg("buffer_index"),
+          py::arg("wait_recv_cost_stats"))
+      // flags: 1 use_logfmt, 2 fp16 rows, 4 fp16 output, 8 float32 output.
       .def(
           "low_latency_combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, std::uintptr_t topk_weights, int num_tokens,
              int hidden, int num_topk, int num_experts, int buffer_index, std::uintptr_t combined_x,
-             std::uintptr_t stream, const std::string& phase, std::uintptr_t wait_recv_cost_stats, bool use_logfmt,
-             const std::string& x_type, const std::string& out_type) {
+             std::uintptr_t stream, int phase, std::uintptr_t wait_recv_cost_stats, int flags) {
             ep::LowLatencyCombineInput in;
-            in.use_logfmt = use_logfmt;
-            in.x_type = combine_type_of(x_type);
-            in.out_type = combine_type_of(out_type);
+            in.use_logfmt = (flags & 1) != 0;
+            in.x_type = (flags & 2) != 0 ? ep::CombineType::kFP16 : ep::CombineType::kBF16;
+            in.out_type = combine_out_of(flags);
             in.wait_recv_cost_stats = as<std::int64_t>(wait_recv_cost_stats);
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);
             in.topk_weights = as<const float>(topk_weights);
             set_shape(in, num_tokens, hidden, num_topk, num_experts);
             in.buffer_index = buffer_index;
-            const ep::Phase p = phase_of(phase);
+            const ep::Phase p = phase_at(phase);
             py::gil_scoped_release nogil;
             b.low_latency_combine(in, as<void>(combined_x), as_stream(stream), p);
           },
           py::arg("x"), py::arg("topk_idx"), py::arg("topk_weights"), py::arg("num_tokens"), py::arg("hidden"),
           py::arg("num_topk"), py::arg("num_experts"), py::arg("buffer_index"), py::arg("combined_x"),
-          py::arg("stream"), py::arg("phase") = "both", py::arg("wait_recv_cost_stats") = 0,
-          py::arg("use_logfmt") = false, py::arg("x_type") = "bf16", py::arg("out_type") = "bf16");
+          py::arg("stream"), py::arg("phase"), py::arg("wait_recv_cost_stats"), py::arg("flags"));
 }
 
 }  // namespace nvst_py

@@ -205,7 +205,7 @@ struct Buffer::Impl {
   std::size_t ll_block_bytes = 0;
   detail::LaunchCounters* ll_counters = nullptr;  // [2 sets][dispatch, combine]
   int* ll_recv_count = nullptr;                   // [2][E_local]
-  std::vector<void*> ll_device;                   // cross-node stages (cudaFree)
+  std::vector<void*> ll_device;                   // own_row and the cross-node stages (cudaFree)
   int ll_next = 0;                                // the set the next dispatch uses
   int ll_last_sent = 0;                           // the set of the last dispatch's send half
 };
@@ -346,6 +346,8 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
                  ll_num_experts, ") must be a positive multiple of the number of PEs (", n_pes_, ")");
     NVST_REQUIRE(ll_num_topk >= 1 && ll_num_topk <= 32, "nvst::ep::Buffer: ll_num_topk ", ll_num_topk,
                  " must be in [1, 32]");
+    NVST_REQUIRE(ll_hidden <= detail::kMaxLowLatencyHidden, "nvst::ep::Buffer: ll_hidden ", ll_hidden,
+                 " exceeds the low-latency mode's ", detail::kMaxLowLatencyHidden);
     m.ll_max_tokens = num_max_dispatch_tokens_per_rank;
     m.ll_hidden = ll_hidden;
     m.ll_num_experts = ll_num_experts;
@@ -367,6 +369,11 @@ Buffer::Buffer(std::size_t num_nvl_bytes, int num_max_dispatch_tokens_per_rank, 
       a.num_topk = ll_num_topk;
       a.num_experts = ll_num_experts;
       a.recv_count = m.ll_recv_count + b * el;
+      void* own_row = nullptr;
+      NVST_CHECK_CUDA(cudaMalloc(&own_row, static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * sizeof(int)));
+      m.ll_device.push_back(own_row);
+      NVST_CHECK_CUDA(cudaMemset(own_row, 0xFF, static_cast<std::size_t>(m.ll_max_tokens) * ll_num_topk * sizeof(int)));
+      a.own_row = static_cast<int*>(own_row);
       a.dispatch_counters = m.ll_counters + 2 * b;
       a.combine_counters = m.ll_counters + 2 * b + 1;
       if (m.cross_node) {  // records to other nodes, staged for the put
@@ -648,13 +655,22 @@ LowLatencyDispatchOutput Buffer::low_latency_dispatch(const LowLatencyDispatchIn
   }
   const detail::LowLatencyArgs& a = m.ll[set];
   detail::launch_ll_dispatch(a, in, phase, stream);
+  return low_latency_views(set, a.use_fp8);
+}
+
+LowLatencyDispatchOutput Buffer::low_latency_views(int buffer_index, bool use_fp8) const {
+  const Impl& m = *impl_;
+  NVST_REQUIRE(m.ll_max_tokens > 0, "nvst::ep::low_latency_views: this Buffer has no low-latency memory");
+  NVST_REQUIRE(buffer_index == 0 || buffer_index == 1, "nvst::ep::low_latency_views: buffer_index ", buffer_index,
+               " must be 0 or 1");
+  const detail::LowLatencyArgs& a = m.ll[buffer_index];
   LowLatencyDispatchOutput out;
   out.recv_x = a.x;
-  out.recv_x_scales = a.use_fp8 ? a.scales : nullptr;
+  out.recv_x_scales = use_fp8 ? a.scales : nullptr;
   out.recv_count = a.recv_count;
   out.recv_src_info = a.src_info;
   out.max_rows_per_expert = n_pes_ * m.ll_max_tokens;
-  out.buffer_index = set;
+  out.buffer_index = buffer_index;
   return out;
 }
 

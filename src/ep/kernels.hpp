@@ -20,7 +20,16 @@ struct LaunchCounters {
   unsigned long long blocks_done;     // blocks of the current launch that finished
   unsigned long long blocks_packed;   // dispatch across nodes: blocks done packing (see normal_mode.cu)
   unsigned long long blocks_started;  // blocks of the current launch that started (start_ticket)
+  // The low-latency kernels count with one word instead (ll_launch_begin,
+  // low_latency.cu): blocks of all earlier launches << kLlTicketShift | blocks
+  // of the current launch that started. One atomic a block, at its start.
+  unsigned long long ll_ticket;
+  unsigned long long ll_claimed;  // low-latency dispatch: blocks that claimed all their slots, ever
 };
+constexpr int kLlTicketShift = 16;  // so a low-latency launch has fewer than 65536 blocks
+// Widest row of the low-latency mode: the combine's receive keeps which
+// LogFMT groups of a slot are compressed in 32 words of shared memory.
+constexpr int kMaxLowLatencyHidden = 32 * 32 * 128;
 
 // Most experts the layout counts (its shared-memory counters).
 constexpr int kMaxLayoutExperts = 4096;
@@ -146,12 +155,16 @@ struct LowLatencyArgs {
   bool use_fp8;
   bool use_ue8m0;  // fp8 scales as packed exponent bytes (see ll_scale_at)
   // Dispatch receive region (symmetric), one buffer:
-  char* x;                        // [E_local][R * M][H * (fp8 ? 1 : 2)]
-  void* scales;                   // per expert column-major: float [E_local][H / 128][R * M], or
-                                  // with use_ue8m0 int32 [E_local][H / 512][R * M] (4 exponent bytes each)
-  int* src_info;                  // [E_local][R * M][3]
-  int* slot_counter;              // [E_local] (symmetric, zero between uses)
-  int* recv_count;                // [E_local] (device, local)
+  char* x;            // [E_local][R * M][H * (fp8 ? 1 : 2)]
+  void* scales;       // per expert column-major: float [E_local][H / 128][R * M], or
+                      // with use_ue8m0 int32 [E_local][H / 512][R * M] (4 exponent bytes each)
+  int* src_info;      // [E_local][R * M][3]
+  int* slot_counter;  // [E_local] (symmetric, zero between uses)
+  int* recv_count;    // [E_local] (device, local)
+  // [M][K] (device, local), written by this PE's dispatch: the row that
+  // (token t, top-k slot k) went to when its expert is on this PE (the
+  // combine reads that row of its x in place), else -1.
+  int* own_row;
   std::uint64_t* dispatch_ready;  // symmetric [R]: PE p started its dispatch send
   std::uint64_t* dispatch_done;   // symmetric [R]
   // Combine receive region (symmetric), one buffer:

@@ -4,7 +4,8 @@
 //
 // Dispatch send: a block per token. Thread k claims a row for top-k slot k
 // in the expert's receive buffer on the owning PE with one remote atomic add
-// on that expert's slot counter and writes (source PE, token, k) there;
+// on that expert's slot counter and writes (source PE, token, k) there, and
+// for an expert of this PE the row into own_row (what the combine reads);
 // meanwhile the block loads the token's first pass. Then the row is
 // quantised once (to fp8 e4m3 with one scale per 128 channels, if asked)
 // and every piece is stored to all top-k rows. Rows land packed per expert,
@@ -13,22 +14,30 @@
 // Dispatch receive: wait until every PE's blocks have all signalled, then
 // hand the slot counters out as recv_count and zero them for the next use.
 // A whole call (Phase::kBoth) on one node is one launch: the send half's
-// last block does the receive half (a second kernel would add a launch
-// and its wait to every call).
+// last block (by index) does the receive half as soon as every block has
+// claimed its slots (ll_claimed) and the other PEs' rows are in; a second
+// kernel would add a launch and its wait to every call, and waiting for
+// this PE's own rows to drain first cost 2.6 us of a 9 us call at one PE.
 //
 // Combine send: each received row goes to its token's PE, into that PE's
 // combine buffer at [token][k]: as it is (bf16 or fp16), a warp a row, or, with use_logfmt,
 // as LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels
 // is under 1 in magnitude), a block a row (encoding is compute-bound).
-// In a whole call with bf16 rows, a row for this PE's own token stays where
-// it is: its slot gets the row's index, and the receive half reads the row
-// in x (a copy into the slot and a read back would triple what the sum
-// reads).
-// Each PE first tells every PE what it sends (combine_format: bf16, fp16 or
-// LogFMT), so a receiver decodes each row as its sender chose. Combine
-// receive: wait for every PE, then out[t] = sum over k of w[t][k] *
-// row[t][k] in fp32 (k in order, one fused multiply-add each), rounded once
-// to the output's format (bf16 or fp16; float32 keeps the sum).
+// In a whole call with rows not LogFMT, a row for this PE's own token is
+// not sent at all: the receive half reads it in x, at the row own_row names
+// (a copy into the slot and a read back would triple what the sum reads; at
+// one PE the send half has nothing to do). Each PE first tells every PE
+// what it sends (combine_format: bf16, fp16 or LogFMT), so a receiver
+// decodes each row as its sender chose. Combine receive (ll_reduce.cuh):
+// wait for every PE, then out[t] = sum over k of w[t][k] * row[t][k] in
+// fp32 (k in order, one fused multiply-add each), rounded once to the
+// output's format (bf16 or fp16; float32 keeps the sum). A whole call on
+// one node with rows not LogFMT is one launch: the send half's blocks go on
+// to the sums.
+//
+// Every kernel here counts its launches with one atomic a block, at its
+// start (ll_launch.cuh), and on one node is launched early behind the
+// kernel before it (launch_order.cuh).
 //
 // Across nodes: a row for a PE of another node cannot claim a slot with a
 // remote atomic. The block writes it as one record (source info, scales, x)
@@ -58,6 +67,8 @@
 #include "device/device_runtime.hpp"
 #include "ep/ep_device.cuh"
 #include "ep/kernels.hpp"
+#include "ep/ll_launch.cuh"
+#include "ep/ll_reduce.cuh"
 #include "ep/logfmt.hpp"
 #include "nvst/error.hpp"
 #include "nvst/nvst.hpp"
@@ -73,6 +84,7 @@ constexpr int kThreads = 512;
 // The combine send half: blocks of 256 threads, two an SM, so that two
 // LogFMT rows are encoded at once on every SM (one block a row).
 constexpr int kCombineSendThreads = 256;
+static_assert(kCombineSendThreads == kReduceThreads, "a whole call's kernel sends, then sums");
 constexpr float kFp8Max = 448.0f;  // largest finite e4m3
 
 // A lane's 16 bf16 channels (two vectors) to e4m3, with the scale of their
@@ -236,92 +248,6 @@ __device__ std::size_t block_logfmt_encode_row(char* dst, const __nv_bfloat16* s
   return at;
 }
 
-// One batch of a token's combine slots, k0 .. k0 + kBatch - 1, summed into
-// acc (k in order): the lane's 8 channels [8 v, 8 v + 8) of each slot,
-// weighted by its top-k weight (lane k of wt_lane). A bf16 slot's row is
-// read at lane k's row_lane: the slot itself, or the expert output row it
-// names (a row of this PE's own, see the combine kernel). `used`, `logfmt`
-// and `fp16` say, bit k, which slots hold a row, which came as LogFMT and
-// which as fp16 (the others are bf16). Every lane calls
-// it (ballots, shuffles); `active` lanes own channels. The loads of all the
-// batch's slots go out together, in three rounds at most: bf16 vectors with
-// LogFMT ranges, then which LogFMT groups before the lane's are compressed
-// (they are 96 bytes shorter), then the LogFMT groups themselves. One slot
-// after another was 8 chains of dependent loads a token and, with
-// LogFMT, a receive of 30 us against 10 us for bf16.
-template <bool kMayLogfmt, int kBatch>
-__device__ __forceinline__ void accumulate_slots(const char* slots, std::size_t slot_bytes, int k0, int num_topk,
-                                                 unsigned used, unsigned logfmt, unsigned fp16, float wt_lane,
-                                                 const char* row_lane, int hidden, int v, bool active, int lane,
-                                                 float (&acc)[8]) {
-  const unsigned all = 0xffffffffu;
-  const int groups = hidden / kLogfmtGroup, g = v / (kLogfmtGroup / 8), sub = v % (kLogfmtGroup / 8);
-  const auto has = [&](int j, unsigned kinds) { return k0 + j < num_topk && ((kinds >> (k0 + j)) & 1u); };
-  const auto ranges = [&](int j) { return reinterpret_cast<const float2*>(slots + (k0 + j) * slot_bytes); };
-  int4 q[kBatch];
-  float2 rr[kBatch];
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    const auto* row =
-        reinterpret_cast<const int4*>(__shfl_sync(all, reinterpret_cast<std::uintptr_t>(row_lane), (k0 + j) & 31));
-    if (!active) continue;
-    if (has(j, used & ~logfmt))
-      q[j] = load_cg(row + v);
-    else if (kMayLogfmt && has(j, logfmt))
-      rr[j] = load_cg(ranges(j) + g);
-  }
-  if constexpr (kMayLogfmt) {
-    int before[kBatch] = {};
-    for (int c0 = 0; c0 < groups; c0 += 32) {
-      float kind[kBatch];  // >= 0: group c0 + lane is compressed
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j)
-        kind[j] = has(j, logfmt) && c0 + lane < groups ? load_cg(&ranges(j)[c0 + lane].y) : -1.0f;
-      const int below = g - c0;
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const unsigned mask = __ballot_sync(all, kind[j] >= 0.0f);
-        if (below > 0) before[j] += __popc(below >= 32 ? mask : mask & ((1u << below) - 1u));
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      if (!active || !has(j, logfmt)) continue;
-      const char* group = slots + (k0 + j) * slot_bytes + ll_logfmt_ranges_bytes(hidden) +
-                          static_cast<std::size_t>(g) * kLogfmtBf16Bytes -
-                          static_cast<std::size_t>(before[j]) * (kLogfmtBf16Bytes - kLogfmtPackedBytes);
-      if (rr[j].y >= 0.0f) {  // a compressed group: the lane's 10 bytes, 2-byte aligned
-        auto* w = reinterpret_cast<std::uint16_t*>(&q[j]);
-        const auto* in = reinterpret_cast<const unsigned short*>(group + sub * 10);
-#pragma unroll
-        for (int i = 0; i < 5; ++i) w[i] = __ldcg(in + i);
-      } else {
-        q[j] = load_cg(reinterpret_cast<const int4*>(group) + sub);
-      }
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    if (!has(j, used)) continue;
-    const float wt = __shfl_sync(all, wt_lane, k0 + j);
-    if (!active) continue;
-    float y[8];
-    if (kMayLogfmt && has(j, logfmt) && rr[j].y >= 0.0f) {
-      const auto* w = reinterpret_cast<const std::uint16_t*>(&q[j]);
-      std::uint32_t codes[8];
-      logfmt_unpack8({w[0], w[1], w[2], w[3], w[4]}, codes);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) y[i] = logfmt_decode(codes[i], {rr[j].x, rr[j].y});
-    } else if (has(j, fp16)) {
-      vec8_to_float<__half>(q[j], y);
-    } else {
-      bf16x8_to_float(q[j], y);
-    }
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc[i] = __fmaf_rn(wt, y[i], acc[i]);
-  }
-}
-
 // Block that finished last, thread r < n_pes for each PE r of another
 // node: put the counts of this PE's records to r's experts into r's far_n,
 // setting dispatch_done to base + B (after every record: one PE's commands to another
@@ -354,8 +280,16 @@ struct DispatchDest {
 
 // The receive half on one node: wait until every PE's send half has
 // signalled, then hand the slot counters out as recv_count and zero them
-// for the next use. One block.
-__device__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std::uint64_t target, std::int64_t* cost) {
+// for the next use. One block. With `claimed` (a whole call on one node,
+// where this PE's own blocks do not signal dispatch_done after their rows,
+// count_self), it first waits until every block of this launch claimed its
+// slots: the counts are whole then, and are handed out while the blocks'
+// rows are still being stored.
+__device__ __forceinline__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std::uint64_t target,
+                                               std::int64_t* cost, const unsigned long long* claimed = nullptr) {
+  if (claimed != nullptr && threadIdx.x == 0)
+    dev::detail::wait_until_impl<std::uint64_t>(reinterpret_cast<const std::uint64_t*>(claimed), dev::Cmp::kGe, target,
+                                                dev::FailKind::kWaitTimeout, dev::state().my_pe);
   wait_all_pes(a.dispatch_done, target, cost);
   for (int e = threadIdx.x; e < experts_per_pe; e += blockDim.x) {
     a.recv_count[e] = reinterpret_cast<volatile int*>(a.slot_counter)[e];
@@ -363,10 +297,13 @@ __device__ void publish_counts(const LowLatencyArgs& a, int experts_per_pe, std:
   }
 }
 
-// With `fused` (Phase::kBoth on one node) the block that arrives last also
-// does the receive half (publish_counts), so that the call is one launch.
+// With `fused` (Phase::kBoth on one node) the call is one launch: the last
+// block (blockIdx) also does the receive half (publish_counts), as soon as
+// every block has claimed its slots; with fewer tokens than blocks it has
+// no token of its own, so the counts are out before the rows have landed.
 __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatencyDispatchInput in, bool fused) {
   __shared__ DispatchDest dest[32];  // top-k is at most 32 (the Buffer checks)
+  wait_previous_kernel();
   const dev::DeviceState& s = dev::state();
   const int me = s.my_pe, npes = s.n_pes;
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, K = a.num_topk;
@@ -401,10 +338,14 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
     if (tid < units) load(tid);
     if (tid < K) first_e = in.topk_idx[static_cast<int>(blockIdx.x) * K + tid];
   }
-  const unsigned long long base = enter_send_half(a.dispatch_counters, a.dispatch_ready, true);
+  const unsigned long long base = ll_enter_send_half(a.dispatch_counters, a.dispatch_ready);
   if (fused) count_self(a.dispatch_done);
   // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
   if (a.far_x == nullptr) allow_next_kernel();
+  // Every block counts itself in ll_claimed once all its slots are claimed
+  // (a block without a token at once), in every launch, so that the word
+  // reaches base + B with this launch's last claim.
+  if (tid == 0 && static_cast<int>(blockIdx.x) >= in.num_tokens) ll_count_block(&a.dispatch_counters->ll_claimed);
   // A block per token: the row is loaded and quantised once and each unit
   // stored to all its top-k destinations (a warp per (token, k) quantised
   // every token 8 times: fp8 cost 11 us more than bf16 at one PE).
@@ -421,6 +362,7 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
       if (e < -1 || e >= a.num_experts)
         dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
                   static_cast<std::uint64_t>(a.num_experts), -1);
+      int own = -1;
       if (e != -1) {
         const int r = d.pe = static_cast<int>(e) / experts_per_pe;
         d.local = static_cast<int>(e) % experts_per_pe;
@@ -432,6 +374,7 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
                     static_cast<std::uint64_t>(a.num_experts), -1);
         // Near: the row's arrays on PE r. Far: the parts of a record in the stage.
         const std::size_t row = static_cast<std::size_t>(d.local) * rows_per_expert + d.slot;
+        if (r == me) own = static_cast<int>(row);
         char* record = a.far_stage + static_cast<std::size_t>(task) * a.far_rec;
         d.x = d.near ? pe_ptr(a.x, r) + row * row_bytes : record + far_x_at;
         d.scales = d.near ? static_cast<void*>(pe_ptr(static_cast<char*>(a.scales), r)) : record + ll_far_scales_at();
@@ -440,9 +383,12 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
         info[1] = t;
         info[2] = tid;
       }
+      a.own_row[task] = own;  // where the combine finds this PE's own expert outputs of the token
       dest[tid] = d;
     }
     __syncthreads();
+    if (tid == 0 && t + static_cast<int>(gridDim.x) >= in.num_tokens)  // the block's last token
+      ll_count_block(&a.dispatch_counters->ll_claimed);
     for (int u0 = 0; u0 + (tid & ~31) < units; u0 += blockDim.x) {  // the same for the whole warp
       const int u = u0 + tid;
       const bool active = u < units;
@@ -480,15 +426,12 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
   }
   signal_all_pes(a.dispatch_done, 0, fused);
   if (fused) {
-    // This GPU's blocks are all done (GPU scope: the last block reads only
-    // the slot counters, which the done signals order for the peers' adds).
-    if (last_block_to_arrive(&a.dispatch_counters->blocks_packed, false))
-      publish_counts(a, experts_per_pe, base + gridDim.x, in.wait_recv_cost_stats);
+    if (blockIdx.x == gridDim.x - 1)
+      publish_counts(a, experts_per_pe, base + gridDim.x, in.wait_recv_cost_stats, &a.dispatch_counters->ll_claimed);
   } else if (a.far_x != nullptr && last_block_to_arrive(&a.dispatch_counters->blocks_packed)) {
     put_far_counts(a, experts_per_pe, base + gridDim.x);
     if (threadIdx.x == 0) dev::proxy_quiet();  // every block's puts read their records by now
   }
-  launch_end(a.dispatch_counters, base);
 }
 
 // Wait for every PE's send half; then, per local expert, the rows node
@@ -498,8 +441,9 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
 // The receive halves' names hold neither "dispatch" nor "combine": a
 // profiler (DeepEP's bench_kineto, say) finds one kernel of each per call.
 __global__ void ll_receive_tokens(LowLatencyArgs a, int experts_per_pe, std::int64_t* wait_cost) {
+  wait_previous_kernel();
   const dev::DeviceState& s = dev::state();
-  const unsigned long long target = launch_base(a.dispatch_counters);
+  const unsigned long long target = ll_launch_end_count(a.dispatch_counters);
   std::int64_t* cost = blockIdx.x == 0 ? wait_cost : nullptr;
   if (a.far_x == nullptr) {
     publish_counts(a, experts_per_pe, target, cost);
@@ -559,8 +503,8 @@ __device__ __forceinline__ CombineRoute combine_route(const LowLatencyArgs& a, s
 // LogFMT combine send: the rows of all local experts, counted expert by
 // expert, dealt to the blocks in turn (row j to block j % gridDim.x); a
 // block encodes one row at a time (block_logfmt_encode_row).
-__device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int experts_per_pe, int rows_per_expert,
-                                 std::size_t slot_bytes) {
+__device__ __forceinline__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int experts_per_pe,
+                                                 int rows_per_expert, std::size_t slot_bytes) {
   using Scan = cub::BlockScan<int, kCombineSendThreads>;
   __shared__ typename Scan::TempStorage scan;
   __shared__ int first_row[kCombineSendThreads];  // of each expert of the chunk, counted from the chunk's first
@@ -606,14 +550,22 @@ __device__ void logfmt_send_rows(const LowLatencyArgs& a, const char* x, int exp
   }
 }
 
-// With `both` (Phase::kBoth: the receive half follows on the stream), this
-// PE's own combine_done is counted at once (count_self); with self_direct
-// as well (rows not LogFMT), a row for this PE's own token is not copied: its slot
-// gets the row's index instead, and the receive half reads the row in x.
+// The combine's send half and, with `reduce` (a whole call on one node with
+// rows not LogFMT, the call's one launch), its receive half after it. With
+// `both` (Phase::kBoth: the receive half follows on the stream, or in this
+// kernel), this PE's own combine_done is counted at once (count_self);
+// with self_direct as well (rows not LogFMT), a row for this PE's own token
+// is not sent at all: the receive half reads it in x, at the row the
+// dispatch recorded in own_row (at one PE nothing is sent).
+//
+// With `reduce`, every block waits for every PE's blocks before it sums
+// (reduce_tokens). That needs all of them running at once, as every kernel
+// here does (2 blocks an SM, each SM's share).
 __global__ void __launch_bounds__(kCombineSendThreads, 2)
-    combine(LowLatencyArgs a, LowLatencyCombineInput in, bool both, bool self_direct) {
+    combine(LowLatencyArgs a, LowLatencyCombineInput in, void* out, bool both, bool self_direct, bool reduce) {
+  wait_previous_kernel();
   const dev::DeviceState& s = dev::state();
-  const unsigned long long base = enter_send_half(a.combine_counters, a.combine_ready, true);
+  const unsigned long long base = ll_enter_send_half(a.combine_counters, a.combine_ready);
   if (both) count_self(a.combine_done);
   // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
   if (a.far_x == nullptr) allow_next_kernel();
@@ -632,7 +584,7 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2)
   const char* x = static_cast<const char*>(in.x);
   if (in.use_logfmt) {
     logfmt_send_rows(a, x, experts_per_pe, rows_per_expert, slot_bytes);
-  } else {
+  } else if (!(self_direct && s.n_pes == 1)) {
     // A warp per row. Each local expert gets its own group of warps (a loop
     // over experts in every warp left all but a few warps idle: 413 us at
     // 128 tokens, r1).
@@ -645,9 +597,8 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2)
         const std::size_t row = static_cast<std::size_t>(e) * rows_per_expert + i;
         const CombineRoute to = combine_route(a, row, slot_bytes);
         const char* from = x + row * row_bytes;
-        if (self_direct && to.src == s.my_pe) {
-          if (w.lane == 0) *reinterpret_cast<int*>(a.combine_x + to.to) = static_cast<int>(row);
-        } else if (dev::on_node(to.src)) {
+        if (self_direct && to.src == s.my_pe) continue;  // read in place (own_row)
+        if (dev::on_node(to.src)) {
           char* dst = pe_ptr(a.combine_x, to.src) + to.to;
           warp_copy_row_multi<1>(&dst, 1, from, row_bytes);
         } else {
@@ -665,79 +616,20 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2)
     __syncthreads();
     if (threadIdx.x == 0) dev::proxy_quiet();
   }
-  launch_end(a.combine_counters, base);
+  if (!reduce) return;
+  reduce_tokens(a, in, out, self_direct, [&] {
+    wait_all_pes(a.combine_done, base + gridDim.x, blockIdx.x == 0 ? in.wait_recv_cost_stats : nullptr);
+  });
 }
 
-// Elements [at, at + 8) of a combine's output: the sums rounded once to
-// bf16 or fp16, or as they are (float32).
-__device__ __forceinline__ void store_sum8(void* out, std::size_t at, CombineType type, const float (&acc)[8]) {
-  if (type == CombineType::kFP32) {
-    auto* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
-    o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
-  } else {
-    *reinterpret_cast<int4*>(static_cast<char*>(out) + at * 2) =
-        type == CombineType::kFP16 ? round_vec8<__half>(acc) : round_bf16x8(acc);
-  }
-}
-
-// self_direct: as the send half's (rows of this PE's own tokens are read
-// where they are, in.x, at the row their slot names).
-__global__ void __launch_bounds__(kThreads, 2)
+// The receive half as a kernel of its own (Phase::kReceive, LogFMT, or
+// across nodes). self_direct: as the send half's.
+__global__ void __launch_bounds__(kReduceThreads, 2)
     ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in, void* out, bool self_direct) {
   wait_previous_kernel();
-  const unsigned long long target = launch_base(a.combine_counters);
-  wait_all_pes(a.combine_done, target, blockIdx.x == 0 ? in.wait_recv_cost_stats : nullptr);
-  const WarpGrid w = warp_grid();
-  const int me = dev::state().my_pe, experts_per_pe = a.num_experts / dev::state().n_pes;
-  const std::size_t slot_bytes = ll_combine_slot_bytes(a.hidden), row_bytes = static_cast<std::size_t>(a.hidden) * 2;
-  const int own_rows = experts_per_pe * dev::state().n_pes * a.max_tokens;
-  // A warp per (token, slice of 32 vectors): 128 tokens still fill the GPU.
-  // A slice is two LogFMT groups; every lane stays to the end (ballots).
-  // Lane k first loads the token's k-th expert, weight and that sender's
-  // format word, all at once; then the slots' loads go out a batch at a
-  // time (accumulate_slots) and the sum runs in k order.
-  const int vecs = a.hidden / 8, slices = (vecs + 31) / 32;
-  const unsigned all = 0xffffffffu;
-  for (int task = w.warp_id; task < in.num_tokens * slices; task += w.total_warps) {
-    const int t = task / slices, v = (task % slices) * 32 + w.lane;
-    const bool active = v < vecs;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    // Top-k is at most 32 (the Buffer checks): lane k holds slot k's facts.
-    const std::size_t tk_lane = static_cast<std::size_t>(t) * a.num_topk + w.lane;
-    const std::int64_t e = w.lane < a.num_topk ? in.topk_idx[tk_lane] : -1;
-    if (e < -1 || e >= a.num_experts)  // it picks the sender's format word below
-      dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(tk_lane), static_cast<std::uint64_t>(e),
-                static_cast<std::uint64_t>(a.num_experts), -1);
-    const float wt_lane = e >= 0 ? in.topk_weights[tk_lane] : 0.0f;
-    // The row came from the PE of expert e, in the format it announced.
-    const std::uint64_t sent = e >= 0 ? load_cg(a.combine_format + e / experts_per_pe) : 0;
-    const unsigned used = __ballot_sync(all, e >= 0), logfmt = __ballot_sync(all, sent == kCombineSentLogfmt);
-    const unsigned fp16 = __ballot_sync(all, sent == kCombineSentFp16);
-    const char* slots = a.combine_x + static_cast<std::size_t>(t) * a.num_topk * slot_bytes;
-    const char* row_lane = slots + w.lane * slot_bytes;
-    if (self_direct && e >= 0 && e / experts_per_pe == me) {  // the slot names the row in x
-      const int row = load_cg(reinterpret_cast<const int*>(row_lane));
-      if (row < 0 || row >= own_rows)
-        dev::fail(dev::FailKind::kBadArgument, me, static_cast<std::uint64_t>(tk_lane), static_cast<std::uint64_t>(row),
-                  static_cast<std::uint64_t>(own_rows), -1);
-      row_lane = static_cast<const char*>(in.x) + static_cast<std::size_t>(row) * row_bytes;
-    }
-    // With LogFMT rows, 4 slots a batch: 64 registers (two blocks an SM,
-    // so that 128 tokens' tasks run in one wave) leave no room for 8.
-    // Without, 8: one round of loads for DeepEP's top-8 (the kernel spills
-    // registers even so).
-    if (logfmt == 0)
-      for (int k0 = 0; k0 < a.num_topk; k0 += 8)
-        accumulate_slots<false, 8>(slots, slot_bytes, k0, a.num_topk, used, 0, fp16, wt_lane, row_lane, a.hidden, v,
-                                   active, w.lane, acc);
-    else
-      for (int k0 = 0; k0 < a.num_topk; k0 += 4)
-        accumulate_slots<true, 4>(slots, slot_bytes, k0, a.num_topk, used, logfmt, fp16, wt_lane, row_lane, a.hidden, v,
-                                  active, w.lane, acc);
-    if (active)
-      store_sum8(out, static_cast<std::size_t>(t) * a.hidden + static_cast<std::size_t>(v) * 8, in.out_type, acc);
-  }
+  const unsigned long long target = ll_launch_end_count(a.combine_counters);
+  reduce_tokens(a, in, out, self_direct,
+                [&] { wait_all_pes(a.combine_done, target, blockIdx.x == 0 ? in.wait_recv_cost_stats : nullptr); });
 }
 
 }  // namespace low_latency
@@ -747,35 +639,42 @@ using low_latency::kThreads;
 
 void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
   const int sms = device_sm_count();
+  // On one node every kernel here is launched early (launch_order.cuh):
+  // its launch overlaps the kernel before it on the stream. Not across
+  // nodes, where the kernel before may wait on the proxy.
+  const bool one_node = a.far_x == nullptr;
   // The whole call on one node is one launch: the send half's last block
   // does the receive half. Called alone (the hook), or across nodes (many
   // blocks move the far records), the receive half is a kernel of its own.
-  const bool fused = phase == Phase::kBoth && a.far_x == nullptr;
-  if (phase != Phase::kReceive) {
-    low_latency::dispatch<<<sms, kThreads, 0, stream>>>(a, in, fused);
-    NVST_CHECK_LAUNCH();
-  }
+  const bool fused = phase == Phase::kBoth && one_node;
+  if (phase != Phase::kReceive)
+    nvst::detail::launch_early(one_node, low_latency::dispatch, sms, kThreads, stream, a, in, fused);
   if (phase != Phase::kSend && !fused) {
     const int experts_per_pe = a.num_experts / nvst::n_pes();
     const int blocks = a.far_x ? std::max(1, std::min(sms, experts_per_pe)) : 1;
-    low_latency::ll_receive_tokens<<<blocks, 256, 0, stream>>>(a, experts_per_pe, in.wait_recv_cost_stats);
-    NVST_CHECK_LAUNCH();
+    nvst::detail::launch_early(one_node, low_latency::ll_receive_tokens, blocks, 256, stream, a, experts_per_pe,
+                               in.wait_recv_cost_stats);
   }
 }
 
 void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in, void* combined_x, Phase phase,
                        cudaStream_t stream) {
   const int sms = device_sm_count();
+  const bool one_node = a.far_x == nullptr;  // launched early, as the dispatch's kernels
   const bool both = phase == Phase::kBoth, self_direct = both && !in.use_logfmt;
-  if (phase != Phase::kReceive) {
-    low_latency::combine<<<2 * sms, kCombineSendThreads, 0, stream>>>(a, in, both, self_direct);
-    NVST_CHECK_LAUNCH();
-  }
-  if (phase != Phase::kSend) {
-    const int tasks = in.num_tokens * ((in.hidden / 8 + 31) / 32);
-    const int blocks = std::max(1, std::min(2 * sms, (tasks + kThreads / 32 - 1) / (kThreads / 32)));
-    nvst::detail::launch_early(phase == Phase::kBoth && a.far_x == nullptr, low_latency::ll_reduce_results, blocks,
-                               kThreads, stream, a, in, combined_x, self_direct);
+  // A whole call on one node with rows not LogFMT is one launch. LogFMT
+  // rows of this PE's own tokens go through its slots (their sums are
+  // LogFMT's), which its own blocks would have to wait for: a kernel of its
+  // own then.
+  const bool fused = self_direct && one_node;
+  if (phase != Phase::kReceive)
+    nvst::detail::launch_early(one_node, low_latency::combine, 2 * sms, kCombineSendThreads, stream, a, in, combined_x,
+                               both, self_direct, fused);
+  if (phase != Phase::kSend && !fused) {
+    const int chunks = (in.hidden / 8 + low_latency::kReduceTaskVecs - 1) / low_latency::kReduceTaskVecs;
+    const int blocks = std::max(1, std::min(2 * sms, in.num_tokens * chunks));
+    nvst::detail::launch_early(one_node, low_latency::ll_reduce_results, blocks, low_latency::kReduceThreads, stream, a,
+                               in, combined_x, self_direct);
   }
 }
 

@@ -842,14 +842,19 @@ int run_pe() {
     report(
         ll_case(buf, RouteKind::kRandom, ll, true, split, g_seed * 100 + ++salt, s, {.ue8m0 = true}),
         std::string("low latency fp8, UE8M0 scales (packed exponent bytes)") + (split ? ", send/receive split" : ""));
-  report(ll_case(buf, RouteKind::kMasked, ll, false, true, g_seed * 100 + ++salt, s, {.wait_stats = true}),
-         "low latency bf16, wait_recv_cost_stats of dispatch and combine, send/receive split");
+  for (bool split : {false, true})  // whole: the dispatch's last block and the combine's one kernel count them
+    report(ll_case(buf, RouteKind::kMasked, ll, false, split, g_seed * 100 + ++salt, s, {.wait_stats = true}),
+           std::string("low latency bf16, wait_recv_cost_stats of dispatch and combine") +
+               (split ? ", send/receive split" : ""));
   for (RouteKind kind : {RouteKind::kRandom, RouteKind::kMasked})
     for (bool split : {false, true})
       report(ll_case(buf, kind, ll, false, split, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kAll}),
              std::string("low latency combine LogFMT, ") + route_name(kind) + (split ? ", send/receive split" : ""));
-  report(ll_case(buf, RouteKind::kRandom, ll, false, true, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kOddPes}),
-         "low latency combine LogFMT on odd PEs only (each sender's rows decoded as it sent them)");
+  // Whole calls: even PEs sum in their one bf16 kernel what odd PEs sent as LogFMT.
+  for (bool split : {false, true})
+    report(ll_case(buf, RouteKind::kRandom, ll, false, split, g_seed * 100 + ++salt, s, {.logfmt = Logfmt::kOddPes}),
+           std::string("low latency combine LogFMT on odd PEs only (each sender's rows decoded as it sent them)") +
+               (split ? ", send/receive split" : ""));
   {  // 65 groups of 128 channels: an odd count (a half-warp idle in the encoder's last round, the
      // receiver's last slice half active), more than 64 (the block encoder's second round, with
      // one group; the decoder's third ballot round), and rows longer than a block's one pass
