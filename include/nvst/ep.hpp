@@ -200,8 +200,13 @@ struct LowLatencyDispatchOutput {
   int max_rows_per_expert = 0;    // n_pes * M
   int buffer_index = 0;           // which of the two buffers (the combine needs it)
 };
+
+// The element formats of a low-latency combine: its rows (bf16 or fp16) and
+// its output (those, or float32: the fp32 sum before any rounding).
+enum class CombineType { kBF16, kFP16, kFP32 };
+
 struct LowLatencyCombineInput {
-  const void* x = nullptr;                 // [E_local, n_pes * M, H] bfloat16, packed as dispatched
+  const void* x = nullptr;                 // [E_local, n_pes * M, H] of x_type, packed as dispatched
   const std::int64_t* topk_idx = nullptr;  // [T, K] as given to the dispatch
   const float* topk_weights = nullptr;     // [T, K]
   int num_tokens = 0, hidden = 0, num_topk = 0, num_experts = 0;
@@ -212,6 +217,14 @@ struct LowLatencyCombineInput {
   // others as bf16. A receiver decodes each sender's rows as that sender
   // chose, so PEs may differ; only the send half reads this.
   bool use_logfmt = false;
+  // The rows' format (bf16 or fp16). Each sender announces its own, so a
+  // receiver reads every slot as its sender wrote it; the send half reads
+  // this, and a whole call's receive for the rows of this PE's own experts
+  // (read in x). LogFMT encodes bf16 rows only.
+  CombineType x_type = CombineType::kBF16;
+  // combined_x's format: the fp32 sum of each token, rounded once to it
+  // (not rounded with kFP32). Only the receive half reads this.
+  CombineType out_type = CombineType::kBF16;
 };
 
 // Which halves of a low-latency call to launch. kBoth: the whole operation.
@@ -287,8 +300,8 @@ class Buffer {
   // 1), without launching anything: the views never move, so a caller may
   // keep them per set and use only the dispatch's buffer_index.
   LowLatencyDispatchOutput low_latency_views(int buffer_index, bool use_fp8) const;
-  // combined_x: [T, H] bfloat16 = sum over k of topk_weights[t][k] x the row
-  // expert topk_idx[t][k] produced for token t.
+  // combined_x: [T, H] of in.out_type = sum over k of topk_weights[t][k] x
+  // the row expert topk_idx[t][k] produced for token t.
   void low_latency_combine(const LowLatencyCombineInput& in, void* combined_x, cudaStream_t stream,
                            Phase phase = Phase::kBoth);
 

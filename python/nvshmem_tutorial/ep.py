@@ -34,6 +34,9 @@ so rather than a silent change:
  - the dispatch computes its layout itself: the layout tensors a caller
    passes (num_tokens_per_rank, ...) are checked for shape; without
    topk_idx, is_token_in_rank says where each token goes;
+ - the normal dispatch's fp8 scales are float32 [T, H / 128] of any
+   strides (row- or column-major, as DeepEP's), returned row-major as
+   DeepEP's; DeepEP's int32 scales (packed UE8M0) are refused;
  - num_worst_tokens pads the outputs to that many rows (topk_idx -1,
    weights 0), as DeepEP's, but the dispatch still learns the exact count
    on the host first: it saves no synchronisation;
@@ -75,6 +78,10 @@ from .bootstrap import spans_hosts
 from .tensors import check_tensor, current_stream, init_from_torch, reserve_heap, tensor_at
 
 _FP8 = getattr(torch, "float8_e4m3fn", None)
+_BF16_ONLY = (torch.bfloat16,)  # DeepEP's low-latency combine: bf16 rows, bf16 result
+# The low-latency combine's output formats, as the compiled module's flags
+# name them (rows: 2 for fp16, else bf16).
+_COMBINE_OUT_FLAGS = {torch.bfloat16: 0, torch.float16: 4, torch.float32: 8}
 
 
 class Config:
@@ -263,6 +270,18 @@ class LowLatencyHandle(_Handle):
                 "(handle.src_info[e, :recv_count[e], 0] == rank).sum(); handle.src_info holds every row's "
                 "(source rank, token, top-k slot)")
         return (begin << 32) | per
+
+
+def _check_scales(fn, x_scales, T, H):
+    """DeepEP's fp8 scales: float32 [T, H / 128] on this PE's GPU, of any
+    strides (DeepEP's kernels take row- and column-major; ours read rows, so
+    dispatch copies other layouts into rows)."""
+    if isinstance(x_scales, torch.Tensor) and x_scales.dtype == torch.int32:
+        _fail(fn, "x_scales is int32 (DeepEP's packed UE8M0 form): this dispatch takes float32 scales, one per 128 "
+              "channels", TypeError)
+    check_tensor(x_scales, f"ep.Buffer.{fn}", "x_scales", [torch.float32], contiguous=False)
+    if tuple(x_scales.shape) != (T, H // 128):
+        _fail(fn, f"x_scales must be [{T}, {H // 128}], got {tuple(x_scales.shape)}")
 
 
 class _CurrentStream:
@@ -524,12 +543,9 @@ class Buffer:
         if x.dim() != 2:
             _fail(fn, f"x must be [num_tokens, hidden], got shape {tuple(x.shape)}")
         T, H = x.shape
+        scales_given = x_scales
         if fp8:
-            if isinstance(x_scales, torch.Tensor) and x_scales.dim() == 2 and not x_scales.is_contiguous():
-                x_scales = x_scales.contiguous()  # DeepEP's column-major scales; our kernels read rows
-            check_tensor(x_scales, where, "x_scales", [torch.float32])
-            if tuple(x_scales.shape) != (T, H // 128):
-                _fail(fn, f"x_scales must be [{T}, {H // 128}], got {tuple(x_scales.shape)}")
+            _check_scales(fn, x_scales, T, H)
         cached = handle is not None
         if cached:
             if not isinstance(handle, DispatchHandle):
@@ -554,9 +570,6 @@ class Buffer:
                 check_tensor(is_token_in_rank, where, "is_token_in_rank", [torch.bool])
                 if topk_weights is not None:
                     _fail(fn, "topk_weights needs topk_idx")
-                # Each token to the first expert of every rank it goes to.
-                first = torch.arange(n, device=x.device, dtype=torch.int64) * (num_experts // n)
-                topk_idx = torch.where(is_token_in_rank, first, -1)
                 topk_given = False
             else:
                 check_tensor(topk_idx, where, "topk_idx", [torch.int64])
@@ -564,13 +577,25 @@ class Buffer:
                     _fail(fn, f"topk_idx must be [{T}, num_topk], got {tuple(topk_idx.shape)}")
                 topk_given = True
             cpp = _nvst.ep.DispatchHandle()
-        K = topk_idx.shape[1]
+        K = topk_idx.shape[1] if topk_idx is not None else self.group_size
         if topk_weights is not None:
             check_tensor(topk_weights, where, "topk_weights", [torch.float32])
             if tuple(topk_weights.shape) != (T, K):
                 _fail(fn, f"topk_weights must be [{T}, {K}], got {tuple(topk_weights.shape)}")
         config = config or self.get_dispatch_config(self.group_size)
         compute = self._begin(previous_event)
+        if (fp8 and not x_scales.is_contiguous()) or topk_idx is None:
+            # Inputs derived here are made on comm, after what it waits for
+            # (previous_event: the caller's stream may not have reached this
+            # call yet).
+            with _CurrentStream(self._comm, compute):
+                if fp8 and not x_scales.is_contiguous():  # DeepEP's column-major scales; our kernels read rows
+                    x_scales = x_scales.contiguous()
+                if topk_idx is None:  # each token to the first expert of every rank it goes to
+                    first = torch.arange(self.group_size, device=x.device, dtype=torch.int64) * \
+                        (num_experts // self.group_size)
+                    topk_idx = torch.where(is_token_in_rank, first, -1)
+                    topk_idx.record_stream(compute)  # kept by the handle, read on the caller's stream too
         out = self._normal.dispatch(x.data_ptr(), x_scales.data_ptr() if fp8 else 0, topk_idx.data_ptr(),
                                     topk_weights.data_ptr() if topk_weights is not None else 0, T, H, K,
                                     num_experts, fp8, expert_alignment, cpp, config.num_sms,
@@ -609,7 +634,7 @@ class Buffer:
         for t in got.values():
             t.record_stream(compute)  # allocated on comm, used on the caller's stream
         recv_x, recv_scales = got["recv_x"], got.get("recv_x_scales")
-        event = self._finish(compute, async_finish, [x, x_scales, topk_idx, topk_weights])
+        event = self._finish(compute, async_finish, [x, scales_given, x_scales, topk_idx, topk_weights])
         recv = (recv_x, recv_scales) if fp8 else recv_x
         if cached:
             return recv, None, None, None, None, event
@@ -841,14 +866,14 @@ class Buffer:
                                                                  device=f"cuda:{_nvst.device()}")
         return self._zero_copy_x[handle.buffer_index]
 
-    def _ll_combine_inputs(self, fn, x, topk_idx, topk_weights):
-        """T of a combine's x (bf16 [E_local, ranks x M, H]), topk_idx (int64
-        [T, K]) and topk_weights (float32 [T, K]), contiguous on this PE's
-        GPU; the good case is one expression, as _ll_inputs."""
+    def _ll_combine_inputs(self, fn, x, topk_idx, topk_weights, x_dtypes):
+        """T of a combine's x ([E_local, ranks x M, H], a dtype of x_dtypes),
+        topk_idx (int64 [T, K]) and topk_weights (float32 [T, K]), contiguous
+        on this PE's GPU; the good case is one expression, as _ll_inputs."""
         d = self._device
         M, H, E, K = self._ll_shape
         if (isinstance(x, torch.Tensor) and isinstance(topk_idx, torch.Tensor)
-                and isinstance(topk_weights, torch.Tensor) and x.dtype is torch.bfloat16
+                and isinstance(topk_weights, torch.Tensor) and x.dtype in x_dtypes
                 and topk_idx.dtype is torch.int64 and topk_weights.dtype is torch.float32
                 and x.get_device() == d and topk_idx.get_device() == d and topk_weights.get_device() == d
                 and x.is_contiguous() and topk_idx.is_contiguous() and topk_weights.is_contiguous()
@@ -856,7 +881,7 @@ class Buffer:
                 and topk_weights.shape == topk_idx.shape):
             return topk_idx.shape[0]
         where = f"ep.Buffer.{fn}"
-        check_tensor(x, where, "x", [torch.bfloat16], d)
+        check_tensor(x, where, "x", list(x_dtypes), d)
         check_tensor(topk_idx, where, "topk_idx", [torch.int64], d)
         check_tensor(topk_weights, where, "topk_weights", [torch.float32], d)
         if tuple(x.shape) != self._ll_x_shape:
@@ -872,7 +897,15 @@ class Buffer:
         use_logfmt=True sends this rank's rows as LogFMT-10: groups of 128
         channels all under 1 in magnitude go as 10 bits a value (relative
         error at most 2.2 %), other groups as bf16."""
-        fn = "low_latency_combine"
+        return self._ll_combine("low_latency_combine", x, topk_idx, topk_weights, handle, use_logfmt, zero_copy,
+                                async_finish, return_recv_hook, out, combine_wait_recv_cost_stats,
+                                _BF16_ONLY, torch.bfloat16)
+
+    def _ll_combine(self, fn, x, topk_idx, topk_weights, handle, use_logfmt, zero_copy, async_finish,
+                    return_recv_hook, out, combine_wait_recv_cost_stats, x_dtypes, out_dtype):
+        """low_latency_combine with the rows' dtype one of x_dtypes (bf16,
+        fp16) and the output's out_dtype (bf16, fp16, or float32: the sums
+        unrounded); nvshmem_tutorial.pplx's combine uses the wider forms."""
         if not isinstance(handle, LowLatencyHandle):
             _fail(fn, "handle must be what low_latency_dispatch returned", TypeError)
         if self._ll is None:
@@ -887,18 +920,21 @@ class Buffer:
         if combine_wait_recv_cost_stats is not None:
             wait_stats = self._check_stats(fn, "combine_wait_recv_cost_stats", combine_wait_recv_cost_stats,
                                            torch.int64, self.group_size, "one per rank")
-        T = self._ll_combine_inputs(fn, x, topk_idx, topk_weights)
+        T = self._ll_combine_inputs(fn, x, topk_idx, topk_weights, x_dtypes)
+        if use_logfmt and source.dtype is not torch.bfloat16:
+            _fail(fn, f"use_logfmt encodes bf16 rows; x is {source.dtype}")
         _, H, E, K = self._ll_shape
         if out is None:
-            out = x.new_empty((T, H))  # x's dtype (bf16) and device
+            out = x.new_empty((T, H), dtype=out_dtype)  # on x's device
         else:
-            check_tensor(out, f"ep.Buffer.{fn}", "out", [torch.bfloat16], self._device)
+            check_tensor(out, f"ep.Buffer.{fn}", "out", [out_dtype], self._device)
             if tuple(out.shape) != (T, H):
                 _fail(fn, f"out must be [{T}, {H}], got {tuple(out.shape)}")
         stream = self._comm if async_finish else None  # None: the caller's current stream
         compute = self._begin(None) if async_finish else None
         args = (source.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, index, out.data_ptr())
-        flags = 1 if use_logfmt else 0
+        flags = ((1 if use_logfmt else 0) | (2 if source.dtype is torch.float16 else 0)
+                 | _COMBINE_OUT_FLAGS[out_dtype])
         self._ll.low_latency_combine(*args, self._raw(stream), 1 if return_recv_hook else 0, wait_stats, flags)
         if self._num_nodes > 1:
             self._settle(stream)

@@ -15,18 +15,23 @@ hidden]) and out_expert_num_tokens says how many rows of each are valid
 (their order is arrival order); bound_m (a one-element device tensor) is
 how many of dp_x's rows are tokens, read on the GPU (no host wait);
 do_send / do_recv split each call into its halves. Tokens move as raw
-bytes (any dtype, with or without scales), so fp8 rows and their scales
-arrive bit for bit. combine writes out_tokens[t] = sum over k of
-weights[t, k] * expert_y[row of (t, k)] to every rank of the token's group.
+bytes (any dtype, with or without scales; the scales' tensors of any
+strides), so fp8 rows and their scales arrive bit for bit. combine
+writes, for the rows below bound_m (the others keep what they hold),
+out_tokens[t] = sum over k of weights[t, k] * expert_y[row of (t, k)],
+summed in fp32 and rounded once to out_tokens' dtype, to every rank of
+the token's group: pplx's dtype rules, expert_y float32, bfloat16 or
+float16 and out_tokens bfloat16 or float16, in any pairing.
 
-What differs (each checked): the job is the torch.distributed world (the
-library starts it from torch.distributed, where pplx expects NVSHMEM
-started by the caller); rank and world_size must be that world's. Sums
-are taken in fp32 and rounded once: for bf16 results that is one combine;
-for fp16 results (11 significant bits, more than our bf16 combine keeps)
-each top-k slot comes back exactly, in two bf16 halves, and the weighted
-sum is taken here: 2 x experts_per_token combines, all in the send half. A DP group of more than
-one rank gets its result through its first rank's symmetric stage (two
+How: bf16 and fp16 expert_y rows travel as they are, one low-latency
+combine that sums in fp32 and rounds once to out_tokens' dtype. float32
+expert_y travels as two bf16 parts, hi and lo, whose sum is within 2^-17
+of each value (relative; an fp16 result rounds at 2^-11): two combines
+whose fp32 sums are added and rounded here. What differs (each checked): the job is
+the torch.distributed world (the library starts it from
+torch.distributed, where pplx expects NVSHMEM started by the caller);
+rank and world_size must be that world's. A DP group of more than one
+rank gets its result through its first rank's symmetric stage (two
 barriers more). intranode() refuses a job that spans nodes; internode()
 runs on any (our low-latency kernels reach other nodes through the proxy).
 """
@@ -42,10 +47,57 @@ from .ep import Buffer, LowLatencyHandle
 from .tensors import alloc_tensor, check_tensor, current_stream, nvshmem_free_tensor
 
 _ROW_ALIGN = 128  # elements of a bf16 row the low-latency kernels move (a multiple of 128)
+OUT_DTYPES = (torch.bfloat16, torch.float16)  # pplx's out_tokens
+EXPERT_Y_DTYPES = (torch.float32, torch.bfloat16, torch.float16)  # pplx's expert_y
+COMBINE_ROW_DTYPES = (torch.bfloat16, torch.float16)  # what one low-latency combine moves as it is
 
 
 def _fail(fn: str, msg: str, exc: type = ValueError) -> NoReturn:
     raise exc(f"nvshmem_tutorial.pplx.AllToAll.{fn}: {msg}")
+
+
+# ---- the combine's arithmetic (tensors only: tested on the CPU) ----------------------
+def send_parts(y: torch.Tensor) -> list[torch.Tensor]:
+    """expert_y as the 16-bit rows its combines move: bf16 or fp16 as it
+    is; float32 as two bf16 parts, hi and lo, with hi + lo within 2^-17 of
+    each value, relative (each part rounds at 2^-9 of what it carries)."""
+    if y.dtype in COMBINE_ROW_DTYPES:
+        return [y]
+    if y.dtype != torch.float32:
+        raise TypeError(f"nvshmem_tutorial.pplx: expert_y has dtype {y.dtype}; supported: float32, bfloat16, float16")
+    hi = y.to(torch.bfloat16)
+    return [hi, (y - hi.float()).to(torch.bfloat16)]
+
+
+def finish_sums(sums: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """The combined rows from each part's sums: one part's, already rounded
+    to dtype by the kernel; or the parts' float32 sums added and rounded
+    once. Always a contiguous tensor of its own or the one given."""
+    if len(sums) == 1:
+        if sums[0].dtype != dtype:
+            raise TypeError(f"nvshmem_tutorial.pplx: a single part's sums are {sums[0].dtype}, not {dtype}")
+        return sums[0].contiguous()
+    total = sums[0].float()
+    for t in sums[1:]:
+        total = total + t.float()
+    return total.to(dtype)
+
+
+def live_rows(bound_m: torch.Tensor | None, rows: int, device: torch.device) -> torch.Tensor | None:
+    """[rows] bool: which of the rows are tokens (below bound_m, read on
+    the GPU); None without bound_m (all are)."""
+    if bound_m is None:
+        return None
+    return torch.arange(rows, device=device) < bound_m.to(torch.int64)
+
+
+def write_live_rows(out: torch.Tensor, result: torch.Tensor, live: torch.Tensor | None) -> None:
+    """out[i] = result[i] for the live rows; the others keep what they hold
+    (pplx writes only rows below bound_m)."""
+    if live is None:
+        out.copy_(result)
+    else:
+        out.copy_(torch.where(live.unsqueeze(1), result, out))
 
 
 class AllToAll:
@@ -78,8 +130,8 @@ class AllToAll:
                                                                                hidden_dim_scale_bytes)
         self.num_dp = world_size // dp_size
         self.num_local_experts = num_experts // world_size
-        # One bf16 row carries a token's bytes and scales, and also a bf16
-        # result row of hidden_dim on the way back.
+        # One 16-bit row carries a token's bytes and scales, and also a
+        # result row of hidden_dim (bf16 or fp16) on the way back.
         row_bytes = hidden_dim_bytes + hidden_dim_scale_bytes
         width = max(-(-row_bytes // 2), hidden_dim)
         self._width = -(-width // _ROW_ALIGN) * _ROW_ALIGN
@@ -130,16 +182,15 @@ class AllToAll:
             _fail(fn, f"indices must be [{rows}, {self.experts_per_token}], got {tuple(indices.shape)}")
         if rows > self.max_num_tokens:
             _fail(fn, f"{rows} tokens exceed max_num_tokens {self.max_num_tokens}")
-        idx = indices.to(torch.int64)
-        if not self._leader:
-            return torch.full_like(idx, -1)
         if bound_m is not None:
             check_tensor(bound_m, f"pplx.AllToAll.{fn}", "bound_m", [torch.int32, torch.uint32, torch.int64])
             if bound_m.numel() != 1:
                 _fail(fn, f"bound_m must hold one count, got shape {tuple(bound_m.shape)}")
-            live = torch.arange(rows, device=idx.device) < bound_m.to(torch.int64)
-            idx = torch.where(live.unsqueeze(1), idx, -1)
-        return idx
+        idx = indices.to(torch.int64)
+        if not self._leader:
+            return torch.full_like(idx, -1)
+        live = live_rows(bound_m, rows, idx.device)
+        return idx if live is None else torch.where(live.unsqueeze(1), idx, -1)
 
     # ---- dispatch -------------------------------------------------------------------
     def dispatch(self, out_expert_num_tokens: torch.Tensor, out_expert_x: torch.Tensor,
@@ -186,14 +237,13 @@ class AllToAll:
             return raw.view(torch.bfloat16)
         packed = torch.zeros((rows, 2 * self._width), dtype=torch.uint8, device=dp_x.device)
         packed[:, :self.hidden_dim_bytes] = raw
-        if dp_x_scale is not None:
-            check_tensor(dp_x_scale, f"pplx.AllToAll.{fn}", "dp_x_scale", [torch.float32])
-            if dp_x_scale.dim() != 2 or dp_x_scale.shape[0] != rows or dp_x_scale.nbytes != rows * \
-                    self.hidden_dim_scale_bytes:
+        if dp_x_scale is not None:  # any strides, as pplx's (row- or column-major)
+            check_tensor(dp_x_scale, f"pplx.AllToAll.{fn}", "dp_x_scale", [torch.float32], contiguous=False)
+            if tuple(dp_x_scale.shape) != (rows, self.hidden_dim_scale_bytes // 4):
                 _fail(fn, f"dp_x_scale must be [{rows}, {self.hidden_dim_scale_bytes // 4}] float32, got "
                       f"{tuple(dp_x_scale.shape)}")
             end = self.hidden_dim_bytes + self.hidden_dim_scale_bytes
-            packed[:, self.hidden_dim_bytes:end] = dp_x_scale.view(torch.uint8).view(rows, -1)
+            packed[:, self.hidden_dim_bytes:end] = dp_x_scale.contiguous().view(torch.uint8).view(rows, -1)
         return packed.view(torch.bfloat16)
 
     def _unpack(self, fn: str, out_num: torch.Tensor, out_x: torch.Tensor, out_scale: torch.Tensor | None) -> None:
@@ -211,13 +261,13 @@ class AllToAll:
         # Every group sends each token once: no expert receives more than cap rows.
         raw = recv_x.view(torch.uint8)[:, :cap]
         out_x.view(torch.uint8).view(E, cap, -1).copy_(raw[:, :, :self.hidden_dim_bytes])
-        if out_scale is not None:
-            check_tensor(out_scale, where, "out_expert_x_scale", [torch.float32])
-            if out_scale.shape[:2] != (E, cap) or out_scale[0, 0].nbytes != self.hidden_dim_scale_bytes:
+        if out_scale is not None:  # any strides, as pplx's
+            check_tensor(out_scale, where, "out_expert_x_scale", [torch.float32], contiguous=False)
+            if tuple(out_scale.shape) != (E, cap, self.hidden_dim_scale_bytes // 4):
                 _fail(fn, f"out_expert_x_scale must be [{E}, {cap}, {self.hidden_dim_scale_bytes // 4}], got "
                       f"{tuple(out_scale.shape)}")
             end = self.hidden_dim_bytes + self.hidden_dim_scale_bytes
-            out_scale.view(torch.uint8).view(E, cap, -1).copy_(raw[:, :, self.hidden_dim_bytes:end])
+            out_scale.copy_(raw[:, :, self.hidden_dim_bytes:end].contiguous().view(torch.float32))
         out_num.copy_(recv_count)
 
     # ---- combine --------------------------------------------------------------------
@@ -225,7 +275,8 @@ class AllToAll:
                 expert_y: torch.Tensor, bound_m: torch.Tensor | None, do_send: bool = True,
                 do_recv: bool = True) -> None:
         """Sends each expert's results back to their tokens' ranks (do_send)
-        and sums them there into out_tokens (do_recv), weighted."""
+        and sums them there into out_tokens (do_recv), weighted: rows
+        below bound_m are written, the others left as they are."""
         fn = "combine"
         buf = self._live(fn)
         where = f"pplx.AllToAll.{fn}"
@@ -233,8 +284,8 @@ class AllToAll:
             _fail(fn, "do_send and do_recv are both False: nothing to do")
         if self._handle is None:
             _fail(fn, "no dispatch to combine: call dispatch first", RuntimeError)
-        check_tensor(out_tokens, where, "out_tokens", [torch.bfloat16, torch.float16])
-        check_tensor(expert_y, where, "expert_y", [out_tokens.dtype])
+        check_tensor(out_tokens, where, "out_tokens", list(OUT_DTYPES))
+        check_tensor(expert_y, where, "expert_y", list(EXPERT_Y_DTYPES))
         check_tensor(weights, where, "weights", [torch.float32])
         rows = indices.shape[0]
         if tuple(weights.shape) != (rows, self.experts_per_token):
@@ -248,74 +299,73 @@ class AllToAll:
             if self._combine_hook is not None:
                 _fail(fn, "the previous combine's receive (do_recv=True) has not run", RuntimeError)
             idx = self._routing(fn, indices, bound_m, rows)
-            self._combine_hook = self._send_results(buf, idx, weights, expert_y, out_tokens[:rows])
+            self._combine_hook = self._send_results(buf, idx, weights, expert_y, out_tokens[:rows], bound_m,
+                                                    split=not do_recv)
         if do_recv:
             if self._combine_hook is None:
                 _fail(fn, "do_recv without a combine sent first (do_send=True)", RuntimeError)
             hook, self._combine_hook = self._combine_hook, None
             hook()
-            self._share_with_group(out_tokens[:rows])
 
     def _rows_of(self, y: torch.Tensor) -> torch.Tensor:
-        """expert_y (bf16) as the kernels' [E, ranks x M, width] rows (no
-        copy where it already is that)."""
+        """expert_y's rows (bf16 or fp16) as the kernels' [E, ranks x M,
+        width] rows (no copy where they already are that)."""
         E, cap = self.num_local_experts, self.max_num_tokens * self.num_dp
         full = self.world_size * self.max_num_tokens
         if cap == full and self._width == self.hidden_dim:
             return y
-        x = torch.zeros((E, full, self._width), dtype=torch.bfloat16, device=y.device)
+        x = torch.zeros((E, full, self._width), dtype=y.dtype, device=y.device)
         x[:, :cap, :self.hidden_dim] = y
         return x
 
     def _send_results(self, buf: Buffer, idx: torch.Tensor, weights: torch.Tensor, y: torch.Tensor,
-                      out: torch.Tensor):
-        """Launches the send halves; returns the receive (a function)."""
+                      out: torch.Tensor, bound_m: torch.Tensor | None, split: bool) -> Callable[[], None]:
+        """Launches the send half (with split, only that; else the whole
+        combine); returns the rest (a function). Each part of expert_y
+        (send_parts) is one combine whose fp32 sums come back rounded once
+        to out's dtype (a single part) or unrounded (float32: two parts,
+        added and rounded here)."""
         rows = idx.shape[0]
-        dev = y.device
-        if y.dtype == torch.bfloat16:  # one combine, weighted
-            wide = out if self._width == self.hidden_dim else torch.empty((rows, self._width), dtype=torch.bfloat16,
-                                                                          device=dev)
-            _, _, hook = buf.low_latency_combine(self._rows_of(y), idx, weights, self._handle, out=wide,
-                                                 return_recv_hook=True)
+        parts = send_parts(y)
+        single = len(parts) == 1
+        direct = single and bound_m is None and self._width == self.hidden_dim and self._stage is None
+        sums: list[torch.Tensor] = []
+        hook = None
+        for i, part in enumerate(parts):
+            if direct:
+                got = out
+            else:
+                got = torch.empty((rows, self._width), dtype=out.dtype if single else torch.float32, device=y.device)
+            sums.append(got)
+            # Parts share the set's receive buffer: all but the last run whole.
+            _, _, hook = buf._ll_combine("combine", self._rows_of(part), idx, weights, self._handle, use_logfmt=False,
+                                         zero_copy=False, async_finish=False,
+                                         return_recv_hook=split and i == len(parts) - 1, out=got,
+                                         combine_wait_recv_cost_stats=None, x_dtypes=COMBINE_ROW_DTYPES,
+                                         out_dtype=got.dtype)
 
-            def receive_bf16():
+        def receive() -> None:
+            if hook is not None:
                 hook()
-                if wide is not out:
-                    out.copy_(wide[:, :self.hidden_dim])
-            return receive_bf16
-        # fp16: each slot's row back exactly, as two bf16 halves, then the
-        # weighted sum here in fp32. The combines share one receive buffer,
-        # so each runs whole (send and receive) before the next.
-        hi = y.to(torch.bfloat16)
-        lo = (y.float() - hi.float()).to(torch.bfloat16)  # exact: fp16 has 3 bits more than bf16
-        K = self.experts_per_token
-        acc = torch.zeros((rows, self.hidden_dim), dtype=torch.float32, device=dev)
-        got = torch.empty((rows, self._width), dtype=torch.bfloat16, device=dev)
-        one_hot = torch.zeros((rows, K), dtype=torch.float32, device=dev)
-        for half in (hi, lo):
-            x = self._rows_of(half)
-            for k in range(K):
-                one_hot.zero_()
-                one_hot[:, k] = 1.0
-                buf.low_latency_combine(x, idx, one_hot, self._handle, out=got)
-                acc += weights[:, k:k + 1] * got[:, :self.hidden_dim].float()
+            if direct:
+                return
+            result = finish_sums([t[:, :self.hidden_dim] for t in sums], out.dtype)
+            self._share_with_group(result)
+            write_live_rows(out, result, live_rows(bound_m, rows, out.device))
+        return receive
 
-        def receive_fp16():
-            out.copy_(acc)
-        return receive_fp16
-
-    def _share_with_group(self, out: torch.Tensor) -> None:
-        """A DP group's other ranks read the leader's result."""
+    def _share_with_group(self, result: torch.Tensor) -> None:
+        """A DP group's other ranks take the leader's result."""
         if self._stage is None:
             return
         stream = current_stream()
-        nbytes = out.nbytes
+        nbytes = result.nbytes
         if self._leader:
-            self._stage[:nbytes].copy_(out.view(torch.uint8).view(-1))
+            self._stage[:nbytes].copy_(result.view(torch.uint8).view(-1))
         _nvst.barrier_all_on_stream(stream)
         if not self._leader:
             leader = self.rank - self.rank % self.dp_size
-            _nvst.getmem_on_stream(out.data_ptr(), self._stage.data_ptr(), nbytes, leader, stream)
+            _nvst.getmem_on_stream(result.data_ptr(), self._stage.data_ptr(), nbytes, leader, stream)
         _nvst.barrier_all_on_stream(stream)  # read before the leader's next result
 
     # ---- teardown -------------------------------------------------------------------

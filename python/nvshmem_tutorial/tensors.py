@@ -47,14 +47,15 @@ def current_stream(device=None):
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def check_tensor(t, fn, name, dtypes=None, device=None):
+def check_tensor(t, fn, name, dtypes=None, device=None, contiguous=True):
     """Raises TypeError/ValueError naming `fn` and `name` unless t is a
-    contiguous CUDA tensor on this PE's GPU (`device`, default asked of the
-    runtime) of one of `dtypes`. The good case is one expression; only a bad
-    tensor goes through the checks that say what is wrong."""
+    CUDA tensor on this PE's GPU (`device`, default asked of the runtime)
+    of one of `dtypes`, contiguous unless `contiguous` is False. The good
+    case is one expression; only a bad tensor goes through the checks that
+    say what is wrong."""
     if device is None:
         device = _nvst.device()
-    if (isinstance(t, torch.Tensor) and t.get_device() == device and t.is_contiguous()
+    if (isinstance(t, torch.Tensor) and t.get_device() == device and (not contiguous or t.is_contiguous())
             and (dtypes is None or t.dtype in dtypes)):
         return
     if not isinstance(t, torch.Tensor):
@@ -63,7 +64,7 @@ def check_tensor(t, fn, name, dtypes=None, device=None):
         raise ValueError(f"nvshmem_tutorial.{fn}: {name} is on {t.device}; it must be a CUDA tensor")
     if t.device.index != device:
         raise ValueError(f"nvshmem_tutorial.{fn}: {name} is on {t.device}, but this PE's GPU is cuda:{device}")
-    if not t.is_contiguous():
+    if contiguous and not t.is_contiguous():
         raise ValueError(f"nvshmem_tutorial.{fn}: {name} is not contiguous (call .contiguous() first)")
     if dtypes is not None and t.dtype not in dtypes:
         good = ", ".join(str(d).replace("torch.", "") for d in dtypes)

@@ -44,6 +44,16 @@ ep::Phase phase_at(int p) {
 static_assert(static_cast<int>(ep::Phase::kBoth) == 0 && static_cast<int>(ep::Phase::kSend) == 1 &&
               static_cast<int>(ep::Phase::kReceive) == 2);
 
+// The combine's flags (Buffer.low_latency_combine): 1 use_logfmt, 2 fp16
+// rows (else bf16), 4 fp16 output, 8 float32 output (neither: bf16).
+ep::CombineType combine_out_of(int flags) {
+  if ((flags & ~15) != 0 || (flags & 12) == 12)
+    throw py::value_error("nvshmem_tutorial.ep: combine flags " + std::to_string(flags) +
+                          " are not 1 use_logfmt | 2 fp16 rows | one of 4 fp16, 8 float32 output");
+  if ((flags & 4) != 0) return ep::CombineType::kFP16;
+  return (flags & 8) != 0 ? ep::CombineType::kFP32 : ep::CombineType::kBF16;
+}
+
 }  // namespace
 
 void bind_ep(py::module_& m) {
@@ -215,7 +225,7 @@ void bind_ep(py::module_& m) {
           py::arg("x"), py::arg("topk_idx"), py::arg("num_tokens"), py::arg("hidden"), py::arg("num_topk"),
           py::arg("num_experts"), py::arg("flags"), py::arg("stream"), py::arg("phase"), py::arg("buffer_index"),
           py::arg("wait_recv_cost_stats"))
-      // flags: 1 use_logfmt.
+      // flags: 1 use_logfmt, 2 fp16 rows, 4 fp16 output, 8 float32 output.
       .def(
           "low_latency_combine",
           [](ep::Buffer& b, std::uintptr_t x, std::uintptr_t topk_idx, std::uintptr_t topk_weights, int num_tokens,
@@ -223,6 +233,8 @@ void bind_ep(py::module_& m) {
              std::uintptr_t stream, int phase, std::uintptr_t wait_recv_cost_stats, int flags) {
             ep::LowLatencyCombineInput in;
             in.use_logfmt = (flags & 1) != 0;
+            in.x_type = (flags & 2) != 0 ? ep::CombineType::kFP16 : ep::CombineType::kBF16;
+            in.out_type = combine_out_of(flags);
             in.wait_recv_cost_stats = as<std::int64_t>(wait_recv_cost_stats);
             in.x = as<const void>(x);
             in.topk_idx = as<const std::int64_t>(topk_idx);

@@ -686,6 +686,10 @@ void Buffer::low_latency_combine(const LowLatencyCombineInput& in, void* combine
   if (phase != Phase::kReceive) {
     NVST_REQUIRE(in.x, "nvst::ep::low_latency_combine: x is null");
     require_aligned(in.x, "x");
+    NVST_REQUIRE(in.x_type == CombineType::kBF16 || in.x_type == CombineType::kFP16,
+                 "nvst::ep::low_latency_combine: x_type must be bf16 or fp16 (the rows travel as they are)");
+    NVST_REQUIRE(!in.use_logfmt || in.x_type == CombineType::kBF16,
+                 "nvst::ep::low_latency_combine: use_logfmt encodes bf16 rows; these are fp16");
   }
   if (phase != Phase::kSend && in.num_tokens > 0) {
     NVST_REQUIRE(in.topk_idx && in.topk_weights && combined_x,

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "device/launch_order.cuh"
 #include "ep/kernels.hpp"
@@ -229,25 +230,42 @@ __device__ __forceinline__ void count_self(std::uint64_t* counters) {
               static_cast<unsigned long long>(gridDim.x));
 }
 
-// 8 bf16 values in a 16-byte vector as floats; summed into fp32
-// accumulators; and 8 accumulators rounded (once) back into a vector.
-__device__ __forceinline__ void bf16x8_to_float(const int4& q, float (&f)[8]) {
-  const auto* h = reinterpret_cast<const __nv_bfloat16*>(&q);
-#pragma unroll
-  for (int k = 0; k < 8; ++k) f[k] = __bfloat162float(h[k]);
+// 8 16-bit values (T: __nv_bfloat16 or __half) in a 16-byte vector as
+// floats; summed into fp32 accumulators; and 8 accumulators rounded (once,
+// to nearest) back into a vector.
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+template <typename T>
+__device__ __forceinline__ T round_to(float f);
+template <>
+__device__ __forceinline__ __nv_bfloat16 round_to<__nv_bfloat16>(float f) {
+  return __float2bfloat16(f);
 }
+template <>
+__device__ __forceinline__ __half round_to<__half>(float f) {
+  return __float2half_rn(f);
+}
+template <typename T>
+__device__ __forceinline__ void vec8_to_float(const int4& q, float (&f)[8]) {
+  const auto* h = reinterpret_cast<const T*>(&q);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) f[k] = to_float(h[k]);
+}
+template <typename T>
+__device__ __forceinline__ int4 round_vec8(const float (&acc)[8]) {
+  int4 o;
+  auto* oh = reinterpret_cast<T*>(&o);
+#pragma unroll
+  for (int k = 0; k < 8; ++k) oh[k] = round_to<T>(acc[k]);
+  return o;
+}
+__device__ __forceinline__ void bf16x8_to_float(const int4& q, float (&f)[8]) { vec8_to_float<__nv_bfloat16>(q, f); }
+__device__ __forceinline__ int4 round_bf16x8(const float (&acc)[8]) { return round_vec8<__nv_bfloat16>(acc); }
 __device__ __forceinline__ void add_bf16x8(float (&acc)[8], const int4& q) {
   float f[8];
   bf16x8_to_float(q, f);
 #pragma unroll
   for (int k = 0; k < 8; ++k) acc[k] += f[k];
-}
-__device__ __forceinline__ int4 round_bf16x8(const float (&acc)[8]) {
-  int4 o;
-  auto* oh = reinterpret_cast<__nv_bfloat16*>(&o);
-#pragma unroll
-  for (int k = 0; k < 8; ++k) oh[k] = __float2bfloat16(acc[k]);
-  return o;
 }
 
 // A warp copies one row of `bytes` (a multiple of 16, 16-byte aligned) from

@@ -168,8 +168,8 @@ struct LowLatencyArgs {
   std::uint64_t* dispatch_ready;  // symmetric [R]: PE p started its dispatch send
   std::uint64_t* dispatch_done;   // symmetric [R]
   // Combine receive region (symmetric), one buffer:
-  char* combine_x;                // [M][K] slots: a row as bf16 or LogFMT (logfmt.hpp)
-  std::uint64_t* combine_format;  // symmetric [R]: how PE p sent its rows (kCombineSentBf16 or kCombineSentLogfmt)
+  char* combine_x;                // [M][K] slots: a row as bf16, fp16 or LogFMT (logfmt.hpp)
+  std::uint64_t* combine_format;  // symmetric [R]: how PE p sent its rows (kCombineSent*, logfmt.hpp)
   std::uint64_t* combine_ready;   // symmetric [R]: PE p started its combine send
   std::uint64_t* combine_done;    // symmetric [R]
   LaunchCounters* dispatch_counters;

@@ -1,14 +1,14 @@
 // The low-latency combine's weighted sums (low_latency.cu): out[t] = sum over
 // k of w[t][k] * row[t][k] in fp32, k in order, one fused multiply-add each,
-// rounded once to bf16.
+// rounded once to the output's format (bf16 or fp16; float32 keeps it).
 //
 // A block takes a task, (token t, 512 channels-of-8 of its row), and a thread
 // two 16-byte vectors of it. What the token's slots need is loaded once per
 // task into shared memory by threads 0..K-1, all at once: the expert (so the
 // PE that sent the row), the weight, and, for a row of this PE's own
 // (self_direct), its row in x as the dispatch recorded it (own_row); the
-// first task's before the wait for the rows. The PEs' formats are loaded by
-// the block once. Then every slot's loads go out together, a batch of slots
+// first task's before the wait for the rows. The PEs' formats (bf16, fp16
+// or LogFMT rows) are loaded by the block once. Then every slot's loads go out together, a batch of slots
 // at a time: the row's bytes depend on no load but these (a warp a token
 // before followed three dependent loads a token and kept every lane's slots
 // in registers, which spilled).
@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
@@ -41,6 +42,7 @@ struct ReduceShared {
   int pe[32];           // slot k's expert's PE; -1: no expert
   float wt[32];
   unsigned long long sender_logfmt;      // bit p: PE p sent LogFMT rows
+  unsigned long long sender_fp16;        // bit p: PE p sent fp16 rows
   unsigned packed[32][kMaxLogfmtWords];  // LogFMT slot k: bit g % 32 of word g / 32 = group g compressed
 };
 
@@ -60,10 +62,11 @@ __device__ __forceinline__ std::size_t logfmt_group_at(const unsigned* packed, i
 }
 
 // The sums over the slots, kBatch slots' loads at a time. kLogfmt: some
-// slots (bits of `logfmt`) came as LogFMT.
-template <bool kLogfmt, int kBatch>
-__device__ __forceinline__ void sum_slots(const ReduceTask& c, const ReduceShared& sh, unsigned logfmt, int hidden,
-                                          float (&acc)[kReduceVecs][8]) {
+// slots (bits of `logfmt`) came as LogFMT; kFp16: some (bits of `fp16`) as
+// fp16. The others are bf16.
+template <bool kLogfmt, bool kFp16, int kBatch>
+__device__ __forceinline__ void sum_slots(const ReduceTask& c, const ReduceShared& sh, unsigned logfmt, unsigned fp16,
+                                          int hidden, float (&acc)[kReduceVecs][8]) {
   for (int k0 = 0; k0 < c.num_topk; k0 += kBatch) {
     int4 q[kReduceVecs][kBatch];
     float2 rr[kReduceVecs][kBatch];  // a LogFMT group's range; y < 0: sent as bf16
@@ -108,6 +111,8 @@ __device__ __forceinline__ void sum_slots(const ReduceTask& c, const ReduceShare
           logfmt_unpack8({w[0], w[1], w[2], w[3], w[4]}, codes);
 #pragma unroll
           for (int b = 0; b < 8; ++b) y[b] = logfmt_decode(codes[b], {rr[i][j].x, rr[i][j].y});
+        } else if (kFp16 && ((fp16 >> k) & 1u)) {
+          vec8_to_float<__half>(q[i][j], y);
         } else {
           bf16x8_to_float(q[i][j], y);
         }
@@ -118,16 +123,31 @@ __device__ __forceinline__ void sum_slots(const ReduceTask& c, const ReduceShare
   }
 }
 
+// Elements [at, at + 8) of a combine's output: the sums rounded once to
+// bf16 or fp16, or as they are (float32).
+__device__ __forceinline__ void store_sum8(void* out, std::size_t at, CombineType type, const float (&acc)[8]) {
+  if (type == CombineType::kFP32) {
+    auto* o = reinterpret_cast<float4*>(static_cast<float*>(out) + at);
+    o[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    o[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
+  } else {
+    *reinterpret_cast<int4*>(static_cast<char*>(out) + at * 2) =
+        type == CombineType::kFP16 ? round_vec8<__half>(acc) : round_bf16x8(acc);
+  }
+}
+
 // Every block of the grid (kReduceThreads threads): the tasks blockIdx.x,
 // + gridDim.x, ... With self_direct, a row of this PE's own expert is read
 // where it is, in in.x, at the row own_row names; every other row from its
-// combine slot, in the format its sender announced (combine_format).
+// combine slot, in the format its sender announced (combine_format); a row
+// read in x is in this call's in.x_type (this PE's own word may still be
+// the last call's: its own done signal was counted at the start).
 // `wait()` waits for the rows (every PE's send half); the first task's slot
 // facts, this PE's own inputs, are loaded before it, by the last warp (the
 // wait's polls are threads 0..n_pes-1).
 template <typename Wait>
-__device__ __forceinline__ void reduce_tokens(const LowLatencyArgs& a, const LowLatencyCombineInput& in,
-                                              __nv_bfloat16* out, bool self_direct, Wait&& wait) {
+__device__ __forceinline__ void reduce_tokens(const LowLatencyArgs& a, const LowLatencyCombineInput& in, void* out,
+                                              bool self_direct, Wait&& wait) {
   __shared__ ReduceShared sh;
   const dev::DeviceState& s = dev::state();
   const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
@@ -162,9 +182,13 @@ __device__ __forceinline__ void reduce_tokens(const LowLatencyArgs& a, const Low
   slot_facts(static_cast<int>(blockIdx.x));
   wait();
   if (warp < kMaxReducePes / 32) {  // the senders' formats (they wrote them before their rows' signals)
-    const bool lf = tid < s.n_pes && load_cg(a.combine_format + tid) == kCombineSentLogfmt;
-    const unsigned m = __ballot_sync(0xffffffffu, lf);
-    if (lane == 0) reinterpret_cast<unsigned*>(&sh.sender_logfmt)[warp] = m;
+    const std::uint64_t sent = tid < s.n_pes ? load_cg(a.combine_format + tid) : 0;
+    const unsigned lf = __ballot_sync(0xffffffffu, sent == kCombineSentLogfmt);
+    const unsigned h = __ballot_sync(0xffffffffu, sent == kCombineSentFp16);
+    if (lane == 0) {
+      reinterpret_cast<unsigned*>(&sh.sender_logfmt)[warp] = lf;
+      reinterpret_cast<unsigned*>(&sh.sender_fp16)[warp] = h;
+    }
   }
   for (int task = blockIdx.x; task < in.num_tokens * chunks; task += gridDim.x) {
     const int t = task / chunks;
@@ -172,12 +196,16 @@ __device__ __forceinline__ void reduce_tokens(const LowLatencyArgs& a, const Low
     const char* slots = a.combine_x + static_cast<std::size_t>(t) * K * slot_bytes;
     if (task != static_cast<int>(blockIdx.x)) slot_facts(task);
     __syncthreads();
-    // Which slots came as LogFMT: every warp works it out for itself.
-    unsigned logfmt = 0;
+    // Which slots came as LogFMT, and which as fp16: every warp works it
+    // out for itself.
+    unsigned logfmt = 0, fp16 = 0;
     {
       const int pe = lane < K ? sh.pe[lane] : -1;
-      const bool lf = pe >= 0 && !(self_direct && pe == s.my_pe) && ((sh.sender_logfmt >> pe) & 1ull);
+      const bool mine = self_direct && pe == s.my_pe;
+      const bool lf = pe >= 0 && !mine && ((sh.sender_logfmt >> pe) & 1ull);
+      const bool h = pe >= 0 && (mine ? in.x_type == CombineType::kFP16 : ((sh.sender_fp16 >> pe) & 1ull) != 0);
       logfmt = __ballot_sync(0xffffffffu, lf);
+      fp16 = __ballot_sync(0xffffffffu, h);
     }
     if (logfmt != 0) {
       // The compressed-group masks: a warp a (slot, word), four at a time.
@@ -209,14 +237,18 @@ __device__ __forceinline__ void reduce_tokens(const LowLatencyArgs& a, const Low
     // 4 slots a batch: 8 spilled (128 registers a thread, two blocks an SM).
     // 4 still keep 64 KB of loads in flight an SM, 8 MB over the GPU, twice
     // what its bandwidth needs (4 TB/s for about a microsecond).
-    if (logfmt == 0)
-      sum_slots<false, 4>(c, sh, 0, a.hidden, acc);
+    // bf16 rows only (the common case) without the fp16 test.
+    if (logfmt == 0 && fp16 == 0)
+      sum_slots<false, false, 4>(c, sh, 0, 0, a.hidden, acc);
+    else if (logfmt == 0)
+      sum_slots<false, true, 4>(c, sh, 0, fp16, a.hidden, acc);
     else
-      sum_slots<true, 4>(c, sh, logfmt, a.hidden, acc);
+      sum_slots<true, true, 4>(c, sh, logfmt, fp16, a.hidden, acc);
 #pragma unroll
     for (int i = 0; i < kReduceVecs; ++i) {
       const int v = c.v0 + i * kReduceThreads;
-      if (v < vecs) reinterpret_cast<int4*>(out + static_cast<std::size_t>(t) * a.hidden)[v] = round_bf16x8(acc[i]);
+      if (v < vecs)
+        store_sum8(out, static_cast<std::size_t>(t) * a.hidden + static_cast<std::size_t>(v) * 8, in.out_type, acc[i]);
     }
     __syncthreads();  // sh is rewritten by the next task
   }

@@ -44,6 +44,7 @@ constexpr std::size_t kLogfmtPackedBytes = 160;  // one compressed group: 128 x 
 constexpr std::size_t kLogfmtBf16Bytes = 256;    // one group as bf16
 constexpr std::uint64_t kCombineSentBf16 = 1;    // LowLatencyArgs::combine_format values
 constexpr std::uint64_t kCombineSentLogfmt = 2;
+constexpr std::uint64_t kCombineSentFp16 = 3;
 
 // Bytes of the ranges at the head of a combine slot, and of the slot: a
 // slot holds a row as bf16 (from byte 0) or as LogFMT (ranges, then groups).

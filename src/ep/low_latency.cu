@@ -20,18 +20,20 @@
 // this PE's own rows to drain first cost 2.6 us of a 9 us call at one PE.
 //
 // Combine send: each received row goes to its token's PE, into that PE's
-// combine buffer at [token][k]: as bf16, a warp a row, or, with use_logfmt,
+// combine buffer at [token][k]: as it is (bf16 or fp16), a warp a row, or, with use_logfmt,
 // as LogFMT-10 (logfmt.hpp: 10 bits a value where a group of 128 channels
 // is under 1 in magnitude), a block a row (encoding is compute-bound).
-// In a whole call with bf16 rows, a row for this PE's own token is not sent
-// at all: the receive half reads it in x, at the row own_row names (a copy
-// into the slot and a read back would triple what the sum reads; at one PE
-// the send half has nothing to do). Each PE first tells every PE which of
-// the two it sends (combine_format), so a receiver decodes each row as its
-// sender chose. Combine receive (ll_reduce.cuh): wait for every PE, then
-// out[t] = sum over k of w[t][k] * row[t][k] in fp32 (k in order, one fused
-// multiply-add each), rounded once to bf16. A whole bf16 call on one node is
-// one launch: the send half's blocks go on to the sums.
+// In a whole call with rows not LogFMT, a row for this PE's own token is
+// not sent at all: the receive half reads it in x, at the row own_row names
+// (a copy into the slot and a read back would triple what the sum reads; at
+// one PE the send half has nothing to do). Each PE first tells every PE
+// what it sends (combine_format: bf16, fp16 or LogFMT), so a receiver
+// decodes each row as its sender chose. Combine receive (ll_reduce.cuh):
+// wait for every PE, then out[t] = sum over k of w[t][k] * row[t][k] in
+// fp32 (k in order, one fused multiply-add each), rounded once to the
+// output's format (bf16 or fp16; float32 keeps the sum). A whole call on
+// one node with rows not LogFMT is one launch: the send half's blocks go on
+// to the sums.
 //
 // Every kernel here counts its launches with one atomic a block, at its
 // start (ll_launch.cuh), and on one node is launched early behind the
@@ -548,19 +550,19 @@ __device__ __forceinline__ void logfmt_send_rows(const LowLatencyArgs& a, const 
   }
 }
 
-// The combine's send half and, with `reduce` (a whole bf16 call on one node,
-// the call's one launch), its receive half after it. With `both`
-// (Phase::kBoth: the receive half follows on the stream, or in this
+// The combine's send half and, with `reduce` (a whole call on one node with
+// rows not LogFMT, the call's one launch), its receive half after it. With
+// `both` (Phase::kBoth: the receive half follows on the stream, or in this
 // kernel), this PE's own combine_done is counted at once (count_self);
-// with self_direct as well (bf16 rows), a row for this PE's own token is
-// not sent at all: the receive half reads it in x, at the row the dispatch
-// recorded in own_row (at one PE nothing is sent).
+// with self_direct as well (rows not LogFMT), a row for this PE's own token
+// is not sent at all: the receive half reads it in x, at the row the
+// dispatch recorded in own_row (at one PE nothing is sent).
 //
 // With `reduce`, every block waits for every PE's blocks before it sums
 // (reduce_tokens). That needs all of them running at once, as every kernel
 // here does (2 blocks an SM, each SM's share).
 __global__ void __launch_bounds__(kCombineSendThreads, 2)
-    combine(LowLatencyArgs a, LowLatencyCombineInput in, __nv_bfloat16* out, bool both, bool self_direct, bool reduce) {
+    combine(LowLatencyArgs a, LowLatencyCombineInput in, void* out, bool both, bool self_direct, bool reduce) {
   wait_previous_kernel();
   const dev::DeviceState& s = dev::state();
   const unsigned long long base = ll_enter_send_half(a.combine_counters, a.combine_ready);
@@ -571,7 +573,9 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2)
   // every block's combine_done arrived: block 0's release add in
   // signal_all_pes (node peers) or the last block's tell_far, after this
   // signal in the proxy's order (other nodes), comes after it.
-  const std::uint64_t format = in.use_logfmt ? kCombineSentLogfmt : kCombineSentBf16;
+  const std::uint64_t format = in.use_logfmt                     ? kCombineSentLogfmt
+                               : in.x_type == CombineType::kFP16 ? kCombineSentFp16
+                                                                 : kCombineSentBf16;
   if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < s.n_pes)
     dev::signal_op(a.combine_format + s.my_pe, format, dev::SignalOp::kSet, static_cast<int>(threadIdx.x));
   const int experts_per_pe = a.num_experts / s.n_pes;
@@ -621,7 +625,7 @@ __global__ void __launch_bounds__(kCombineSendThreads, 2)
 // The receive half as a kernel of its own (Phase::kReceive, LogFMT, or
 // across nodes). self_direct: as the send half's.
 __global__ void __launch_bounds__(kReduceThreads, 2)
-    ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in, __nv_bfloat16* out, bool self_direct) {
+    ll_reduce_results(LowLatencyArgs a, LowLatencyCombineInput in, void* out, bool self_direct) {
   wait_previous_kernel();
   const unsigned long long target = ll_launch_end_count(a.combine_counters);
   reduce_tokens(a, in, out, self_direct,
@@ -658,19 +662,19 @@ void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in
   const int sms = device_sm_count();
   const bool one_node = a.far_x == nullptr;  // launched early, as the dispatch's kernels
   const bool both = phase == Phase::kBoth, self_direct = both && !in.use_logfmt;
-  // A whole bf16 call on one node is one launch. LogFMT rows of this PE's
-  // own tokens go through its slots (their sums are LogFMT's), which its
-  // own blocks would have to wait for: a kernel of its own then.
+  // A whole call on one node with rows not LogFMT is one launch. LogFMT
+  // rows of this PE's own tokens go through its slots (their sums are
+  // LogFMT's), which its own blocks would have to wait for: a kernel of its
+  // own then.
   const bool fused = self_direct && one_node;
-  auto* out = static_cast<__nv_bfloat16*>(combined_x);
   if (phase != Phase::kReceive)
-    nvst::detail::launch_early(one_node, low_latency::combine, 2 * sms, kCombineSendThreads, stream, a, in, out, both,
-                               self_direct, fused);
+    nvst::detail::launch_early(one_node, low_latency::combine, 2 * sms, kCombineSendThreads, stream, a, in, combined_x,
+                               both, self_direct, fused);
   if (phase != Phase::kSend && !fused) {
     const int chunks = (in.hidden / 8 + low_latency::kReduceTaskVecs - 1) / low_latency::kReduceTaskVecs;
     const int blocks = std::max(1, std::min(2 * sms, in.num_tokens * chunks));
     nvst::detail::launch_early(one_node, low_latency::ll_reduce_results, blocks, low_latency::kReduceThreads, stream, a,
-                               in, out, self_direct);
+                               in, combined_x, self_direct);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -45,6 +46,12 @@ inline float bf16_value(std::uint16_t b) {
   __nv_bfloat16_raw r;
   r.x = b;
   return __bfloat162float(__nv_bfloat16(r));
+}
+inline std::uint16_t fp16_bits(float f) { return static_cast<__half_raw>(__float2half_rn(f)).x; }
+inline float fp16_value(std::uint16_t b) {
+  __half_raw r;
+  r.x = b;
+  return __half2float(__half(r));
 }
 
 inline PeInput make_pe_input(RouteKind kind, int pe, int num_tokens, int hidden, int num_topk, int num_experts,
@@ -136,20 +143,26 @@ float normal_combine_expected(const PeInput& in, int t, int v, int hidden, int n
   return acc;
 }
 
-// The low-latency combine of token t, channel v on its own PE, as bf16 bits:
-// sum over k (in order, -1 slots skipped) of w[t][k] * y, one fused
-// multiply-add each, where y = expert_out(x bits, global expert) is what the
-// expert made of the token's value.
-template <typename ExpertOut>
-std::uint16_t ll_combine_expected(const PeInput& in, int t, int v, int hidden, int num_topk, ExpertOut expert_out) {
+// The low-latency combine of token t, channel v on its own PE, in fp32
+// before rounding: sum over k (in order, -1 slots skipped) of w[t][k] * y,
+// one fused multiply-add each, where y = expert_value(x bits, global
+// expert) is what the expert made of the token's value.
+template <typename ExpertValue>
+float ll_combine_sum(const PeInput& in, int t, int v, int hidden, int num_topk, ExpertValue expert_value) {
   float acc = 0;
   for (int k = 0; k < num_topk; ++k) {
     const std::size_t tk = static_cast<std::size_t>(t) * num_topk + k;
     if (in.topk[tk] < 0) continue;
-    const float y = bf16_value(expert_out(in.x[static_cast<std::size_t>(t) * hidden + v], in.topk[tk]));
-    acc = std::fmaf(in.weights[tk], y, acc);
+    acc = std::fmaf(in.weights[tk], expert_value(in.x[static_cast<std::size_t>(t) * hidden + v], in.topk[tk]), acc);
   }
-  return bf16_bits(acc);
+  return acc;
+}
+
+// The same with bf16 rows (expert_out gives bf16 bits), as bf16 bits.
+template <typename ExpertOut>
+std::uint16_t ll_combine_expected(const PeInput& in, int t, int v, int hidden, int num_topk, ExpertOut expert_out) {
+  return bf16_bits(ll_combine_sum(in, t, v, hidden, num_topk,
+                                  [&](std::uint16_t x, std::int64_t e) { return bf16_value(expert_out(x, e)); }));
 }
 
 }  // namespace nvst::test

@@ -8,8 +8,10 @@
 //    bit for bit, and the top-k weights summed back;
 //  - low-latency dispatch (bf16 exact, fp8 within e4m3 rounding) and combine
 //    (weighted, bit for bit), with the send/receive halves split, and under a
-//    CUDA graph replayed with new inputs; the LogFMT combine within its
-//    error bound (bf16 groups bit for bit), on every PE or on some only;
+//    CUDA graph replayed with new inputs; fp16 rows combined again on the
+//    same dispatch, to fp16 and to float32, bit for bit; the LogFMT combine
+//    within its error bound (bf16 groups bit for bit), on every PE or on
+//    some only;
 //  - bad input refused with a message on every PE (no hang);
 //  - --stress N: N iterations of random routing (default 10^4), and
 //    --ll-stress N of the low-latency path (default 1000).
@@ -384,6 +386,7 @@ struct LlOptions {
   bool ue8m0 = false;       // packed exponent scales (needs round_scale)
   bool wait_stats = false;  // pass wait_recv_cost_stats to both halves and check them
   Logfmt logfmt = Logfmt::kNone;
+  bool fp16_combines = false;  // combine the dispatch twice more, of fp16 rows (check_fp16_combines)
 };
 
 // The "expert" of the LogFMT cases, for channel v of global expert g:
@@ -466,6 +469,57 @@ void check_logfmt_combine(Errors& err, const PeInput& mine, int T, int H, int K,
                                           std::to_string(compressed) + " outputs differ from the CPU's LogFMT");
 }
 
+// The expert's row in the fp16 combines: the bf16 row's value scaled by
+// 1 + 2^-10, so that it holds bits bf16 lacks.
+std::uint16_t fp16_expert(std::uint16_t x, std::int64_t g) {
+  return fp16_bits(bf16_value(expert_transform(x, static_cast<int>(g % 7))) * (1.0f + 1.0f / 1024));
+}
+
+// Two more combines of one dispatch, of fp16 rows (y16): to fp16 (the fp32
+// sum rounded once) and to float32 (the sum itself), each bit for bit
+// against ll_combine_sum.
+void check_fp16_combines(Errors& err, nvst::ep::Buffer& buf, const PeInput& mine, const std::vector<std::uint16_t>& y16,
+                         const std::int64_t* d_topk, const float* d_w, Shape sh, int buffer_index, bool split,
+                         cudaStream_t s) {
+  using nvst::ep::CombineType;
+  using nvst::ep::Phase;
+  const std::size_t n = static_cast<std::size_t>(mine.num_tokens) * sh.H;
+  auto* d_y = upload(y16);
+  auto* d_out = upload(std::vector<float>(n, NAN));
+  auto value = [](std::uint16_t x, std::int64_t e) { return fp16_value(fp16_expert(x, e)); };
+  std::vector<float> sum(n);
+  for (int t = 0; t < mine.num_tokens; ++t)
+    for (int v = 0; v < sh.H; ++v)
+      sum[static_cast<std::size_t>(t) * sh.H + v] = ll_combine_sum(mine, t, v, sh.H, sh.K, value);
+  for (const CombineType out_type : {CombineType::kFP16, CombineType::kFP32}) {
+    nvst::ep::LowLatencyCombineInput cin{d_y, d_topk, d_w, mine.num_tokens, sh.H, sh.K, sh.E, buffer_index};
+    cin.x_type = CombineType::kFP16;
+    cin.out_type = out_type;
+    buf.low_latency_combine(cin, d_out, s, split ? Phase::kSend : Phase::kBoth);
+    if (split) buf.low_latency_combine(cin, d_out, s, Phase::kReceive);
+    NVST_CHECK_CUDA(cudaStreamSynchronize(s));
+    const bool f32 = out_type == CombineType::kFP32;
+    const auto got = download(reinterpret_cast<const std::uint8_t*>(d_out), n * (f32 ? 4 : 2));
+    long long wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (f32) {
+        float g;
+        std::memcpy(&g, &got[i * 4], 4);
+        wrong += !(g == sum[i]);
+      } else {
+        std::uint16_t g;
+        std::memcpy(&g, &got[i * 2], 2);
+        wrong += g != fp16_bits(sum[i]);
+      }
+    }
+    err.add(wrong > 0, std::string("ll combine of fp16 rows to ") + (f32 ? "float32: " : "fp16: ") +
+                           std::to_string(wrong) + " of " + std::to_string(n) + " values differ from the fp32 sum" +
+                           (f32 ? "" : " rounded once"));
+  }
+  NVST_CHECK_CUDA(cudaFree(d_y));
+  NVST_CHECK_CUDA(cudaFree(d_out));
+}
+
 // Low-latency dispatch, checked row by row (slots are claimed in any order,
 // so rows are matched by their (PE, token, k)), then combine.
 Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool split, std::uint64_t seed,
@@ -520,7 +574,7 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
     std::memcpy(&f, &sc[at], 4);
     return f;
   };
-  std::vector<std::uint16_t> y(el * rows_pe * sh.H, 0);
+  std::vector<std::uint16_t> y(el * rows_pe * sh.H, 0), y16(y.size(), 0);
   for (int e = 0; e < el; ++e) {
     const int g = me * el + e;
     std::set<std::tuple<int, int, int>> want, seen;
@@ -556,6 +610,7 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
           std::memcpy(&got, &x[row * row_bytes + v * 2], 2);
           err.add(got != xb, at + ": x");
           y[row * sh.H + v] = opt.logfmt != Logfmt::kNone ? logfmt_expert(xb, g, v) : expert_transform(xb, g % 7);
+          y16[row * sh.H + v] = fp16_expert(xb, g);
         }
       }
     }
@@ -600,6 +655,7 @@ Errors ll_case(nvst::ep::Buffer& buf, RouteKind kind, Shape sh, bool fp8, bool s
       }
     NVST_CHECK_CUDA(cudaFree(d_y));
     NVST_CHECK_CUDA(cudaFree(d_out));
+    if (opt.fp16_combines) check_fp16_combines(err, buf, mine, y16, d_topk, d_w, sh, out.buffer_index, split, s);
   }
   if (d_wait) {  // every source PE's wait was counted (each wait takes at least a load's cycles)
     const auto wait = download(d_wait, 2 * R);
@@ -777,8 +833,8 @@ int run_pe() {
   for (RouteKind kind : {RouteKind::kRandom, RouteKind::kMasked, RouteKind::kOneExpert, RouteKind::kEmptyPe})
     for (bool fp8 : {false, true})
       for (bool split : {false, true})
-        report(ll_case(buf, kind, ll, fp8, split, g_seed * 100 + ++salt, s),
-               std::string("low latency ") + (fp8 ? "fp8" : "bf16") + ", " + route_name(kind) +
+        report(ll_case(buf, kind, ll, fp8, split, g_seed * 100 + ++salt, s, {.fp16_combines = true}),
+               std::string("low latency ") + (fp8 ? "fp8" : "bf16 (and fp16 combines)") + ", " + route_name(kind) +
                    (split ? ", send/receive split" : ""));
   report(ll_case(buf, RouteKind::kRandom, ll, true, true, g_seed * 100 + ++salt, s, {.round_scale = true}),
          "low latency fp8, round_scale (power-of-two scales), send/receive split");
@@ -842,6 +898,17 @@ int run_pe() {
     });
     check(m.find("round_scale") != std::string::npos,
           "low latency: use_ue8m0 without round_scale refused: " + m.substr(0, 90));
+    for (const bool logfmt : {true, false}) {  // LogFMT encodes bf16 rows; rows are 16-bit
+      m = error_of([&] {
+        nvst::ep::LowLatencyCombineInput cin{d_x, d_topk, nullptr, 0, ll.H, ll.K, ll.E, 0};
+        cin.use_logfmt = logfmt;
+        cin.x_type = logfmt ? nvst::ep::CombineType::kFP16 : nvst::ep::CombineType::kFP32;
+        buf.low_latency_combine(cin, nullptr, s);
+      });
+      check(m.find(logfmt ? "use_logfmt" : "x_type") != std::string::npos,
+            std::string("low latency: combine of ") + (logfmt ? "fp16 rows as LogFMT" : "float32 rows") +
+                " refused: " + m.substr(0, 90));
+    }
     m = error_of([&] {
       nvst::ep::DispatchHandle h;
       nvst::ep::DispatchInput in{reinterpret_cast<char*>(d_x) + 2, nullptr, d_topk, nullptr, 8, ll.H, ll.K, ll.E};

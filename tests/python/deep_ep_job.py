@@ -116,12 +116,23 @@ def _():
     assert recv_idx is None and recv_w is None
     gbl = torch.stack(gather(per_expert)).sum(0)
     assert counts == gbl.view(WORLD, -1)[RANK].tolist(), (counts, gbl)
-    back = (recv[0].float().view(-1, H // 128, 128) * recv[1].unsqueeze(-1)).view(-1, H)
-    parts = []
-    for a, s, m in zip(gather(x8.view(torch.uint8)), gather(scales), gather(in_rank[:, RANK].contiguous())):
-        a = a.view(torch.float8_e4m3fn).float().view(-1, H // 128, 128) * s.unsqueeze(-1)
-        parts.append(a.view(-1, H)[m])
-    assert torch.equal(back, torch.cat(parts)), "fp8 rows or their scales differ"
+    # Rows arrive source by source, each source's in token order: exactly
+    # its tokens bound here (column RANK of its is_token_in_rank).
+    want_x, want_s = [], []
+    for a, s, m in zip(gather(x8.view(torch.uint8)), gather(scales), gather(in_rank)):
+        want_x.append(a[m[:, RANK]])
+        want_s.append(s[m[:, RANK]])
+    want_x, want_s = torch.cat(want_x), torch.cat(want_s)
+    assert recv[0].shape == (want_x.shape[0], H) and recv[1].shape == want_s.shape, \
+        f"{recv[0].shape[0]} rows received, {want_x.shape[0]} sent here"
+    assert torch.equal(recv[0].view(torch.uint8), want_x), "fp8 rows differ"
+    assert recv[1].is_contiguous() and torch.equal(recv[1], want_s), "scales differ"
+    # Cached, on the handle: the same fp8 rows and scales, the scales given
+    # column-major again, after a captured event and finishing async.
+    (c8, cs), _, _, _, _, ev = buf.dispatch((x8, col_major), handle=handle, previous_event=buf.capture(),
+                                            async_finish=True)
+    ev.current_stream_wait()
+    assert torch.equal(c8.view(torch.uint8), want_x) and torch.equal(cs, want_s), "cached fp8 dispatch differs"
     cached, _, _, _, _, _ = buf.dispatch(x, handle=handle)
     combined, _, _ = buf.combine(cached, handle)
     torch.testing.assert_close(combined.float(), x.float() * in_rank.sum(1, keepdim=True).float(), rtol=1e-2,

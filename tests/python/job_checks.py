@@ -1,5 +1,6 @@
 """What the torchrun jobs of this folder share (torch_job.py,
-nvshmem4py_job.py): joining torch.distributed, and named checks that print
+nvshmem4py_job.py, pplx_job.py, ...): joining torch.distributed, a check of
+once-rounded sums (also used by the CPU tests), and named checks that print
 PASS or FAIL (with the traceback) per rank, count the failures, and end
 with a barrier so the ranks move to the next check together. With
 NVST_TEST_RESULTS=FILE each rank also appends one JSON line per check to
@@ -63,6 +64,23 @@ class Checks:
         """Prints the rank's verdict; returns the failure count (the exit status)."""
         print(f"[rank {self.rank}] DONE {len(self.failures)} failure(s)", flush=True)
         return len(self.failures)
+
+
+def assert_rounded_once(got, exact, dtype, what):
+    """got (any float dtype) against exact (float64, same shape): each value
+    within one unit in the last place of `dtype` of the exact one, as an fp32
+    sum rounded once to dtype is (half a unit, plus the fp32 sum's own
+    error). A NaN anywhere fails."""
+    fi = torch.finfo(dtype)
+    exact = exact.to(torch.float64)
+    tol = fi.eps * exact.abs().clamp(min=fi.smallest_normal)
+    err = (got.to(torch.float64) - exact).abs()
+    bad = ~(err <= tol)
+    if bool(bad.any()):
+        i = int(bad.flatten().nonzero()[0])
+        raise AssertionError(f"{what}: {int(bad.sum())} of {bad.numel()} values are more than one {dtype} unit in "
+                             f"the last place from the exact sum; first at flat index {i}: "
+                             f"{float(got.flatten()[i])} vs {float(exact.flatten()[i])}")
 
 
 def start_job():

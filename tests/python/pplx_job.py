@@ -9,15 +9,19 @@ Every rank builds every DP group's tokens from one seed (as pplx's test
 does), dispatches its group's, and checks: each local expert's token
 count, the set of rows (and fp8 scales) it received against the tokens
 routed to it, and after a pretend expert (x 1.5) the combined rows against
-a reference summed in the output dtype. in_dtype x out_dtype as pplx's
-(bf16, fp8 e4m3, fp16 x fp16, bf16); the send/recv halves split
-(do_send / do_recv) in one case per shape; bad arguments refused.
+the exact weighted sum: within one unit in the last place of the output
+dtype, as pplx's fp32 sum rounded once is. in_dtype x out_dtype as pplx's
+(bf16, fp8 e4m3, fp16 x fp16, bf16) with expert_y in the output dtype,
+and pplx's other pairings (expert_y float32, or the other 16-bit type);
+the send/recv halves split (do_send / do_recv), bound_m below dp_x's rows
+(junk rows never sent, out_tokens' rows there left alone) and
+column-major scales, each in some of the cases; bad arguments refused.
 """
 import dataclasses
 import sys
 
 import torch
-from job_checks import start_job
+from job_checks import assert_rounded_once, start_job
 from nvshmem_tutorial.pplx import AllToAll
 
 RANK, WORLD, DEV, CHECKS = start_job()
@@ -60,7 +64,11 @@ def rows_of(t):
     return {bytes(r.numpy().tobytes()) for r in raw}
 
 
-def run(moe, dp_size, internode, split):
+def run(moe, dp_size, internode, split, y_dtype, padded, col_scales):
+    """One case. y_dtype: expert_y's dtype (pplx's test: out_dtype). padded:
+    dp_x and indices have max_num_tokens rows, bound_m fewer (the rest is
+    junk, never sent, and out_tokens' rows there are left alone).
+    col_scales: the fp8 scales' tensors are column-major views."""
     num_dp = WORLD // dp_size
     dp_rank = RANK // dp_size
     E_local = moe.num_experts // WORLD
@@ -73,21 +81,37 @@ def run(moe, dp_size, internode, split):
     rng = torch.Generator().manual_seed(123)
     data = [RankData(moe, rng) for _ in range(num_dp)]
     mine = data[dp_rank]
+    n = mine.num_tokens
     sent_to = [[] for _ in range(moe.num_experts)]  # (group, token) per expert
     for g, d in enumerate(data):
         for t in range(d.num_tokens):
             for e in d.indices[t].tolist():
                 sent_to[e].append((g, t))
 
+    x, x_scale, indices, weights = mine.x, mine.x_scale, mine.indices, mine.weights
+    if padded:  # junk rows past bound_m: tokens to experts like any other's, never to be sent
+        junk = RankData(dataclasses.replace(moe, max_num_tokens=moe.max_num_tokens + 1), rng)
+        pad = moe.max_num_tokens - n
+        x = torch.cat([x, junk.x[:1].expand(pad, -1)])
+        indices = torch.cat([indices, junk.indices[:1].expand(pad, -1)])
+        weights = torch.cat([weights, junk.weights[:1].expand(pad, -1)])
+        if x_scale is not None:
+            x_scale = torch.cat([x_scale, junk.x_scale[:1].expand(pad, -1)])
     counts = torch.full((E_local,), -7, dtype=torch.int32, device=DEV)
-    expert_x = torch.empty((E_local, moe.max_num_tokens * num_dp, moe.hidden_dim), dtype=moe.in_dtype, device=DEV)
-    expert_scale = None
+    cap = moe.max_num_tokens * num_dp
+    expert_x = torch.empty((E_local, cap, moe.hidden_dim), dtype=moe.in_dtype, device=DEV)
+    expert_scale = dp_x_scale = None
     if scale_bytes:
-        expert_scale = torch.empty((E_local, expert_x.size(1), scale_bytes // 4), dtype=torch.float32, device=DEV)
-    bound_m = torch.tensor([mine.num_tokens], dtype=torch.uint32, device=DEV)
+        dp_x_scale = x_scale.to(DEV)
+        if col_scales:  # strided views: tokens innermost (pplx reads any strides)
+            expert_scale = torch.empty((E_local, scale_bytes // 4, cap), dtype=torch.float32, device=DEV)
+            expert_scale = expert_scale.transpose(1, 2)
+            dp_x_scale = dp_x_scale.T.contiguous().T
+        else:
+            expert_scale = torch.empty((E_local, cap, scale_bytes // 4), dtype=torch.float32, device=DEV)
+    bound_m = torch.tensor([n], dtype=torch.uint32, device=DEV)
     args = dict(out_expert_num_tokens=counts, out_expert_x=expert_x, out_expert_x_scale=expert_scale,
-                dp_x=mine.x.to(DEV), dp_x_scale=mine.x_scale.to(DEV) if mine.x_scale is not None else None,
-                indices=mine.indices.to(DEV).to(torch.uint32), bound_m=bound_m)
+                dp_x=x.to(DEV), dp_x_scale=dp_x_scale, indices=indices.to(DEV).to(torch.uint32), bound_m=bound_m)
     if split:
         ata.dispatch(**args, do_send=True, do_recv=False)
         torch.cuda._sleep(1000)  # other work between the halves
@@ -97,18 +121,18 @@ def run(moe, dp_size, internode, split):
     torch.cuda.synchronize()
     for i in range(E_local):
         e = RANK * E_local + i
-        n = int(counts[i].item())
-        assert n == len(sent_to[e]), f"expert {e}: {n} tokens, {len(sent_to[e])} routed to it"
-        want = torch.stack([data[g].x[t] for g, t in sent_to[e]]) if n else mine.x[:0]
-        assert rows_of(expert_x[i, :n]) == rows_of(want), f"expert {e}: the rows received differ from those sent"
+        got = int(counts[i].item())
+        assert got == len(sent_to[e]), f"expert {e}: {got} tokens, {len(sent_to[e])} routed to it"
+        want = torch.stack([data[g].x[t] for g, t in sent_to[e]]) if got else mine.x[:0]
+        assert rows_of(expert_x[i, :got]) == rows_of(want), f"expert {e}: the rows received differ from those sent"
         if scale_bytes:
-            want_s = torch.stack([data[g].x_scale[t] for g, t in sent_to[e]]) if n else mine.x_scale[:0]
-            assert rows_of(expert_scale[i, :n]) == rows_of(want_s), f"expert {e}: the scales differ"
+            want_s = torch.stack([data[g].x_scale[t] for g, t in sent_to[e]]) if got else mine.x_scale[:0]
+            assert rows_of(expert_scale[i, :got]) == rows_of(want_s), f"expert {e}: the scales differ"
 
     val = 1.5
-    expert_y = expert_x.to(moe.out_dtype) * val
+    expert_y = expert_x.to(y_dtype) * val
     y = torch.full((moe.max_num_tokens, moe.hidden_dim), float("nan"), dtype=moe.out_dtype, device=DEV)
-    cargs = dict(out_tokens=y, indices=mine.indices.to(DEV).to(torch.uint32), weights=mine.weights.to(DEV),
+    cargs = dict(out_tokens=y, indices=indices.to(DEV).to(torch.uint32), weights=weights.to(DEV),
                  expert_y=expert_y, bound_m=bound_m)
     if split:
         ata.combine(**cargs, do_send=True, do_recv=False)
@@ -117,29 +141,41 @@ def run(moe, dp_size, internode, split):
         ata.combine(**cargs)
     torch.cuda.synchronize()
     ata.destroy()
-    ref = torch.zeros(mine.num_tokens, moe.hidden_dim, dtype=y.dtype, device=DEV)
-    for t in range(mine.num_tokens):
-        for k in range(moe.experts_per_token):
-            ref[t] += mine.x[t].to(DEV).to(y.dtype) * val * float(mine.weights[t, k])
-    torch.testing.assert_close(y[:mine.num_tokens], ref)
+    # pplx's kernels sum in fp32 and round once to out_tokens' dtype; the
+    # reference is that sum, exact (float64), of the same expert_y values.
+    # (pplx's own test sums in the output dtype: at top-4 that strays past
+    # assert_close's fp16 tolerance from the once-rounded sum it checks.)
+    rows = (mine.x.to(y_dtype) * val).double()  # each token's expert_y row, as every expert made it
+    exact = (mine.weights.double().unsqueeze(2) * rows.unsqueeze(1)).sum(1)
+    assert_rounded_once(y[:n].cpu(), exact, moe.out_dtype, "combined rows")
+    assert bool(y[n:].isnan().all()), "combine wrote rows at or past bound_m"
 
 
-CASES = []
+CASES = []  # pplx's: in_dtype x out_dtype, expert_y in the output dtype
 for dp_size in [d for d in (1, 2) if WORLD % d == 0 and WORLD // d >= 2]:
     for moe in (SMALL, MEDIUM):
         if moe.num_experts % WORLD:
             continue
         for in_dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float16):
             for out_dtype in (torch.float16, torch.bfloat16):
-                CASES.append((dataclasses.replace(moe, in_dtype=in_dtype, out_dtype=out_dtype), dp_size))
+                CASES.append((dataclasses.replace(moe, in_dtype=in_dtype, out_dtype=out_dtype), dp_size, out_dtype))
+# pplx's other pairings: expert_y float32, or the other 16-bit type (in, expert_y, out)
+MIXED = [(torch.bfloat16, torch.float32, torch.float16), (torch.float16, torch.bfloat16, torch.float16),
+         (torch.bfloat16, torch.float16, torch.bfloat16), (torch.float8_e4m3fn, torch.float32, torch.bfloat16)]
+for in_dtype, y_dtype, out_dtype in MIXED:
+    CASES.append((dataclasses.replace(MEDIUM, in_dtype=in_dtype, out_dtype=out_dtype), 1, y_dtype))
 
-for i, (moe, dp_size) in enumerate(CASES):
+for i, (moe, dp_size, y_dtype) in enumerate(CASES):
     internode = i % 2 == 1
     split = i % 3 == 0
+    padded = i % 4 == 2
+    col_scales = moe.in_dtype.itemsize == 1 and i % 4 == 3
     name = (f"pplx all-to-all: {moe.num_experts} experts top-{moe.experts_per_token} hidden {moe.hidden_dim}, "
-            f"{str(moe.in_dtype)[6:]} -> {str(moe.out_dtype)[6:]}, dp_size {dp_size}"
-            f"{', internode()' if internode else ''}{', send/recv split' if split else ''}")
-    CHECKS(name)(lambda moe=moe, dp_size=dp_size, internode=internode, split=split: run(moe, dp_size, internode, split))
+            f"{str(moe.in_dtype)[6:]} -> {str(y_dtype)[6:]} -> {str(moe.out_dtype)[6:]}, dp_size {dp_size}"
+            f"{', internode()' if internode else ''}{', send/recv split' if split else ''}"
+            f"{', bound_m below the rows' if padded else ''}{', column-major scales' if col_scales else ''}")
+    CHECKS(name)(lambda moe=moe, dp_size=dp_size, internode=internode, split=split, y_dtype=y_dtype, padded=padded,
+                 col_scales=col_scales: run(moe, dp_size, internode, split, y_dtype, padded, col_scales))
 
 
 @CHECKS("pplx all-to-all: bad arguments refused by name")

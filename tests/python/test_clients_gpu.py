@@ -4,48 +4,20 @@ tests/test_intranode_allgather.py) and its tma_copy, DeepEP's Buffer
 (deep_ep_job.py) and pplx's AllToAll (pplx_job.py). Jobs of more ranks
 than GPUs share them (NVST_TEST_SHARE_GPUS=1, gloo). Skips without PyTorch
 or a GPU (CI has neither)."""
-import os
-import subprocess
-import sys
 
 import pytest
+from launcher import HERE, ROOT, require_gpus, torchrun
 
 torch = pytest.importorskip("torch")
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def gpus():
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def torchrun(script, nproc, done, timeout=900, env_drop=()):
-    if gpus() < 1:
-        pytest.skip("needs a GPU")
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1",
-               NVST_DEVICE_TIMEOUT_S=os.environ.get("NVST_DEVICE_TIMEOUT_S", "60"),
-               PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
-    if gpus() < nproc:
-        env["NVST_TEST_SHARE_GPUS"] = "1"
-    for name in env_drop:
-        env.pop(name, None)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", script]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    print(r.stdout[-30000:])
-    print(r.stderr[-8000:], file=sys.stderr)
-    assert r.returncode == 0, f"torchrun exited with {r.returncode}"
-    assert "FAIL" not in r.stdout
-    assert r.stdout.count(done) >= 1, f"{done!r} not printed"
-    return r.stdout
 
 
 def test_seed_intranode_nvshmem():
-    out = torchrun(os.path.join(ROOT, "tests", "test_intranode_nvshmem.py"), 2, "DONE: put/get")
+    out = torchrun(ROOT / "tests" / "test_intranode_nvshmem.py", 2).require("DONE: put/get").stdout
     assert out.count("PASS") == 8, out  # put/get, blocking and async, two sizes
 
 
 def test_seed_intranode_allgather():
-    out = torchrun(os.path.join(ROOT, "tests", "test_intranode_allgather.py"), 2, "DONE: all-gather")
+    out = torchrun(ROOT / "tests" / "test_intranode_allgather.py", 2).require("DONE: all-gather").stdout
     assert out.count("PASS") == 6  # three checks on each of two ranks
 
 
@@ -53,7 +25,8 @@ def test_seed_tma_copy():
     """The seed's checks (uint8 1024 x 1024, float32 512 x 512) plus odd
     sizes and unaligned starts: equal mod 16 (a byte head and tail around
     the bulk copies) and different mod 16 (byte by byte)."""
-    if gpus() < 1 or torch.cuda.get_device_capability()[0] < 9:
+    require_gpus(1)
+    if torch.cuda.get_device_capability()[0] < 9:
         pytest.skip("needs a Hopper GPU")
     import nvshmem_tutorial as nt
     for shape, dtype in (((1024, 1024), torch.uint8), ((512, 512), torch.float32), ((3, 5, 7), torch.float16)):
@@ -75,12 +48,12 @@ def test_seed_tma_copy():
 
 
 def test_deep_ep_buffer():
-    torchrun(os.path.join(HERE, "deep_ep_job.py"), 2, "DONE 0 failure(s)", env_drop=("NVST_SYMMETRIC_SIZE",))
+    torchrun(HERE / "deep_ep_job.py", 2, env_drop=("NVST_SYMMETRIC_SIZE",)).require("DONE 0 failure(s)", count=2)
 
 
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_pplx_all_to_all(nproc):
-    torchrun(os.path.join(HERE, "pplx_job.py"), nproc, "DONE 0 failure(s)")
+    torchrun(HERE / "pplx_job.py", nproc).require("DONE 0 failure(s)", count=nproc)
 
 
 def test_pplx_on_nvshmem4py():
@@ -90,5 +63,5 @@ def test_pplx_on_nvshmem4py():
     import nvshmem_tutorial as nt
     if not nt.nvshmem_backend_built():
         pytest.skip("built without NVSHMEM")
-    out = torchrun(os.path.join(ROOT, "examples", "pplx_on_nvshmem4py.py"), 2, "PASS")
+    out = torchrun(ROOT / "examples" / "pplx_on_nvshmem4py.py", 2).require("PASS").stdout
     assert out.count("PASS") == 2

@@ -15,21 +15,16 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Callable
 
 import pytest
+from launcher import HERE, ROOT, Job, require_gpus, torchrun
 
-HERE = Path(__file__).resolve().parent
 JOB = HERE / "torch_job.py"
-EXAMPLES = HERE.parent.parent / "examples"
+EXAMPLES = ROOT / "examples"
 WORLD_SIZES = [1, 2, 4]
-# NVLink multicast stays off (shared GPU hosts; see README).
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 def check_names() -> list[str]:
@@ -50,18 +45,11 @@ def slug(name: str) -> str:
     return "_".join(words[:5])
 
 
-def visible_gpus() -> int:
-    torch = pytest.importorskip("torch")
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 class JobResult:
-    """One job's outcome: each rank's records by check name, and its log."""
+    """One job's outcome: each rank's records by check name, and the job."""
 
-    def __init__(self, world: int, returncode: int, log: str, records: list[dict[str, dict[str, str]]]):
-        self.world = world
-        self.returncode = returncode
-        self.log = log
+    def __init__(self, job: Job, records: list[dict[str, dict[str, str]]]):
+        self.job = job
         self.records = records
 
     def require(self, name: str) -> None:
@@ -72,11 +60,11 @@ class JobResult:
         bad = []
         for rank, o in enumerate(outcomes):
             if o is None:
-                bad.append(f"rank {rank}: no result (the job exited with {self.returncode} before this check)")
+                bad.append(f"rank {rank}: no result (the job exited with {self.job.returncode} before this check)")
             elif o["outcome"] != "pass":
                 bad.append(f"rank {rank}: {o['outcome']}\n{o['detail']}")
         if bad:
-            tail = self.log[-6000:] if any(o is None for o in outcomes) else ""
+            tail = self.job.log[-6000:] if any(o is None for o in outcomes) else ""
             pytest.fail("\n".join(bad) + (f"\n--- job output (tail) ---\n{tail}" if tail else ""), pytrace=False)
 
 
@@ -84,32 +72,20 @@ class JobResult:
 def torch_job(tmp_path_factory: pytest.TempPathFactory) -> Callable[[int], JobResult]:
     """run(world) -> JobResult: torch_job.py as `world` ranks under torchrun,
     once per world size in the session."""
-    gpus = visible_gpus()
-    if gpus == 0:
-        pytest.skip("needs a GPU")
+    require_gpus(1)
     done: dict[int, JobResult] = {}
 
     def run(world: int) -> JobResult:
         if world in done:
             return done[world]
         results = tmp_path_factory.mktemp(f"torch_job_{world}") / "checks"
-        env = dict(os.environ, **NO_MULTICAST, NVST_TEST_RESULTS=str(results),
-                   NVST_DEVICE_TIMEOUT_S=os.environ.get("NVST_DEVICE_TIMEOUT_S", "60"))
-        if gpus < world:
-            env["NVST_TEST_SHARE_GPUS"] = "1"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world}", str(JOB)]
-        try:
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-            code, log = r.returncode, r.stdout + r.stderr
-        except subprocess.TimeoutExpired as e:
-            out = b"".join(x if isinstance(x, bytes) else x.encode() for x in (e.stdout, e.stderr) if x)
-            code, log = -1, f"torchrun did not finish within {e.timeout} s\n{out.decode(errors='replace')}"
+        job = torchrun(JOB, world, env={"NVST_TEST_RESULTS": str(results)}, echo=False)
         records = []
         for rank in range(world):
             path = Path(f"{results}.{rank}")
             lines = path.read_text().splitlines() if path.exists() else []
             records.append({rec["name"]: rec for rec in map(json.loads, lines)})
-        done[world] = JobResult(world, code, log, records)
+        done[world] = JobResult(job, records)
         return done[world]
 
     return run
@@ -125,12 +101,5 @@ def test_torch_check(torch_job: Callable[[int], JobResult], world: int, name: st
 def test_moe_example_checks_itself(example: str) -> None:
     """The MoE examples compare their results with a dense layer and exit 1
     on a mismatch; 2 ranks, sharing the GPU where there is only one."""
-    if visible_gpus() < 1:
-        pytest.skip("needs a GPU")
-    env = dict(os.environ, **NO_MULTICAST)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(EXAMPLES / example)]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    print(r.stdout[-20000:])
-    print(r.stderr[-8000:], file=sys.stderr)
-    assert r.returncode == 0, f"torchrun exited with {r.returncode}"
-    assert "FAIL" not in r.stdout and r.stdout.count("PASS") >= 10, "a check failed or did not run"
+    out = torchrun(EXAMPLES / example, 2, timeout=600).require().stdout
+    assert out.count("PASS") >= 10, "a check did not run"
