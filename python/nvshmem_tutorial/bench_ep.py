@@ -143,15 +143,16 @@ def main(argv: list[str] | None = None) -> None:
     y = [buf.low_latency_dispatch(x, idx, T, E, use_fp8=False)[0].clone() for _ in range(2)]
     handles = [buf.low_latency_dispatch(x, idx, T, E, use_fp8=False)[2] for _ in range(2)]
     turn = [0]
+    out = torch.empty((T, H), dtype=torch.bfloat16, device=dev)  # DeepEP's out=: no allocation per call
 
     def combine(logfmt: bool) -> Any:
         turn[0] ^= 1
         h = handles[turn[0]]
-        return buf.low_latency_combine(y[h.buffer_index], idx, w, h, use_logfmt=logfmt)[0]
+        return buf.low_latency_combine(y[h.buffer_index], idx, w, h, use_logfmt=logfmt, out=out)[0]
 
     def pair() -> Any:
         handle = buf.low_latency_dispatch(x, idx, T, E, use_fp8=True)[2]
-        return buf.low_latency_combine(y[handle.buffer_index], idx, w, handle)[0]
+        return buf.low_latency_combine(y[handle.buffer_index], idx, w, handle, out=out)[0]
 
     calls: list[tuple[str, Call]] = [
         ("low_latency_dispatch fp8", lambda: buf.low_latency_dispatch(x, idx, T, E, use_fp8=True)),
