@@ -60,7 +60,9 @@ class RankData:  # pplx's RankTestData: random token count, distinct experts per
 
 def rows_of(t):
     """A set of rows as bytes (exact, any dtype)."""
-    raw = t.contiguous().view(torch.uint8).cpu()
+    # flatten first: a [n, 1] slice of column-major scales counts as contiguous, its last stride above 1
+    row_bytes = t.element_size() * (t.numel() // max(t.shape[0], 1))
+    raw = t.contiguous().flatten().view(torch.uint8).reshape(t.shape[0], row_bytes).cpu()
     return {bytes(r.numpy().tobytes()) for r in raw}
 
 
