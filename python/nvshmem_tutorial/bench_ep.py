@@ -48,7 +48,7 @@ def slowest(value: float) -> float:
 def host_us(call: Call, n: int = 100) -> float:
     """CPU microseconds a call, n calls back to back, no GPU wait inside."""
     runs = []
-    for _ in range(5):
+    for _ in range(11):  # a shared host's noise moves single runs by several us
         torch.cuda.synchronize()
         dist.barrier(group=GLOO)
         start = time.perf_counter()
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
               "per call, slowest rank")
         print(f"# {'call':<30} {'host':>8} {'gpu':>8} {'eager':>8} {'stream':>8}")
     for name, call in calls:
-        for _ in range(3):
+        for _ in range(20):
             call()  # warm: lazily loaded kernels, the cached views
         host, gpu, eager, stream = host_us(call), graph_us(call), eager_us(call), stream_us(call)
         rows.append({"op": name, "host_us": host, "gpu_us": gpu, "eager_us": eager, "stream_us": stream})
