@@ -59,7 +59,14 @@ def _():
     base = torch.arange(1000, dtype=torch.float32, device=DEV)
     cache.register("w", base + 1000 * RANK)
     peer = (RANK + 1) % WORLD
-    near = peer if same_node(peer) else RANK  # views need a PE of this node; across nodes, the own copy
+    near = peer if same_node(peer) else RANK  # reads need a PE of this node; across nodes, the own copy
+    if not same_node(peer):
+        try:
+            cache.read("w", peer)
+            problems.append(f"a read of PE {peer} on another node was accepted")
+        except ValueError as e:
+            if "another node" not in str(e):
+                problems.append(f"the refusal of a read across nodes says {e}")
 
     def version_values(v, rank):  # version 1 is the registered tensor, version i of rank r is all i * 10 + r
         return base + 1000 * rank if v == 1 else torch.full((1000,), float(v * 10 + rank), device=DEV)
@@ -70,13 +77,13 @@ def _():
     dist.barrier()
     for i in range(2, 12):  # the peer updates while this rank reads: a torn read mixes two versions
         cache.update("w", version_values(i, RANK))
-        got, gv = cache.read("w", peer)
-        if not torch.equal(got, version_values(gv, peer)):
+        got, gv = cache.read("w", near)
+        if not torch.equal(got, version_values(gv, near)):
             problems.append(f"read() returned values that are not version {gv}'s")
     torch.cuda.synchronize()
     dist.barrier()
-    got, gv = cache.read("w", peer)
-    if gv != 11 or not torch.equal(got, version_values(11, peer)):
+    got, gv = cache.read("w", near)
+    if gv != 11 or not torch.equal(got, version_values(11, near)):
         problems.append(f"after every update the peer's copy reads as version {gv}")
     view, v, seq = cache.view("w", near)
     if not cache.stable("w", near, v, seq):
@@ -116,8 +123,8 @@ def _():
     server.refresh()
     torch.cuda.synchronize()
     dist.barrier()
-    for r in range(WORLD):
-        got = server.get_parameter("embedding.weight", r, copy=(r % 2 == 0 or not same_node(r)))
+    for r in filter(same_node, range(WORLD)):  # other nodes' ranks cannot be read (ParameterCache)
+        got = server.get_parameter("embedding.weight", r, copy=(r % 2 == 0))
         if not torch.equal(got, torch.full((64, 8), 10.0 + r, device=DEV)):
             problems.append(f"rank {r}'s mirror does not hold its refreshed values")
         if server.version("embedding.weight", r) != 2:

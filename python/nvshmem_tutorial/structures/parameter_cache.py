@@ -32,7 +32,8 @@ class ParameterCache:
     or embedding tables served to other ranks, a mirror of parameters that
     an FSDP model keeps sharded, weights an inference rank pulls from a
     trainer. A read on the same node is a view of the owner's memory over
-    NVLink (no copy); on another node it is a copy through the proxy.
+    NVLink (no copy); a PE of another node cannot be read (gets across
+    nodes are not offered), and asking says so.
 
     Every entry has two slots and three words: its version, and a sequence
     number per slot that is odd while that slot is being written. update()
@@ -124,6 +125,14 @@ class ParameterCache:
     def _remote(self, rank: int) -> bool:
         return rank != _nvst.my_pe() and _nvst.peer_addr(self._data.tensor.data_ptr(), rank) == 0
 
+    def _refuse_other_node(self, rank: int) -> None:
+        """A PE reached through the proxy cannot be read: gets across nodes
+        are not offered (docs/status.md)."""
+        if _nvst.transport_to(rank).startswith("fabric"):
+            raise ValueError(f"nvshmem_tutorial.ParameterCache: PE {rank} is on another node "
+                             f"({_nvst.transport_to(rank)}); reading it needs a get across nodes, which the proxy "
+                             "does not offer: read it from a PE of its node, or have its owner put it")
+
     def _views(self, rank: int) -> Tuple[torch.Tensor, torch.Tensor]:
         if rank == _nvst.my_pe():
             return self._data.tensor, self._words.tensor
@@ -135,6 +144,7 @@ class ParameterCache:
     def _read_words(self, rank: int, e: _Entry) -> Tuple[int, int, int]:
         """(version, sequence of slot 0, of slot 1) of rank's entry."""
         if self._remote(rank):
+            self._refuse_other_node(rank)
             got = torch.empty(3, dtype=torch.int64, device=self._words.tensor.device)
             get_tensor(got, self._words.tensor[3 * e.index:3 * e.index + 3], rank)
         else:

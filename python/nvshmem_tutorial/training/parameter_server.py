@@ -11,8 +11,9 @@ from ..structures.parameter_cache import ParameterCache
 
 class HybridParameterServer:
     """Mirrors named parameters in a ParameterCache so that every rank can
-    read any rank's current value: a view over NVLink on the same node (no
-    copy, no collective), a copy through the proxy across nodes.
+    read any rank's current value on its node: a view over NVLink (no
+    copy, no collective) or a checked copy. Ranks of other nodes cannot be
+    read (ParameterCache: gets across nodes are not offered).
 
     Use case: a model trained with FSDP (or ZeRO) keeps most parameters
     sharded, but a few are read all the time by other ranks or processes:
