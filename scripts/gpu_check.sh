@@ -75,6 +75,7 @@ suite selftest 2 "" 120 "$B/nvst" selftest --np 2
 # One node: NVLink (or one GPU shared) between the PEs.
 suite device_api 2 "" 300 "$B/nvst_gpu_tests" --np 2
 suite device_errors 2 "" 300 "$B/nvst_gpu_tests" --mode errors --np 2
+suite failures 2 "" 300 "$B/nvst_failure_tests" --np 2
 suite collectives 2 "" 600 "$B/nvst_coll_tests" --np 2
 suite ep 2 "" 600 "$B/nvst_ep_tests" --np 2 "${EP[@]}"
 # PEs that time-share a GPU hand a ring's worth of items over per turn of
@@ -95,6 +96,7 @@ for prov in shm "tcp;ofi_rxm"; do
   [ $QUICK -eq 1 ] && [ "$p" = tcp ] && continue
   suite "nodes_1x1_${p}_device_api" 2 "NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=$prov" 400 "$B/nvst_gpu_tests" --np 2
   suite "nodes_1x1_${p}_ep" 2 "NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=$prov" 400 "$B/nvst_ep_tests" --np 2 "${EP_NODES[@]}"
+  suite "nodes_1x1_${p}_failures" 2 "NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=$prov" 300 "$B/nvst_failure_tests" --np 2
 done
 if [ $QUICK -eq 0 ]; then
   suite nodes_1x1_shm_collectives 2 "NVST_NODE_SIZE=1 NVST_FABRIC_PROVIDER=shm" 600 "$B/nvst_coll_tests" --np 2

@@ -329,36 +329,99 @@ void Bootstrap::on_failure(std::function<void(const std::string&, int)> hook) {
   if (!already.empty() && hook_) hook_(already, rank);
 }
 
-void Bootstrap::record_failure(const std::string& why, int failed_rank) {
+bool Bootstrap::claim_failure(const std::string& why, int failed_rank) {
+  std::lock_guard<std::mutex> lock(failure_mu_);
+  if (claimed_) return false;
+  claimed_ = true;
+  claimed_why_ = why;
+  claimed_rank_ = failed_rank;
+  return true;
+}
+
+void Bootstrap::publish_failure() {
   std::function<void(const std::string&, int)> hook;
+  std::string why;
+  int rank = -1;
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
-    if (!failure_.empty()) return;
-    failure_ = why;
-    failed_rank_ = failed_rank;
+    failure_ = why = claimed_why_;
+    failed_rank_ = rank = claimed_rank_;
     hook = hook_;
   }
   failed_.store(true, std::memory_order_release);
   std::fprintf(stderr, "%s%s\n", detail::rank_prefix().c_str(), why.c_str());
-  if (hook) hook(why, failed_rank);
+  if (hook) hook(why, rank);
 }
 
-void Bootstrap::report_failure(const std::string& why) noexcept {
-  if (failed_.load(std::memory_order_acquire) || world_ == 1 || !watching_.load()) return;
-  const std::string text = detail::concat("rank ", rank_, " failed: ", why);
+void Bootstrap::record_failure(const std::string& why, int failed_rank) {
+  if (claim_failure(why, failed_rank)) publish_failure();
+}
+
+std::string Bootstrap::settle_failure() {
+  const auto until = net::deadline_after(1.0);
+  auto claimed = [this] {
+    std::lock_guard<std::mutex> lock(failure_mu_);
+    return claimed_;
+  };
+  while (!failed_.load(std::memory_order_acquire) && watching_.load() && net::Clock::now() < until &&
+         (claimed() || notice_pending()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return failure();
+}
+
+bool Bootstrap::notice_pending() {
+  if (watch_reading_.load(std::memory_order_acquire)) return true;
+  std::vector<pollfd> pfds;
+  std::lock_guard<std::mutex> lock(watch_send_mu_);  // watch_peers_ changes under it
   if (rank_ == 0) {
-    tell_watchers(text, -1, 0);
+    for (int r = 1; r < world_; ++r)
+      if (watch_peers_[static_cast<std::size_t>(r)].valid())
+        pfds.push_back(pollfd{watch_peers_[static_cast<std::size_t>(r)].get(), POLLIN, 0});
   } else {
-    std::lock_guard<std::mutex> lock(watch_send_mu_);
-    try {
-      send_frame(watch_root_.get(), Kind::kAbort, 0, why.data(), why.size());  // rank 0 names this rank
-    } catch (...) {
-      // Rank 0 is gone; the others see that themselves.
-    }
+    pfds.push_back(pollfd{watch_root_.get(), POLLIN, 0});
   }
+  if (::poll(pfds.data(), pfds.size(), 0) <= 0) return false;
+  return std::any_of(pfds.begin(), pfds.end(), [](const pollfd& p) { return p.revents != 0; });
+}
+
+std::string Bootstrap::report_failure(const std::string& why, int blamed) noexcept {
   try {
-    record_failure(text, rank_);
+    if (world_ == 1 || !watching_.load()) return why;
+    // What this PE found may be the echo of a failure another PE already
+    // told of: a write to rank 0 fails because rank 0 exited right after
+    // passing "rank k died" on. That notice (or a dead rank's watch closing)
+    // is then waiting on the watch, and names the cause: let the watch
+    // thread record it first.
+    if (!failed_.load(std::memory_order_acquire) && notice_pending()) {
+      const auto until = net::deadline_after(1.0);
+      while (!failed_.load(std::memory_order_acquire) && watching_.load() && net::Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const int suspect = blamed >= 0 && blamed < world_ ? blamed : rank_;
+    const std::string text = detail::concat("rank ", rank_, " failed: ", why);
+    // Claimed first, so news the watch brings now cannot take its place;
+    // published (this rank's waiters see it) only once the others are told.
+    if (claim_failure(text, suspect)) {
+      if (rank_ == 0) {
+        tell_watchers(text, -1, suspect);
+      } else {
+        std::lock_guard<std::mutex> lock(watch_send_mu_);
+        try {  // rank 0 names this rank; the frame's seq carries the suspect + 1
+          send_frame(watch_root_.get(), Kind::kAbort, static_cast<std::uint32_t>(suspect + 1), why.data(), why.size());
+        } catch (...) {
+          // Rank 0 is gone; the others see that themselves.
+        }
+      }
+      publish_failure();
+    }
+    // Another thread's claim is published in a moment.
+    const auto until = net::deadline_after(1.0);
+    while (!failed_.load(std::memory_order_acquire) && net::Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::string f = failure();
+    return f.empty() ? why : f;
   } catch (...) {
+    return why;
   }
 }
 
@@ -392,16 +455,27 @@ void Bootstrap::watch_loop() {
     int rc = ::poll(pfds.data(), pfds.size(), -1);
     if (rc < 0 && errno == EINTR) continue;
     if (rc < 0 || pfds[0].revents != 0 || !watching_.load()) return;
+    // Until this round's news is recorded, report_failure waits for it.
+    watch_reading_.store(true, std::memory_order_release);
+    struct Done {
+      std::atomic<bool>& flag;
+      ~Done() { flag.store(false, std::memory_order_release); }
+    } done{watch_reading_};
     for (std::size_t i = 1; i < pfds.size(); ++i) {
       if (pfds[i].revents == 0) continue;
       const int r = ranks[i];
       std::string why;
-      int failed = r;  // rank 0: that rank; others: rank 0 unless its message names another
+      int failed = r;  // rank 0: that rank unless it blames another; others: the rank rank 0 names
       try {
         Frame f = recv_frame(pfds[i].fd, net::deadline_after(1.0));
         if (f.io == net::Io::kOk && f.header.kind == Kind::kAbort) {
           why = rank_ == 0 ? detail::concat("rank ", r, " failed: ", as_text(f.payload)) : as_text(f.payload);
-          if (rank_ != 0) failed = static_cast<int>(f.header.seq) - 1;  // tell_watchers: failed rank + 1
+          // The frame's seq: the rank it blames + 1 (0: the sender itself).
+          const int named = static_cast<int>(f.header.seq) - 1;
+          if (named >= 0 && named < world_)
+            failed = named;
+          else if (rank_ != 0)
+            failed = -1;
         } else if (f.io == net::Io::kOk) {
           continue;  // nothing else travels on the watch
         } else if (rank_ == 0) {
@@ -414,13 +488,15 @@ void Bootstrap::watch_loop() {
       }
       if (!watching_.load()) return;  // the job is ending on purpose
       if (rank_ == 0) {
-        {
-          std::lock_guard<std::mutex> lock(watch_send_mu_);
-          watch_peers_[static_cast<std::size_t>(r)].reset();
-        }
-        tell_watchers(why, r, r);
+        std::lock_guard<std::mutex> lock(watch_send_mu_);
+        watch_peers_[static_cast<std::size_t>(r)].reset();
       }
-      record_failure(why, failed);
+      // Claimed, told, then published (see report_failure). A failure
+      // claimed already was told by whoever claimed it.
+      if (claim_failure(why, failed)) {
+        if (rank_ == 0) tell_watchers(why, r, failed);
+        publish_failure();
+      }
       if (rank_ != 0) return;  // nothing more can come from rank 0
     }
   }
@@ -491,6 +567,13 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
       int r = ranks[i];
       Frame f = recv_frame(pfds[i].fd, deadline);
       if (f.io == net::Io::kClosed) {
+        // It may have left on news of another rank's death the watch passed
+        // on: that is the cause to name.
+        if (std::string known = settle_failure(); !known.empty()) {
+          std::string msg = detail::concat(known, " (rank 0 in ", what, " #", seq_, ")");
+          broadcast_abort(msg, -1);
+          NVST_FAIL(msg);
+        }
         std::string msg = detail::concat("rank ", r,
                                          " died (its bootstrap connection closed) while rank 0 "
                                          "waited for it in ",
@@ -527,8 +610,11 @@ std::vector<std::vector<std::byte>> Bootstrap::exchange_root(std::vector<std::by
     try {
       send_frame(peers_[static_cast<std::size_t>(r)].get(), Kind::kData, seq_, reply.data(), reply.size(), what);
     } catch (const Error&) {
-      std::string msg = detail::concat("rank ", r, " died before receiving the result of ", what, " #", seq_);
-      broadcast_abort(msg, r);
+      std::string known = settle_failure();
+      std::string msg = known.empty()
+                            ? detail::concat("rank ", r, " died before receiving the result of ", what, " #", seq_)
+                            : detail::concat(known, " (rank 0 in ", what, " #", seq_, ")");
+      broadcast_abort(msg, known.empty() ? r : -1);
       NVST_FAIL(msg);
     }
   }
@@ -661,8 +747,8 @@ void Bootstrap::abort(const std::string& reason) noexcept {
   }
   std::lock_guard<std::mutex> lock(watch_send_mu_);
   for (int fd : {root_.get(), watch_root_.get()}) {
-    try {
-      if (fd >= 0) send_frame(fd, Kind::kAbort, seq_, reason.data(), reason.size());
+    try {  // on the watch, seq 0: the failure is this rank's own
+      if (fd >= 0) send_frame(fd, Kind::kAbort, fd == root_.get() ? seq_ : 0, reason.data(), reason.size());
     } catch (...) {
     }
   }

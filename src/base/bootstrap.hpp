@@ -92,9 +92,12 @@ class Bootstrap {
   // the failure can matter (right after construction).
   void on_failure(std::function<void(const std::string&, int)> hook);
   // A failure found outside the bootstrap (a PE's proxy lost a peer): told
-  // to every other rank through the watch, and recorded here. Thread-safe;
-  // nothing once a failure is known.
-  void report_failure(const std::string& why) noexcept;
+  // to every other rank through the watch, and recorded here, blaming
+  // `blamed` (-1: this rank). A notice already waiting on the watch (the
+  // cause another PE told of) is recorded first instead. Thread-safe;
+  // nothing new once a failure is known. Returns the job's failure as
+  // recorded (`why` when the watch is stopped).
+  std::string report_failure(const std::string& why, int blamed = -1) noexcept;
   // Stops watching: the job is ending on purpose, so connections that close
   // from now on are no failure. Called before the last barrier.
   void stop_watch() noexcept;
@@ -108,7 +111,18 @@ class Bootstrap {
   void broadcast_abort(const std::string& reason, int skip_rank) noexcept;
   void tell_watchers(const std::string& reason, int skip_rank, int failed_rank) noexcept;
   void watch_loop();
-  void record_failure(const std::string& why, int failed_rank);
+  // A failure is first claimed (the first claim wins; nothing sees it
+  // yet), then, once the other ranks were told, published: failure() and
+  // the hook see it. So a waiter here never ends (and exits) on a failure
+  // the others have not heard of.
+  bool claim_failure(const std::string& why, int failed_rank);
+  void publish_failure();
+  void record_failure(const std::string& why, int failed_rank);  // claim and publish
+  // Whether the watch has news it has not recorded yet.
+  bool notice_pending();
+  // The failure the watch knows of, or is about to (claimed, or news not
+  // read yet: waits up to 1 s for it); "" when there is none.
+  std::string settle_failure();
 
   int rank_;
   int world_;
@@ -126,11 +140,15 @@ class Bootstrap {
   std::thread watch_thread_;
   std::mutex watch_send_mu_;  // rank 0: sends on (and resets of) watch_peers_
   mutable std::mutex failure_mu_;
-  std::string failure_;
+  bool claimed_ = false;
+  std::string claimed_why_;
+  int claimed_rank_ = -1;
+  std::string failure_;  // published
   int failed_rank_ = -1;
   std::function<void(const std::string&, int)> hook_;
   std::atomic<bool> failed_{false};
   std::atomic<bool> watching_{false};
+  std::atomic<bool> watch_reading_{false};  // the watch thread is reading news (notice_pending)
 };
 
 }  // namespace nvst

@@ -135,9 +135,15 @@ bool overlaps(const void* a, std::size_t an, const void* b, std::size_t bn) {
   return a && b && an && bn && x < y + bn && y < x + an;
 }
 
-Args base_args(const char* fn, const TeamView& t) {
-  Workspace& w = workspace_of(g_ws, fn, t);
+// A launch's arguments for `sig` on team t: the workspace, and the call
+// its exchange flags carry (kernels.cuh: the call word).
+Args base_args(const TeamView& t, const CallSig& sig) {
+  Workspace& w = workspace_of(g_ws, sig.fn, t);
   Args a{};
+  a.call = sig.bits();
+  a.call_root = sig.root;
+  a.call_count = sig.count;
+  a.team = t.handle;
   a.dest = -1;
   a.slot_bytes = w.slot;
   a.me = t.me;
@@ -385,10 +391,11 @@ void copy_bytes(void* dst, const void* src, std::size_t bytes, cudaStream_t s) {
 
 // The ring on GPUs: launches of a slice of every segment, each as large as
 // the workspace allows (steps regions per buffer).
-void ring_all_reduce(const TeamView& t, const void* in, void* out, std::size_t count, DType dtype, RedOp op,
-                     cudaStream_t stream) {
+void ring_all_reduce(const TeamView& t, CallSig sig, const void* in, void* out, std::size_t count, DType dtype,
+                     RedOp op, cudaStream_t stream) {
   const std::size_t es = dtype_size(dtype), seg = ring::segment_elems(count, t.npes, es);
-  const Args proto = base_args("all_reduce", t);
+  sig.algo = kAlgoRing;
+  const Args proto = base_args(t, sig);
   const std::size_t per = ring::slice_elems(g_ws[static_cast<std::size_t>(t.handle)].chunk, t.npes, es);
   for (std::size_t off = 0; off < seg; off += per) {
     Args a = proto;
@@ -421,9 +428,10 @@ bool use_lowlatency(const char* fn, const TeamView& t, Algo algo, std::size_t by
 // 16-byte line (8 bytes of a part), up to 64 blocks of 256. Member p's part
 // is in + p * in_stride (bytes; 0: the same for all); `count` elements of
 // `es` bytes each. The gather kernel counts in bytes (es = 1).
-void lowlatency_launch(const char* fn, const TeamView& t, ReduceKernel kernel, const void* in, std::size_t in_stride,
+void lowlatency_launch(CallSig sig, const TeamView& t, ReduceKernel kernel, const void* in, std::size_t in_stride,
                        void* out, std::size_t out_stride, std::size_t count, std::size_t es, cudaStream_t stream) {
-  const Args proto = base_args(fn, t);
+  sig.algo = kAlgoLowLatency;
+  const Args proto = base_args(t, sig);
   const std::size_t chunk = kLowLatencyMax / es;
   for (std::size_t off = 0; off < count; off += chunk) {
     Args a = proto;
@@ -565,14 +573,15 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
   // through the proxy, ring 2(n-1)/n: ring from 1 MiB, where bytes should
   // dominate the ring's 2(n-1) steps (chosen by bytes; not yet timed).
   if (algo == Algo::kAuto && t.cross_node && t.npes >= 3 && count * es >= kRingMin) algo = Algo::kRing;
+  CallSig sig{fn, 1, dtype, op, -1, count};
   if (algo == Algo::kRing) {
-    if (!on_host(t, fn, {fn, 1, dtype, op, -1, count}, [&](const HostCall& c) {
+    if (!on_host(t, fn, sig, [&](const HostCall& c) {
           host_ring_all_reduce(c, static_cast<const char*>(in), static_cast<char*>(out), count, dtype, op);
         }))
-      ring_all_reduce(t, in, out, count, dtype, op, stream);
+      ring_all_reduce(t, sig, in, out, count, dtype, op, stream);
     return;
   }
-  if (on_host(t, fn, {fn, 1, dtype, op, -1, count}, [&](const HostCall& c) {
+  if (on_host(t, fn, sig, [&](const HostCall& c) {
         host_push_reduce(c, static_cast<const char*>(in), 0, static_cast<char*>(out), count, dtype, op, -1);
       }))
     return;
@@ -581,13 +590,14 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
                "memory, which only NVLink peers allow, and team ",
                t.handle, " spans nodes (use oneshot or auto)");
   if (use_lowlatency(fn, t, algo, count * es))
-    return lowlatency_launch(fn, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, 0, out, 0, count, es, stream);
+    return lowlatency_launch(sig, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, 0, out, 0, count, es, stream);
   // On 2 PEs both algorithms move the same remote bytes and oneshot has one
   // step less: it won at every size measured on 2x H200. Across nodes only
   // oneshot (pushes) works.
   const bool oneshot =
       algo == Algo::kOneShot || t.cross_node || (algo == Algo::kAuto && (t.npes == 2 || count * es <= kOneShotMax));
-  const Args proto = base_args(fn, t);
+  sig.algo = oneshot ? kAlgoPush : kAlgoTwoShot;
+  const Args proto = base_args(t, sig);
   // oneshot: each member's part of the workspace is a slot; twoshot
   // publishes the whole chunk.
   const std::size_t chunk = (oneshot ? proto.slot_bytes : g_ws[static_cast<std::size_t>(t.handle)].chunk) / es;
@@ -620,13 +630,14 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
   NVST_REQUIRE(count == 0 || (in != nullptr && out != nullptr), "nvst::coll::", fn, ": null buffer");
   if (in_stride == 0)  // all_gather
     if (const HierTeams* h = hier_wanted(fn, t, stream)) return hier_all_gather(*h, in, out, count, dtype, stream);
-  if (on_host(t, fn, {fn, in_stride == 0 ? 2 : 3, dtype, RedOp::kSum, -1, count}, [&](const HostCall& c) {
+  const CallSig sig{fn, in_stride == 0 ? 2 : 3, dtype, RedOp::kSum, -1, count};
+  if (on_host(t, fn, sig, [&](const HostCall& c) {
         host_all_to_all(c, static_cast<const char*>(in), in_stride * total, static_cast<char*>(out), total);
       }))
     return;
   if (use_lowlatency(fn, t, algo_from_env(Algo::kAuto), total))
-    return lowlatency_launch(fn, t, lowlatency_gather_kernel, in, in_stride * total, out, total, total, 1, stream);
-  const Args proto = base_args(fn, t);
+    return lowlatency_launch(sig, t, lowlatency_gather_kernel, in, in_stride * total, out, total, total, 1, stream);
+  const Args proto = base_args(t, sig);
   for (std::size_t off = 0; off < total; off += proto.slot_bytes) {
     const std::size_t n = std::min(proto.slot_bytes, total - off);
     Args a = proto;
@@ -656,14 +667,15 @@ void all_to_all(const void* in, void* out, std::size_t count, DType dtype, cudaS
 void barrier(cudaStream_t stream, Team team) {
   const char* fn = "barrier";
   const TeamView t = check_team(fn, team);
-  if (on_host(t, fn, {fn, 4, DType::kF32, RedOp::kSum, -1, 0}, [&](const HostCall& c) {
+  const CallSig sig{fn, 4, DType::kF32, RedOp::kSum, -1, 0};
+  if (on_host(t, fn, sig, [&](const HostCall& c) {
         nvst::quiet();  // this PE's puts land before the others go on
         host_exchange(c, nullptr, 0, 0);
       }))
     return;
   // The flag exchange of every collective with no data: one block, a thread
   // per member.
-  Args a = base_args(fn, t);
+  Args a = base_args(t, sig);
   nvst::detail::launch_early(true, gather_kernel, 1, kMaxPes, stream, a);
 }
 
@@ -674,14 +686,15 @@ namespace {
 void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t stride, void* out, std::size_t count,
                  DType dtype, RedOp op, int dest, cudaStream_t stream) {
   const std::size_t es = dtype_size(dtype);
-  if (on_host(t, fn, {fn, dest < 0 ? 5 : 6, dtype, op, dest, count}, [&](const HostCall& c) {
+  const CallSig sig{fn, dest < 0 ? 5 : 6, dtype, op, dest, count};
+  if (on_host(t, fn, sig, [&](const HostCall& c) {
         host_push_reduce(c, static_cast<const char*>(in), stride, static_cast<char*>(out), count, dtype, op, dest);
       }))
     return;
   if (dest < 0 && use_lowlatency(fn, t, algo_from_env(Algo::kAuto), count * es))  // reduce_scatter
-    return lowlatency_launch(fn, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, stride, out, 0, count, es,
+    return lowlatency_launch(sig, t, reduce_kernel(dtype, op, Kernel::kLowLatency), in, stride, out, 0, count, es,
                              stream);
-  const Args proto = base_args(fn, t);
+  const Args proto = base_args(t, sig);
   const std::size_t chunk = proto.slot_bytes / es;
   for (std::size_t off = 0; off < count; off += chunk) {
     const std::size_t n = std::min(chunk, count - off);
@@ -752,12 +765,13 @@ void all_to_allv(const void* in, std::span<const std::size_t> send_counts, std::
   NVST_REQUIRE(send_counts[me] == recv_counts[me], "nvst::coll::all_to_allv: PE ", t.world_pe(me), " sends itself ",
                send_counts[me], " elements but expects ", recv_counts[me]);
   NVST_REQUIRE((!sends || in != nullptr) && (!receives || out != nullptr), "nvst::coll::all_to_allv: null buffer");
-  if (on_host(t, fn, {fn, 8, dtype, RedOp::kSum, -1, 0}, [&](const HostCall& c) {
+  const CallSig sig{fn, 8, dtype, RedOp::kSum, -1, 0};
+  if (on_host(t, fn, sig, [&](const HostCall& c) {
         host_all_to_allv(c, static_cast<const char*>(in), v.send_off, v.send_len, static_cast<char*>(out), v.recv_off,
                          v.recv_len);
       }))
     return;
-  v.a = base_args(fn, t);
+  v.a = base_args(t, sig);
   v.a.in_base = static_cast<const char*>(in);
   v.a.out = static_cast<char*>(out);
   std::size_t most = 0, in_end = 0, out_end = 0;
@@ -788,11 +802,12 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
   const std::size_t es = dtype_size(dtype);
   NVST_REQUIRE(count == 0 || (out != nullptr && (in != nullptr || t.me != root)), "nvst::coll::broadcast: null buffer");
   const std::size_t total = count * es;
-  if (on_host(t, fn, {fn, 7, dtype, RedOp::kSum, root, count}, [&](const HostCall& c) {
+  const CallSig sig{fn, 7, dtype, RedOp::kSum, root, count};
+  if (on_host(t, fn, sig, [&](const HostCall& c) {
         host_broadcast(c, static_cast<const char*>(in), static_cast<char*>(out), total, root);
       }))
     return;
-  const Args proto = base_args(fn, t);
+  const Args proto = base_args(t, sig);
   for (std::size_t off = 0; off < total; off += proto.slot_bytes) {
     const std::size_t n = std::min(proto.slot_bytes, total - off);
     Args a = proto;

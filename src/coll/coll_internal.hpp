@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -29,6 +30,31 @@ constexpr std::size_t kRingMin = std::size_t{1} << 20;  // auto, across nodes (a
 // all_to_allv's per-round data flags, acks and byte counts; the ring's
 // per-step flags.
 constexpr int kPhaseVData = 2, kPhaseVAck = 3, kPhaseVLen = 4, kPhaseRing = 5, kPhases = 6;
+
+// What a collective was called with. Its bits() ride above the epoch in the
+// flags every member sets for the others anyway (the call word: bits <<
+// kEpochBits | epoch), so members that disagree fail, naming the
+// difference, without an extra round trip (host_coll.cpp; kernels.cuh,
+// where the ll protocol's lines carry them too).
+struct CallSig {
+  const char* fn = "";
+  int kind = 0;  // which collective (call_sig.cpp: kinds)
+  DType dtype = DType::kF32;
+  RedOp op = RedOp::kSum;
+  int root = -1;
+  std::size_t count = 0;
+  int algo = 0;  // CallAlgo: on GPUs, members that chose other kernels differ too
+  // 24 bits: kind (4), dtype (3), op (2), algo (2), a hash of count and root (13).
+  std::uint32_t bits() const;
+};
+enum CallAlgo : int { kAlgoPush = 0, kAlgoTwoShot = 1, kAlgoRing = 2, kAlgoLowLatency = 3 };
+constexpr int kEpochBits = 40;
+constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << kEpochBits) - 1;
+constexpr std::uint32_t kCallBitsMask = (1u << (64 - kEpochBits)) - 1;
+// "PE <peer> called <theirs> while PE <me> called <mine> ...": the error of
+// members that disagree (world PEs; root -1: none).
+std::string call_mismatch_text(const char* fn, int peer, std::uint32_t theirs, int me, std::uint32_t mine,
+                               std::size_t count, int root, int team);
 
 // Host-memory PEs: no GPU, collectives run on the host API (host_coll.cpp).
 inline bool host_heaps() { return nvst::device() < 0; }

@@ -46,18 +46,6 @@ void host_prepare(int handle, int npes, std::size_t chunk) {
 HostWorkspace& host_workspace(const char* fn, const TeamView& t) { return workspace_of(g_host, fn, t); }
 
 namespace {
-// An epoch signal: the call's bits above the epoch.
-constexpr int kEpochBits = 40;
-constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << kEpochBits) - 1;
-const char* const kKinds[] = {"?",      "all_reduce", "all_gather", "all_to_all", "barrier", "reduce_scatter",
-                              "reduce", "broadcast",  "all_to_allv"};
-
-std::string describe(std::uint32_t bits) {
-  const unsigned kind = bits >> 20, dtype = (bits >> 16) & 15, op = (bits >> 13) & 7;
-  return detail::concat(kind < std::size(kKinds) ? kKinds[kind] : "?", " (dtype ",
-                        dtype < 5 ? dtype_name(static_cast<DType>(dtype)) : "?", ", op ",
-                        op < 4 ? redop_name(static_cast<RedOp>(op)) : "?", ")");
-}
 
 [[noreturn]] void mismatch(const HostCall& c, int p, std::uint32_t theirs) {
   // This PE's signals of this call must reach the others before it stops,
@@ -66,28 +54,14 @@ std::string describe(std::uint32_t bits) {
     nvst::quiet();
   } catch (const Error&) {
   }
-  const std::uint32_t mine = c.sig.bits();
-  const bool same_call = (theirs >> 13) == (mine >> 13);
-  const std::string why =
-      detail::concat("nvst::coll::", c.sig.fn, ": PE ", c.t.world_pe(p), " called ", describe(theirs), " while PE ",
-                     c.t.world_pe(c.t.me), " called ", describe(mine), " with count ", c.sig.count,
-                     c.sig.root >= 0 ? detail::concat(", root ", c.sig.root) : std::string(), ", team ", c.t.handle,
-                     same_call ? ": they differ in count, root or team" : "", "; every member must make the same call");
+  const std::string why = call_mismatch_text(c.sig.fn, c.t.world_pe(p), theirs, c.t.world_pe(c.t.me), c.sig.bits(),
+                                             c.sig.count, c.sig.root, c.t.handle);
   // The job cannot go on (the members' epochs differ): every PE hears why,
   // also one that has not read the odd member's flag yet.
   detail::runtime_bootstrap().report_failure(why);
   NVST_FAIL(why);
 }
 }  // namespace
-
-std::uint32_t CallSig::bits() const {
-  std::uint64_t h = (count + 1) * 0x9e3779b97f4a7c15ull ^ (static_cast<std::uint64_t>(root + 1) << 32);
-  h ^= h >> 29;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 32;
-  return (static_cast<std::uint32_t>(kind) << 20) | (static_cast<std::uint32_t>(dtype) << 16) |
-         (static_cast<std::uint32_t>(op) << 13) | static_cast<std::uint32_t>(h & 0x1fff);
-}
 
 const char* host_exchange(const HostCall& c, const char* src, std::size_t stride, std::size_t bytes, int only_from,
                           int only_to) {

@@ -33,20 +33,6 @@ void host_prepare(int handle, int npes, std::size_t chunk);
 // The team's workspace; the world's is made on first use (workspace_of).
 HostWorkspace& host_workspace(const char* fn, const TeamView& t);
 
-// What a collective was called with. Its bits() ride in the high bits of
-// every epoch signal host_exchange sends (the flags the collective
-// exchanges anyway), so members that disagree fail, naming the difference,
-// without an extra round trip.
-struct CallSig {
-  const char* fn = "";
-  int kind = 0;  // which collective (host_coll.cpp: kinds)
-  DType dtype = DType::kF32;
-  RedOp op = RedOp::kSum;
-  int root = -1;
-  std::size_t count = 0;
-  std::uint32_t bits() const;  // 24 bits: kind, dtype, op, and a hash of count, root and team
-};
-
 // What a host collective needs: the team, its workspace, the call.
 struct HostCall {
   const TeamView& t;

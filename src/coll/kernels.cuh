@@ -39,10 +39,15 @@ struct Args {
   // ring (n = the whole count): S elements per segment (ring_layout.hpp);
   // this launch takes [ring_off, ring_off + ring_c) of every segment.
   std::size_t ring_seg, ring_off, ring_c;
+  // The call (CallSig): its bits, and what a mismatch report names.
+  std::uint32_t call;
+  int call_root, team;
+  std::size_t call_count;
   // Filled in the kernel by begin_launch():
   std::uint64_t e;
-  char* data;  // this PE's data[e & 1]
-  char* red;   // this PE's red[e & 1]
+  std::uint64_t word;  // this launch's call word (call << kEpochBits | e): the value of its exchange flags
+  char* data;          // this PE's data[e & 1]
+  char* red;           // this PE's red[e & 1]
 };
 
 // The launch's epoch, the same in every block (see coll.cu's top comment).
@@ -68,6 +73,7 @@ __device__ __forceinline__ void begin_launch(Args& a) {
   }
   __syncthreads();
   a.e = e;
+  a.word = static_cast<std::uint64_t>(a.call) << kEpochBits | e;
   a.data = a.data_buf[e & 1];
   a.red = a.red_buf[e & 1];
 }
@@ -176,19 +182,82 @@ __device__ __forceinline__ void tell(const Args& a, int phase, int p, std::uint6
     dev::signal_op(my_flag(a, phase, a.me), v, dev::SignalOp::kSet, world_pe(a, p));
 }
 
+// Member p made another call than this PE (`theirs`: its call's bits):
+// stops the kernel, naming both calls (the host words it: call_sig.cpp).
+__device__ __noinline__ void call_mismatch(const Args& a, int p, std::uint32_t theirs) {
+  dev::fail(dev::FailKind::kCallMismatch, world_pe(a, p), a.call_count, theirs, a.call, a.team, a.call_root);
+}
+
+// Checks a call word `v` from member p: one of this launch that is not this
+// PE's is a mismatch. A member already further has overwritten its word;
+// the others' check covers that.
+__device__ __forceinline__ void check_call(const Args& a, std::uint64_t v, int p) {
+  if (v != a.word && (v & kEpochMask) == a.e) call_mismatch(a, p, static_cast<std::uint32_t>(v >> kEpochBits));
+}
+
+// Kernels whose exchange has no phase-0 flags (ll, ring) still put their
+// call word where block 0 of any other kernel waits for member me's
+// (flags[0][me][0]), and read the one there while they wait in vain:
+// members that picked other kernels for their calls meet there.
+__device__ __forceinline__ std::uint64_t* call_slot(const Args& a, int from) {
+  return a.flags + static_cast<std::size_t>(from) * kMaxBlocks;
+}
+__device__ __forceinline__ void check_call_slot(const Args& a, int p) {
+  check_call(a, *reinterpret_cast<const volatile std::uint64_t*>(call_slot(a, p)), p);
+}
+// Puts this launch's call word in member p's call_slot (one thread). A
+// release, as the exchange flags are: it comes after the earlier launches'
+// writes, whose flags it may overwrite.
+__device__ __forceinline__ void announce_call(const Args& a, int p) {
+  std::uint64_t* slot = call_slot(a, a.me);
+  if (auto* f = reinterpret_cast<std::uint64_t*>(dev::peer_address(slot, world_pe(a, p))))
+    dev::detail::st_release_sys(f, a.word);
+  else
+    dev::signal_op(slot, a.word, dev::SignalOp::kSet, world_pe(a, p));
+}
+// Waits until member p's flag `f` reaches `value` (a step's flag); while
+// it waits in vain, p's call word says whether p is in another call.
+__device__ __forceinline__ void wait_step(const Args& a, const std::uint64_t* f, std::uint64_t value, int p) {
+  unsigned polls = 0;
+  std::uint64_t v;
+  dev::detail::spin_until(
+      [&] {
+        if ((v = dev::detail::ld_acquire_sys(f)) >= value) return true;
+        if ((++polls & 1023u) == 0) check_call_slot(a, p);
+        return false;
+      },
+      [&] {
+        dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(f), v, value,
+                  static_cast<int>(dev::Cmp::kGe));
+      });
+}
+
+// Waits until member p's flag `f` holds this launch's call word or a later
+// launch's; a word of this launch from another call stops the kernel
+// naming both: the cost is a mask and a compare on a word read anyway.
+__device__ __forceinline__ void wait_call(const Args& a, const std::uint64_t* f, int p) {
+  std::uint64_t v;
+  dev::detail::spin_until([&] { return ((v = dev::detail::ld_acquire_sys(f)) & kEpochMask) >= a.e; },
+                          [&] {
+                            dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(f), v & kEpochMask,
+                                      a.e, static_cast<int>(dev::Cmp::kGe));
+                          });
+  check_call(a, v, p);
+}
+
 // Publishes [lo, hi) of `in` in this PE's workspace, then tells every PE
 // (phase `phase`) and waits until every PE has told this one. A member of
 // another node is told by a signal through the proxy, unless this block's
-// push already sent it one with the data (push_to_peers).
+// push already sent it one with the data (push_to_peers). The flags carry
+// the call word, so members in different calls stop here.
 __device__ __forceinline__ void publish_and_wait(const Args& a, const char* src, char* dst_sym, std::size_t lo_b,
                                                  std::size_t hi_b, int phase) {
   if (src) dev::group_copy<dev::Scope::kBlock>(dst_sym + lo_b, src + lo_b, hi_b - lo_b);
   __syncthreads();  // every thread's stores precede the releases below
   const int t = static_cast<int>(threadIdx.x);
   if (t < a.npes) {
-    if (phase != 0 || !(flagged_by_put() >> t & 1ull)) tell(a, phase, t, a.e);
-    dev::detail::wait_until_impl<std::uint64_t>(my_flag(a, phase, t), dev::Cmp::kGe, a.e, dev::FailKind::kWaitTimeout,
-                                                world_pe(a, t));
+    if (phase != 0 || !(flagged_by_put() >> t & 1ull)) tell(a, phase, t, a.word);
+    wait_call(a, my_flag(a, phase, t), t);
   }
   __syncthreads();
 }
@@ -269,9 +338,9 @@ __device__ __forceinline__ void push_to_peers(const Args& a, std::size_t lo_b, s
     }
     std::uint64_t* flag = my_flag(a, 0, a.me);
     if (a.push_blocking)  // the proxy reads src later; this block may overwrite it below
-      dev::putmem_signal_block(slot, src, hi_b - lo_b, flag, a.e, dev::SignalOp::kSet, pe);
+      dev::putmem_signal_block(slot, src, hi_b - lo_b, flag, a.word, dev::SignalOp::kSet, pe);
     else
-      dev::putmem_signal_nbi_block(slot, src, hi_b - lo_b, flag, a.e, dev::SignalOp::kSet, pe);
+      dev::putmem_signal_nbi_block(slot, src, hi_b - lo_b, flag, a.word, dev::SignalOp::kSet, pe);
     if (threadIdx.x == 0) flagged_by_put() |= 1ull << p;
   }
 }
@@ -506,9 +575,11 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
     const auto [from, to] = ring::step_span(me, k, n, a.n, a.ring_seg, a.ring_off + lo, a.ring_off + hi);
     const T* recv = nullptr;
     if (k > 0) {  // the left neighbour's step k - 1 is here
-      if (threadIdx.x == 0)
-        dev::detail::wait_until_impl<std::uint64_t>(my_flag(a, kPhaseRing, left), dev::Cmp::kGe, ring_value(a.e, k - 1),
-                                                    dev::FailKind::kWaitTimeout, world_pe(a, left));
+      if (threadIdx.x == 0) {
+        wait_step(a, my_flag(a, kPhaseRing, left), ring_value(a.e, k - 1), left);
+        // Its block 0 put its call word here before its step 0's flag.
+        if (k == 1 && blockIdx.x == 0) check_call_slot(a, left);
+      }
       __syncthreads();
       recv = reinterpret_cast<const T*>(a.data + static_cast<std::size_t>(k - 1) * region) + lo;
     }
@@ -519,6 +590,7 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
                         a.vec_ok);
     if (!send) continue;
     __syncthreads();  // every thread's stores precede the release
+    if (k == 0 && blockIdx.x == 0 && threadIdx.x == 0) announce_call(a, right);  // before step 0's flag
     if (right_ws || to == from) {
       if (threadIdx.x == 0) tell(a, kPhaseRing, right, ring_value(a.e, k));
     } else {  // another node: the staged slice and the flag in one command
@@ -545,8 +617,10 @@ __global__ void __launch_bounds__(kThreads) ring_kernel(Args a) {
 // holds either this launch's flag or an older one's, never a match by
 // chance. Each thread sends, then receives, the same lines, so in place is
 // safe: a line of out is written only after the input under it was sent.
-__device__ __forceinline__ void ll_store(void* dst, uint2 d, std::uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag)
+// The second flag is the epoch xor the call's bits: members in different
+// calls see this launch's first flag with a second that is not theirs.
+__device__ __forceinline__ void ll_store(void* dst, uint2 d, std::uint32_t flag, std::uint32_t flag2) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(d.x), "r"(flag), "r"(d.y), "r"(flag2)
                : "memory");
 }
 __device__ __forceinline__ uint4 ll_load(const void* src) {
@@ -557,13 +631,24 @@ __device__ __forceinline__ uint4 ll_load(const void* src) {
                : "memory");
   return v;
 }
-// Waits for line `line` of this launch from member p; its 8 data bytes.
-__device__ __forceinline__ uint2 ll_receive(const Args& a, const char* line, std::uint32_t flag, int p) {
+// Polls of a line whose first half is this launch's and whose second is
+// not before that is a mismatch: the halves of one store arrive microseconds
+// apart at most.
+constexpr unsigned kLlTornPolls = 1u << 14;
+// Waits for line `line` of this launch from member p; its 8 data bytes. A
+// line of this launch from another call, or member p's call word in
+// call_slot (it runs another kernel), stops the kernel naming both calls.
+__device__ __forceinline__ uint2 ll_receive(const Args& a, const char* line, std::uint32_t flag, std::uint32_t flag2,
+                                            int p) {
   uint4 v;
+  unsigned polls = 0, torn = 0;
   dev::detail::spin_until(
       [&] {
         v = ll_load(line);
-        return v.y == flag && v.w == flag;
+        if (v.y == flag && v.w == flag2) return true;
+        if (v.y == flag && ++torn > kLlTornPolls) call_mismatch(a, p, (v.w ^ flag) & kCallBitsMask);
+        if ((++polls & 1023u) == 0) check_call_slot(a, p);
+        return false;
       },
       [&] {
         dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(line), v.y, flag,
@@ -609,6 +694,7 @@ __device__ __forceinline__ void lowlatency_push(Args& a) {
   const std::size_t slot = 2 * kLowLatencyMax;  // bytes of member p's lines
   char* ll = a.ll_buf[a.e & 1];
   const auto flag = static_cast<std::uint32_t>(a.e);
+  const std::uint32_t flag2 = flag ^ a.call;
   const bool in_aligned = ((reinterpret_cast<std::uintptr_t>(a.in_base) | a.in_stride) & 7u) == 0;
   const bool out_aligned = ((reinterpret_cast<std::uintptr_t>(a.out) | a.out_stride) & 7u) == 0;
   auto part = [&](int p) { return a.in_base + static_cast<std::size_t>(p) * a.in_stride; };
@@ -618,8 +704,12 @@ __device__ __forceinline__ void lowlatency_push(Args& a) {
     for (int q = 1; q < a.npes; ++q) {  // from the next member on, so no PE is everyone's first
       const int p = (a.me + q) % a.npes;
       char* line = ll + static_cast<std::size_t>(a.me) * slot + i * 16;
-      ll_store(dev::peer_address(line, world_pe(a, p)), ll_pack<T>(part(p), i, a.n, in_aligned).w, flag);
+      ll_store(dev::peer_address(line, world_pe(a, p)), ll_pack<T>(part(p), i, a.n, in_aligned).w, flag, flag2);
     }
+  // The call word after the lines (they are what the others wait for), by
+  // block 0's last threads: a small message leaves them no line to receive.
+  if (const int t = static_cast<int>(blockDim.x - 1 - threadIdx.x); blockIdx.x == 0 && t < a.npes && t != a.me)
+    announce_call(a, t);
   for (std::size_t i = first; i < lines; i += step) {
     LlLine<T> acc;
     for (int p = 0; p < a.npes; ++p) {
@@ -627,7 +717,7 @@ __device__ __forceinline__ void lowlatency_push(Args& a) {
       if (p == a.me)
         x = ll_pack<T>(part(p), i, a.n, in_aligned);
       else
-        x.w = ll_receive(a, ll + static_cast<std::size_t>(p) * slot + i * 16, flag, p);
+        x.w = ll_receive(a, ll + static_cast<std::size_t>(p) * slot + i * 16, flag, flag2, p);
       if constexpr (kReduce) {  // PE order, as every algorithm but ring
         if (p == 0) {
           acc = x;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <sstream>
 
 #include "nvst/device.cuh"
@@ -17,6 +18,8 @@ namespace nvst::detail {
 
 namespace {
 __global__ void barrier_all_kernel() { dev::barrier_all_block(); }
+
+CallMismatchDescriber g_call_mismatch_describer = nullptr;
 
 const char* cmp_name(int cmp) {
   switch (static_cast<dev::Cmp>(cmp)) {
@@ -34,6 +37,8 @@ const char* cmp_name(int cmp) {
 void upload_device_state(const dev::DeviceState& state) {
   NVST_CHECK_CUDA(cudaMemcpyToSymbol(dev::g_device_state, &state, sizeof(state)));
 }
+
+void set_call_mismatch_describer(CallMismatchDescriber describe) { g_call_mismatch_describer = describe; }
 
 std::string describe_device_error(const dev::DeviceError* e) {
   if (e == nullptr) return "";
@@ -80,6 +85,16 @@ std::string describe_device_error(const dev::DeviceError* e) {
       break;
     case dev::FailKind::kPeerDied:
       out << "PE " << v->peer_pe << " died while this PE waited (the bootstrap's watch saw it go)";
+      break;
+    case dev::FailKind::kCallMismatch:
+      if (g_call_mismatch_describer) {
+        dev::DeviceError copy;
+        std::memcpy(&copy, e, sizeof(copy));  // the kernel has trapped: nothing writes it any more
+        out << g_call_mismatch_describer(copy);
+      } else {
+        out << "PE " << v->peer_pe << " made another collective call than this PE (call bits 0x" << std::hex
+            << v->observed << ", this PE's 0x" << v->expected << std::dec << ")";
+      }
       break;
     default: out << "unknown device failure kind " << v->kind;
   }

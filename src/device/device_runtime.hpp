@@ -17,6 +17,10 @@ namespace nvst::detail {
 void upload_device_state(const dev::DeviceState& state);
 // Describes the failure a kernel wrote into the mailbox, or "" if none.
 std::string describe_device_error(const dev::DeviceError* mailbox);
+// How a kCallMismatch failure is put in words: the collectives (a layer
+// above) know what a call's bits mean, and set this once.
+using CallMismatchDescriber = std::string (*)(const dev::DeviceError& failure);
+void set_call_mismatch_describer(CallMismatchDescriber describe);
 // A one-block barrier_all kernel on `stream`.
 void launch_barrier_all(cudaStream_t stream);
 // *word += value on the GPU, ordered in `stream` (the proxy applies a

@@ -300,7 +300,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
         ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
                              r->heap->on_device() ? r->device : -1, settings::host_timeout_s(), r->launch.local_world));
     Bootstrap* boot = r->bootstrap.get();
-    r->proxy->on_own_failure([boot](const std::string& why) { boot->report_failure(why); });
+    r->proxy->on_own_failure([boot](const std::string& why, int pe) { return boot->report_failure(why, pe); });
   }
   if (r->device >= 0) {
     // Zero the heap (barrier words included) before any peer may write it.

@@ -266,26 +266,37 @@ std::string Proxy::failure() const {
   return failure_;
 }
 
-void Proxy::on_own_failure(std::function<void(const std::string&)> hook) {
+void Proxy::on_own_failure(OwnFailureHook hook) {
   std::lock_guard<std::mutex> lock(failure_mu_);
   own_failure_hook_ = std::move(hook);
 }
 
-void Proxy::fail(const std::string& why, bool own) {
+void Proxy::fail(const std::string& why, bool own, int pe) {
+  // An own failure is told to the other PEs before anything below lets this
+  // PE's waiters end: one that ends may exit the process at once, and the
+  // others would hear only that this PE went, not why.
+  std::string text = why;
+  if (own) {
+    OwnFailureHook hook;
+    {
+      std::lock_guard<std::mutex> lock(failure_mu_);
+      if (failure_.empty()) hook = own_failure_hook_;
+    }
+    if (hook) text = hook(why, pe);
+  }
   bool first = false;
-  std::function<void(const std::string&)> hook;
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     first = failure_.empty();
-    if (first) failure_ = why;
-    if (own) hook = own_failure_hook_;
+    if (first) failure_ = text;
   }
   failed_.store(true, std::memory_order_release);  // after the message: push() reads it once this is set
   st_->host_consumer.set_failed();
   if (st_->dev_consumer) st_->dev_consumer->set_failed();
   changes_.ring();  // waiters look at `failed` now
-  std::fprintf(stderr, "%s\n", why.c_str());
-  if (first && hook) hook(why);
+  // The bootstrap prints what it hears from outside; an own failure without
+  // a hook (or before the watch runs) is said here.
+  if (first && own && text == why) std::fprintf(stderr, "%s\n", why.c_str());
 }
 
 void Proxy::run() {
@@ -330,7 +341,7 @@ void Proxy::run() {
     try {
       busy = step();
     } catch (const std::exception& e) {
-      fail(e.what());
+      fail(e.what(), true, st_->failed_pe);
       break;
     }
     const auto now = Clock::now();
@@ -443,8 +454,10 @@ bool Proxy::State::complete() {
     }
     auto* op = static_cast<InFlight*>(c.context);
     static const char* names[] = {"write", "inbox write", "ack"};
-    if (c.error != 0)
+    if (c.error != 0) {
+      failed_pe = op->pe;
       NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
+    }
     if (op->kind == InFlight::kInboxWrite) trace.add(ProxyTrace::kWritten, op->pe, op->value);
     if (op->stage_slot >= 0) free_slots.push_back(op->stage_slot);
     if (op->group >= 0) {

@@ -82,9 +82,14 @@ class Proxy {
   // watch reported), so its waiting producers end with that message.
   // Thread-safe.
   void fail_from_outside(const std::string& why) { fail(why, false); }
-  // Called (on the proxy thread) when the proxy stops on a failure it found
-  // itself, so the runtime can tell the other PEs. Thread-safe.
-  void on_own_failure(std::function<void(const std::string&)> hook);
+  // Called (on the proxy thread or its watchdog) when the proxy stops on a
+  // failure it found itself, with the PE it blames (-1: none), so the
+  // runtime can tell the other PEs. It runs before this PE's waiters can see
+  // the failure (one that sees it may end the process), and returns the
+  // text they get: the job's failure, which may be a cause the others told
+  // of first. Thread-safe.
+  using OwnFailureHook = std::function<std::string(const std::string& why, int pe)>;
+  void on_own_failure(OwnFailureHook hook);
   // Incoming messages dropped as forged or malformed (read racily: for
   // reports and tests).
   std::uint64_t dropped() const;
@@ -107,7 +112,8 @@ class Proxy {
   struct InFlight;
   void run();
   bool step();
-  void fail(const std::string& why, bool own = true);
+  // `pe`: the PE an own failure blames (-1: none).
+  void fail(const std::string& why, bool own = true, int pe = -1);
   // Whether the proxy thread has been inside one provider call (returned in
   // `call`) for longer than 0.8 x NVST_TIMEOUT_S.
   bool stuck_in_provider(CallWatch::Snapshot& call) const;
@@ -135,11 +141,11 @@ class Proxy {
   std::chrono::microseconds spin_;  // an idle proxy's spin before it parks
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
-  std::function<void(const std::string&)> own_failure_hook_;  // under failure_mu_
-  std::atomic<bool> failed_{false};                           // fail() was called: the thread stops working
-  std::atomic<bool> exited_{false};                           // run() has returned
-  bool left_behind_ = false;                                  // stop() detached a thread that still runs
-  std::chrono::steady_clock::time_point started_;             // when run() began (NVST_PROXY_DEBUG's time split)
+  OwnFailureHook own_failure_hook_;                // under failure_mu_
+  std::atomic<bool> failed_{false};                // fail() was called: the thread stops working
+  std::atomic<bool> exited_{false};                // run() has returned
+  bool left_behind_ = false;                       // stop() detached a thread that still runs
+  std::chrono::steady_clock::time_point started_;  // when run() began (NVST_PROXY_DEBUG's time split)
   // The proxy's CUDA calls on the data path (GPU heaps) wait while another
   // thread's call holds the driver, and one case never ends (docs/09: a
   // pageable copy queued behind a kernel that waits on this proxy). The

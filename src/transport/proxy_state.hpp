@@ -263,6 +263,7 @@ struct Proxy::State {
   Clock::time_point copy_stall_reported{};  // the stalled copy last reported (report_copy_stalled)
   Clock::time_point last_debug = Clock::now();
   std::vector<fabric::Completion> completions;
+  int failed_pe = -1;  // the PE a failure thrown from a round blames (-1: none)
 
   ProxyTrace trace;  // NVST_PROXY_TRACE
 

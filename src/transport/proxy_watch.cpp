@@ -34,7 +34,8 @@ void Proxy::watch() {
       fail(detail::concat(detail::rank_prefix(), "the proxy thread has been inside ", call.what,
                           call.pe >= 0 ? " to " + peer : std::string(), " for ", call.age_s(),
                           " s (limit 0.8 x NVST_TIMEOUT_S) and cannot go on; ", peer,
-                          " may be dead (libfabric's shm provider waits for good on a lock a killed peer held)"));
+                          " may be dead (libfabric's shm provider waits for good on a lock a killed peer held)"),
+           true, call.pe);
     }
     if (device_ < 0) continue;
     const CallWatch::Snapshot cuda = cuda_call_.snapshot();

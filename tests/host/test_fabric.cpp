@@ -152,8 +152,15 @@ TEST_P(Fabric, SignalIsNeverSeenBeforeItsData) {
 // lands in its own slot and every signal add is counted, none lost. Through
 // the inbox each is a piece of its own: 10^5 pieces per pair, past the
 // 16-bit wrap of the seq its doorbell carries (inbox_bell.hpp).
+// A soak, not a failure case: on a machine loaded far past its cores the
+// shm provider stalls one direction for seconds at a time (8 s seen at a
+// load of 25 on 2 cores, then on with nothing lost), which the harness's
+// 8 s NVST_TIMEOUT_S (the proxy gives a peer up after 0.8 x that) took for
+// a dead peer. A stall for good still ends the test, after 48 s.
 TEST_P(Fabric, HundredThousandOperationsNothingLost) {
   const int per_thread = 25000;
+  Env slow_ok = env();
+  slow_ok.push_back({"NVST_TIMEOUT_S", "60"});
   auto res = run_pes(
       2,
       [per_thread](int me) {
@@ -194,7 +201,7 @@ TEST_P(Fabric, HundredThousandOperationsNothingLost) {
         nvst::finalize();
         return 0;
       },
-      env(), 240);
+      slow_ok, 240);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
 }
 

@@ -41,6 +41,7 @@ enum class FailKind : int {
   kBadArgument = 8,     // a library kernel found a bad value in its input (offset: where)
   kCountMismatch = 9,   // a collective's peer sent another byte count than this PE expects
   kPeerDied = 10,       // the host learned that PE peer_pe died (DeviceState::dead_pe)
+  kCallMismatch = 11,   // a collective's member made another call (observed: its call's bits, expected: ours)
 };
 
 // A fatal device-side error, written to pinned host memory before the kernel
@@ -52,9 +53,9 @@ struct DeviceError {
   int peer_pe;  // the PE waited for or addressed, -1 if unknown
   int block;
   int thread;
-  int cmp;  // comparison of a wait (nvst::dev::Cmp), else -1
-  int pad;
-  std::uint64_t offset;    // heap offset of the word or address concerned
+  int cmp;                 // comparison of a wait (nvst::dev::Cmp), else -1; kCallMismatch: this PE's team
+  int arg;                 // kCallMismatch: this PE's root (-1: none); else -1
+  std::uint64_t offset;    // heap offset of the word or address concerned; kCallMismatch: this PE's count
   std::uint64_t observed;  // value seen last
   std::uint64_t expected;  // value waited for
 };
@@ -106,7 +107,7 @@ __device__ __forceinline__ std::uint64_t global_timer_ns() {
 // kernel and the context end, and the host's next CUDA check throws with the
 // mailbox's description attached.
 __device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64_t offset, std::uint64_t observed,
-                                         std::uint64_t expected, int cmp) {
+                                         std::uint64_t expected, int cmp, int arg = -1) {
   const DeviceState& s = state();
   DeviceError* e = s.error;
   if (e != nullptr && atomicCAS(&g_device_failure_claimed, 0, 1) == 0) {
@@ -116,6 +117,7 @@ __device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64
     e->block = static_cast<int>(blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
     e->thread = static_cast<int>(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
     e->cmp = cmp;
+    e->arg = arg;
     e->offset = offset;
     e->observed = observed;
     e->expected = expected;
