@@ -156,6 +156,10 @@ bool across_nodes() { return nvst::team_n_pes(nvst::Team::kNode) < nvst::n_pes()
   try {
     nvst::bootstrap_barrier();
   } catch (const nvst::Error&) {
+    // This PE's runtime has failed (its kernel stopped), so the barrier
+    // refuses at once: stay all the same, for the other PE to find the
+    // mismatch itself rather than this PE's exit.
+    std::this_thread::sleep_for(std::chrono::seconds(5));
   }
   const bool ok = msg.find("every member must make the same call") != std::string::npos &&
                   msg.find(c.want) != std::string::npos && dt < 10.0;
