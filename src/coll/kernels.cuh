@@ -182,19 +182,6 @@ __device__ __forceinline__ void tell(const Args& a, int phase, int p, std::uint6
     dev::signal_op(my_flag(a, phase, a.me), v, dev::SignalOp::kSet, world_pe(a, p));
 }
 
-// Member p made another call than this PE (`theirs`: its call's bits):
-// stops the kernel, naming both calls (the host words it: call_sig.cpp).
-__device__ __noinline__ void call_mismatch(const Args& a, int p, std::uint32_t theirs) {
-  dev::fail(dev::FailKind::kCallMismatch, world_pe(a, p), a.call_count, theirs, a.call, a.team, a.call_root);
-}
-
-// Checks a call word `v` from member p: one of this launch that is not this
-// PE's is a mismatch. A member already further has overwritten its word;
-// the others' check covers that.
-__device__ __forceinline__ void check_call(const Args& a, std::uint64_t v, int p) {
-  if (v != a.word && (v & kEpochMask) == a.e) call_mismatch(a, p, static_cast<std::uint32_t>(v >> kEpochBits));
-}
-
 // Kernels whose exchange has no phase-0 flags (ll, ring) still put their
 // call word where block 0 of any other kernel waits for member me's
 // (flags[0][me][0]), and read the one there while they wait in vain:
@@ -215,6 +202,22 @@ __device__ __forceinline__ void announce_call(const Args& a, int p) {
   else
     dev::signal_op(slot, a.word, dev::SignalOp::kSet, world_pe(a, p));
 }
+// Member p made another call than this PE (`theirs`: its call's bits):
+// stops the kernel, naming both calls (the host words it: call_sig.cpp).
+__device__ __noinline__ void call_mismatch(const Args& a, int p, std::uint32_t theirs) {
+  // p may wait for a flag this PE will now never set: leave this PE's call
+  // word where p's waits look, so p names the mismatch too, not a dead PE.
+  announce_call(a, p);
+  dev::fail(dev::FailKind::kCallMismatch, world_pe(a, p), a.call_count, theirs, a.call, a.team, a.call_root);
+}
+
+// Checks a call word `v` from member p: one of this launch that is not this
+// PE's is a mismatch. A member already further has overwritten its word;
+// the others' check covers that.
+__device__ __forceinline__ void check_call(const Args& a, std::uint64_t v, int p) {
+  if (v != a.word && (v & kEpochMask) == a.e) call_mismatch(a, p, static_cast<std::uint32_t>(v >> kEpochBits));
+}
+
 // Waits until member p's flag `f` reaches `value` (a step's flag); while
 // it waits in vain, p's call word says whether p is in another call.
 __device__ __forceinline__ void wait_step(const Args& a, const std::uint64_t* f, std::uint64_t value, int p) {
@@ -237,11 +240,17 @@ __device__ __forceinline__ void wait_step(const Args& a, const std::uint64_t* f,
 // naming both: the cost is a mask and a compare on a word read anyway.
 __device__ __forceinline__ void wait_call(const Args& a, const std::uint64_t* f, int p) {
   std::uint64_t v;
-  dev::detail::spin_until([&] { return ((v = dev::detail::ld_acquire_sys(f)) & kEpochMask) >= a.e; },
-                          [&] {
-                            dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(f), v & kEpochMask,
-                                      a.e, static_cast<int>(dev::Cmp::kGe));
-                          });
+  unsigned polls = 0;
+  dev::detail::spin_until(
+      [&] {
+        if (((v = dev::detail::ld_acquire_sys(f)) & kEpochMask) >= a.e) return true;
+        if ((++polls & 1023u) == 0) check_call_slot(a, p);  // p may have stopped on a mismatch of its own
+        return false;
+      },
+      [&] {
+        dev::fail(dev::FailKind::kWaitTimeout, world_pe(a, p), dev::heap_offset(f), v & kEpochMask, a.e,
+                  static_cast<int>(dev::Cmp::kGe));
+      });
   check_call(a, v, p);
 }
 
