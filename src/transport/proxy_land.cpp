@@ -150,15 +150,22 @@ bool Proxy::State::finish_landings() {
 }
 
 // The acks queued by ack(), each an 8-byte write into its sender's control
-// region.
+// region. Injected where the provider can (copied at the call, no
+// completion): nothing waits for an ack's own delivery, and on a software
+// provider a delivery completion costs one more message back per ack.
 bool Proxy::State::post_acks() {
   bool any = false;
-  while (!control_words.empty() && !free_ops.empty()) {
+  const bool inject = transport->inject_limit() >= 8;
+  while (!control_words.empty() && (inject || !free_ops.empty())) {
     const ControlWord w = control_words.front();
-    InFlight* op = take(InFlight::kAck, w.pe);
-    op->value = w.value;
-    if (!transport->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
-    commit(op);
+    if (inject) {
+      if (!transport->write_inject(w.pe, &w.value, 8, fabric::Region::kControl, w.offset)) break;
+    } else {
+      InFlight* op = take(InFlight::kAck, w.pe);
+      op->value = w.value;
+      if (!transport->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
+      commit(op);
+    }
     control_words.pop_front();
     trace.add(ProxyTrace::kAcked, w.pe, w.value - 1);
     any = true;

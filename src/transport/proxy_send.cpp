@@ -201,7 +201,10 @@ bool Proxy::State::advance_direct() {
     NVST_REQUIRE(!c.src_on_device, "proxy: a GPU source for a PE with a host heap (ticket ", proxy::tag_ticket(c.tag),
                  ")");
     if (left > 0) {
-      const bool direct = src >= heap && src + left <= heap + heap_bytes;
+      // Straight from the caller's buffer where the provider reads any
+      // memory (it may be reused only after quiet, NVSHMEM's rule for
+      // _nbi puts); else from the registered heap, or through a staging slot.
+      const bool direct = transport->any_source() || (src >= heap && src + left <= heap + heap_bytes);
       int slot = -1;
       std::size_t piece = std::min(left, transport->max_write());
       const char* from = src;
