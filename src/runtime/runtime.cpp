@@ -728,19 +728,24 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
   NVST_REQUIRE(c >= 0 && c < 6, "nvst::signal_wait_until: comparison ", c, " is not one of Cmp's values");
   std::atomic_ref<std::uint64_t> a(*sig_addr);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(settings::host_timeout_s());
-  // The proxy applies peers' signals to a host heap and rings changes():
-  // blocking on it wakes this thread with the signal, not a timer later.
-  detail::Wakeup unrung;  // no proxy (one PE): waits look every 200 us
+  // The proxy applies peers' signals to a host heap: this thread does that
+  // work itself while the proxy thread is parked, else blocks on changes(),
+  // which wakes it with the signal, not a timer later.
   std::uint64_t v = 0;
-  detail::wait_with(
-      r.proxy ? r.proxy->changes() : unrung, [&] { return holds(v = a.load(std::memory_order_acquire)); },
-      [&] {
-        if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
-        if (std::string f = r.bootstrap->failure(); !f.empty()) throw Error(f);
-        NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
-                     settings::host_timeout_s(), " s waiting for signal word at heap offset ", offset_of(r, sig_addr),
-                     " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v, "; NVST_TIMEOUT_S)");
-      });
+  auto ready = [&] { return holds(v = a.load(std::memory_order_acquire)); };
+  auto check = [&] {
+    if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
+    if (std::string f = r.bootstrap->failure(); !f.empty()) throw Error(f);
+    NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
+                 settings::host_timeout_s(), " s waiting for signal word at heap offset ", offset_of(r, sig_addr), " ",
+                 names[static_cast<int>(cmp)], " ", value, " (last seen ", v, "; NVST_TIMEOUT_S)");
+  };
+  if (r.proxy) {
+    r.proxy->wait_until(ready, check);
+  } else {
+    detail::Wakeup unrung;  // no proxy (one PE): waits look every 200 us
+    detail::wait_with(unrung, ready, check);
+  }
   return v;
 }
 

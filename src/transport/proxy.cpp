@@ -40,6 +40,10 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     const bool roomy = n >= 2 * std::max(pes_on_host, 1);
     spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
     changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
+    // A host thread that does the proxy's work while it waits is its PE's
+    // one busy thread (the proxy thread is parked): with a core per PE it
+    // spins as the proxy would with two, before it parks.
+    help_spin_ = std::chrono::microseconds(n >= std::max(pes_on_host, 1) ? 1000 : 20);
   }
   const int world = boot.world();
   // GPU heaps send data through the inboxes (the provider cannot write GPU
@@ -89,6 +93,17 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   }
   transport_ = std::make_unique<fabric::Transport>(boot, gpu ? nullptr : heap, heap_bytes, control_, control_bytes_,
                                                    scratch_, scratch_bytes_, device);
+  // Host threads help where the proxy thread parks on the provider's wait
+  // fd: host heaps (no kernel feeds the proxy) over a provider with one
+  // (not shm, where a call can also spin for good on a dead peer's lock,
+  // which must hold the proxy thread, never the caller's).
+  if (!gpu && transport_->wait_fd() >= 0) {
+    bell_.set_fabric_fd(transport_->wait_fd());
+    driver_bell_.set_fabric_fd(transport_->wait_fd());
+    const auto help = settings::get("NVST_PROXY_HELP");
+    NVST_REQUIRE(!help || *help == "0" || *help == "1", "NVST_PROXY_HELP='", *help, "' is not 0 or 1");
+    can_help_ = !help || *help == "1";
+  }
 
   auto make_fifo = [](void* mem) {
     auto* f = static_cast<proxy::FifoShared*>(mem);
@@ -100,7 +115,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   void* p = host_fifo_mem_.get();
   std::size_t space = proxy::fifo_bytes(kFifoCapacity) + 64;
   host_fifo_ = make_fifo(std::align(64, proxy::fifo_bytes(kFifoCapacity), p, space));
-  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s, &bell_, &changes_);
+  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s, &bell_, &changes_,
+                                                         can_help_ ? static_cast<detail::ProxyHelper*>(this) : nullptr);
 
   st_ = std::make_unique<State>(host_fifo_, settings::get("NVST_PROXY_TRACE").value_or(""));
   State& s = *st_;
@@ -318,6 +334,10 @@ void Proxy::run() {
   // with a core of its own answers in microseconds; one that has not for
   // 100 us is waiting for a core, maybe ours: sleep 20 us per round. Spinning
   // or yielding instead made CI's two loaded cores up to 100x slower.
+  //
+  // Parked, the thread gives up the engine (engine_): a host thread that
+  // publishes a command or waits for one then does the work itself
+  // (proxy_help.cpp) and this thread sleeps on.
   detail::PreciseSleep precise;  // its 20 us sleeps last that long, not 70 (backoff.hpp)
   State& s = *st_;
   const bool can_park = !s.dev_consumer && transport_->wait_fd() >= 0;
@@ -325,7 +345,25 @@ void Proxy::run() {
   std::uint64_t last_refused = 0;
   bool refusing = false;
   auto refusing_since = last_busy;
+  bool holding = true;  // engine_ starts as kProxy
   while (!stop_.load(std::memory_order_relaxed) && !failed_.load(std::memory_order_relaxed)) {
+    if (!holding) {
+      int free = kFree;
+      if (!engine_.compare_exchange_strong(free, kProxy, std::memory_order_seq_cst)) {
+        // A host thread does the work (proxy_help.cpp). One that waits
+        // stopped watching the fabric's fd, so this thread sleeps until that
+        // thread gives the engine back (watching it again, and ringing if a
+        // command is left); one that only posts holds it for microseconds.
+        if (bell_.watched())
+          std::this_thread::yield();
+        else
+          bell_.park(std::chrono::milliseconds(100),
+                     [&] { return !stop_.load() && engine_.load(std::memory_order_seq_cst) == kHost; });
+        continue;
+      }
+      holding = true;
+      last_busy = Clock::now();  // a spin after waking: the news may need a few rounds
+    }
     bool busy = false;
     try {
       busy = step();
@@ -351,13 +389,24 @@ void Proxy::run() {
       continue;
     }
     const auto idle = now - last_busy;
-    if (idle < spin_) continue;
+    // A host thread blocked waiting for the proxy: park now and ring, so it
+    // does the work itself (proxy_help.cpp) instead of being woken per step.
+    const bool hand_over = can_help_ && wanted_.load(std::memory_order_seq_cst) > 0;
+    if (idle < spin_ && !hand_over) continue;
     auto nothing_new = [&] { return !stop_.load() && !s.host_consumer.pending(); };
     if (can_park) {
+      if (!bell_.watch()) {  // a host thread that did the work could not watch it again
+        fail(detail::concat("proxy: epoll_ctl(ADD) of the provider's wait fd failed (errno ", errno, ")"));
+        break;
+      }
+      if (!transport_->may_block()) continue;  // the provider has events: take them first
       const std::chrono::microseconds limit(s.drained() ? 100000 : 1000);
-      bell_.park(transport_->wait_fd(), limit, [&] { return nothing_new() && transport_->may_block(); });
+      engine_.store(kFree, std::memory_order_seq_cst);
+      holding = false;
+      if (hand_over) changes_.ring();
+      bell_.park(limit, nothing_new);
     } else if (!s.dev_consumer && idle > std::chrono::milliseconds(50)) {
-      bell_.park(-1, std::chrono::microseconds(50), nothing_new);
+      bell_.park(std::chrono::microseconds(50), nothing_new);
     } else {
       std::this_thread::yield();
     }
@@ -365,6 +414,11 @@ void Proxy::run() {
   // After a failure keep taking commands so producers are not left waiting
   // for slots; they see `failed` and stop.
   while (!stop_.load(std::memory_order_relaxed)) {
+    int free = kFree;  // a host thread in the middle of a round finishes it first
+    if (!holding && !(holding = engine_.compare_exchange_strong(free, kProxy))) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     proxy::Command c;
     while (st_->host_consumer.poll(c)) {
     }
@@ -389,25 +443,32 @@ static bool driver_knows(const void* src) {
 }
 
 // One round: poll (completions, doorbells), handle (what they made ready),
-// progress (post what can go), then take new commands. Returns whether
-// anything happened.
+// progress (post what can go), take new commands, acknowledge. Returns
+// whether anything happened.
 bool Proxy::step() {
   State& s = *st_;
   bool busy = s.complete();
   if (debug_) s.debug_report();
   s.check_ages();
-  busy |= s.send_signals();
-  busy |= s.send_answers();
   busy |= s.take_landed();
   busy |= s.finish_landings();
-  busy |= s.post_acks();
+  busy |= s.send_signals();
+  busy |= s.send_answers();
   busy |= s.post_staged();
   busy |= s.advance_active();
+  bool open = true;  // a fence or quiet that still waits takes no new commands
   if (s.blocked) {
-    if (!s.unblock()) return busy;  // a fence or quiet still waits: no new commands
-    busy = true;
+    open = s.unblock();
+    busy |= open;
   }
-  return s.intake() || busy;
+  if (open && s.intake()) {
+    busy = true;
+    s.advance_active();  // a new command goes out this round
+  }
+  // Acknowledgements last: a message sent this round (a ping-pong's reply)
+  // does not wait behind an ack's write.
+  busy |= s.post_acks();
+  return busy;
 }
 
 // Completions of our own operations (a staging slot or an in-flight record

@@ -50,7 +50,7 @@ namespace nvst {
 
 class Bootstrap;
 
-class Proxy {
+class Proxy final : private detail::ProxyHelper {
  public:
   // Collective over the world (opens the fabric transport). `device` >= 0:
   // the heap is GPU memory of that device (inbox path, and a FIFO for
@@ -69,6 +69,11 @@ class Proxy {
   std::uint64_t push(const proxy::Command& c, proxy::Op op);
   // Waits until every command pushed so far (by any host thread) finished.
   void quiet();
+  // Waits until ready() holds for something the proxy brings about (a
+  // signal on this PE's host heap): does the proxy's work on this thread
+  // while the proxy thread is parked (proxy_help.cpp), else blocks on
+  // changes(). check() runs now and then and may throw (a timeout).
+  void wait_until(const std::function<bool()>& ready, const std::function<void()>& check);
   // Rung whenever the proxy thread changed something (a signal applied to a
   // host heap, a quiet released, a FIFO slot freed, an atomic answered):
   // host threads waiting for such a change block on it (wakeup.hpp).
@@ -107,6 +112,13 @@ class Proxy {
   struct InFlight;
   void run();
   bool step();
+  // Host threads doing the proxy's work (proxy_help.cpp): ProxyHelper, and
+  // the rounds of one host thread while it holds the engine.
+  bool post() override;
+  Drove drive(const std::function<bool()>& ready, const std::function<void()>& check) override;
+  void want(int delta) override { wanted_.fetch_add(delta, std::memory_order_seq_cst); }
+  Drove rounds_on_host(const std::function<bool()>* ready, const std::function<void()>* check);
+  void give_back() noexcept;  // a host thread hands the engine back to the parked proxy thread
   void fail(const std::string& why, bool own = true);
   // Whether the proxy thread has been inside one provider call (returned in
   // `call`) for longer than 0.8 x NVST_TIMEOUT_S.
@@ -131,8 +143,20 @@ class Proxy {
   unsigned long long* dev_tail_ = nullptr;
 
   detail::ProxyBell bell_;          // host producers wake the parked proxy thread
+  detail::ProxyBell driver_bell_;   // ... and a host thread parked while it holds the engine (proxy_help.cpp)
   detail::Wakeup changes_;          // see changes()
   std::chrono::microseconds spin_;  // an idle proxy's spin before it parks
+  // Who does the proxy's work (runs step()): the proxy thread (kProxy), one
+  // host thread while the proxy thread is parked (kHost, proxy_help.cpp), or
+  // nobody (kFree: the proxy thread is parked; whoever takes it first does
+  // the work). Invariant: only the holder touches the State, calls the
+  // provider and watches or unwatches bell_'s fd; with the engine kFree the
+  // fd is watched, so an event with nobody working wakes the proxy thread.
+  enum Engine : int { kFree, kProxy, kHost };
+  std::atomic<int> engine_{kProxy};
+  bool can_help_ = false;                // host threads may hold the engine (see proxy_help.cpp)
+  std::chrono::microseconds help_spin_;  // how long a host thread holding it spins without news, then parks
+  std::atomic<int> wanted_{0};           // host threads blocked waiting for the proxy (want())
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
   std::function<void(const std::string&)> own_failure_hook_;  // under failure_mu_

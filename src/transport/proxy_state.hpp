@@ -3,16 +3,17 @@
 // progresses in this order, each phase a function of its own:
 //   complete()        proxy.cpp        completions of our operations; peers' doorbells
 //   check_ages()      proxy_watch.cpp  operations or peers that stopped moving
-//   send_signals()    proxy_send.cpp   host-path signals whose data completed
-//   send_answers()    proxy_send.cpp   old values of peers' atomics applied here
 //   take_landed()     proxy_land.cpp   landed inbox pieces into the heap
 //   finish_landings() proxy_land.cpp   landing copies done: acks queued
-//   post_acks()       proxy_land.cpp   acks onto the wire
+//   send_signals()    proxy_send.cpp   host-path signals whose data completed
+//   send_answers()    proxy_send.cpp   old values of peers' atomics applied here
 //   post_staged()     proxy_send.cpp   staged pieces onto the wire
 //   advance_active()  proxy_send.cpp   the command being sent, piece by piece (or an atomic)
 //   unblock()         proxy.cpp        a fence or quiet whose work drained
-//   intake()          proxy.cpp        new commands from the FIFOs
-// Only the proxy thread touches a State.
+//   intake()          proxy.cpp        new commands from the FIFOs (then advance_active again)
+//   post_acks()       proxy_land.cpp   acks onto the wire
+// Only the thread that holds the proxy's engine (the proxy thread, or a host
+// thread doing its work: proxy_help.cpp) touches a State.
 #pragma once
 
 #include <cuda_runtime_api.h>
