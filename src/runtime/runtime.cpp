@@ -571,12 +571,17 @@ void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cu
   NVST_CHECK_CUDA(cudaMemcpyAsync(dest, remote, bytes, cudaMemcpyDefault, stream));
 }
 
+namespace {
+void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
+                std::uint64_t signal, SignalOp op, int pe, bool with_signal, bool then_quiet = false);
+}  // namespace
+
 void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
   Runtime& r = rt("putmem");
   check_pe(r, pe, "putmem");
   if (bytes != 0) check_symmetric(r, dest, bytes, "putmem", "dest");
   if (bytes != 0 && ptr(dest, pe) == nullptr && r.proxy) {
-    putmem_nbi(dest, src, bytes, pe);
+    put_common("putmem", dest, src, bytes, nullptr, 0, SignalOp::kSet, pe, false, true);
     r.proxy->quiet();
     return;
   }
@@ -617,8 +622,10 @@ void apply_signal_locally(std::uint64_t* w, std::uint64_t v, SignalOp op) {
     a.store(v, std::memory_order_release);
 }
 
+// `then_quiet`: the caller quiets right after (a blocking put), so the
+// proxy's work is left to that quiet (Proxy::push).
 void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
-                std::uint64_t signal, SignalOp op, int pe, bool with_signal) {
+                std::uint64_t signal, SignalOp op, int pe, bool with_signal, bool then_quiet) {
   Runtime& r = rt(fn);
   check_pe(r, pe, fn);
   if (bytes) {
@@ -650,7 +657,7 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
     c.sig_op = static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet);
   }
   const proxy::Op kind = !with_signal ? proxy::Op::kPut : bytes ? proxy::Op::kPutSignal : proxy::Op::kSignal;
-  proxy_or_throw(r, pe, fn).push(c, kind);
+  proxy_or_throw(r, pe, fn).push(c, kind, then_quiet);
 }
 }  // namespace
 

@@ -32,8 +32,9 @@ class HostProducer {
         progress_(progress ? progress : &own_),
         helper_(helper) {}
 
-  // Publishes `c` (its tag is set here) and returns its ticket.
-  std::uint64_t push(Command c, Op op) {
+  // Publishes `c` (its tag is set here) and returns its ticket. `then_wait`:
+  // the caller waits for the proxy right after (ProxyHelper::post).
+  std::uint64_t push(Command c, Op op, bool then_wait = false) {
     const std::uint64_t t = word(*tail_).fetch_add(1, std::memory_order_relaxed);
     wait("a free FIFO slot", [&] { return t - word(fifo_->head).load(std::memory_order_acquire) < fifo_->capacity; });
     Command& slot = fifo_->slots[t & (fifo_->capacity - 1)];
@@ -49,7 +50,7 @@ class HostProducer {
     slot.src_on_device = c.src_on_device;
     word(slot.tag).store(tag, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // published before the look at who works (post)
-    if (helper_ != nullptr && helper_->post()) return t;
+    if (helper_ != nullptr && helper_->post(then_wait)) return t;
     if (bell_) bell_->ring();
     return t;
   }

@@ -242,13 +242,13 @@ Proxy::~Proxy() {
   std::free(control_);
 }
 
-std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op) {
+std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op, bool then_wait) {
   if (failed_.load(std::memory_order_acquire)) throw Error(failure());
-  return host_producer_->push(c, op);
+  return host_producer_->push(c, op, then_wait);
 }
 
 void Proxy::quiet() {
-  const std::uint64_t t = push(proxy::Command{}, proxy::Op::kQuiet);
+  const std::uint64_t t = push(proxy::Command{}, proxy::Op::kQuiet, true);
   try {
     host_producer_->wait_completed(t);
   } catch (const Error&) {
@@ -258,7 +258,7 @@ void Proxy::quiet() {
 }
 
 std::uint64_t Proxy::atomic(const proxy::Command& c) {
-  const std::uint64_t t = push(c, proxy::Op::kAtomic);
+  const std::uint64_t t = push(c, proxy::Op::kAtomic, true);
   try {
     return host_producer_->wait_answer(t);
   } catch (const Error&) {

@@ -65,8 +65,9 @@ class Proxy final : private detail::ProxyHelper {
 
   const std::string& provider() const { return transport_->provider(); }
 
-  // Host-thread producers (the host API). Thread-safe.
-  std::uint64_t push(const proxy::Command& c, proxy::Op op);
+  // Host-thread producers (the host API). Thread-safe. `then_wait`: the
+  // caller waits for the proxy right after (a blocking put's quiet).
+  std::uint64_t push(const proxy::Command& c, proxy::Op op, bool then_wait = false);
   // Waits until every command pushed so far (by any host thread) finished.
   void quiet();
   // Waits until ready() holds for something the proxy brings about (a
@@ -114,7 +115,7 @@ class Proxy final : private detail::ProxyHelper {
   bool step();
   // Host threads doing the proxy's work (proxy_help.cpp): ProxyHelper, and
   // the rounds of one host thread while it holds the engine.
-  bool post() override;
+  bool post(bool then_wait) override;
   Drove drive(const std::function<bool()>& ready, const std::function<void()>& check) override;
   void want(int delta) override { wanted_.fetch_add(delta, std::memory_order_seq_cst); }
   Drove rounds_on_host(const std::function<bool()>* ready, const std::function<void()>* check);

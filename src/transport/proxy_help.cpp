@@ -36,7 +36,7 @@ namespace nvst {
 
 using Clock = std::chrono::steady_clock;
 
-bool Proxy::post() {
+bool Proxy::post(bool then_wait) {
   int e = engine_.load(std::memory_order_seq_cst);
   for (;;) {
     if (e == kProxy || failed_.load() || stop_.load()) return false;  // the proxy thread is awake: its bell
@@ -44,6 +44,7 @@ bool Proxy::post() {
       driver_bell_.ring();
       return true;
     }
+    if (then_wait) return true;  // the caller's drive() takes the engine next (or whoever comes first does the work)
     if (engine_.compare_exchange_weak(e, kHost, std::memory_order_seq_cst)) break;
   }
   rounds_on_host(nullptr, nullptr);

@@ -91,8 +91,10 @@ class ProxyHelper {
     kCannot,  // never here (GPU heaps, a provider without a wait fd, a failed proxy)
   };
   // After a host thread published a command: does the work it needs now if
-  // the proxy thread is parked. False: the caller rings the proxy's bell.
-  virtual bool post() = 0;
+  // the proxy thread is parked. With `then_wait` (the caller waits for the
+  // proxy next, and drive()s then) it only sees that someone will take the
+  // command. False: the caller rings the proxy's bell.
+  virtual bool post(bool then_wait) = 0;
   // If the proxy thread is parked: does the proxy's work on this thread
   // until ready() holds, parking as the proxy thread would between rounds;
   // check() runs at least every 200 us and may throw (the caller's timeout).
