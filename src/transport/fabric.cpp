@@ -409,9 +409,11 @@ bool Transport::write_with_data(int pe, const void* src, std::size_t bytes, Regi
   msg.rma_iov_count = 1;
   msg.context = context;
   msg.data = data;
-  // No completion level: the provider's least, the source reusable (tcp
-  // takes FI_TRANSMIT_COMPLETE for FI_DELIVERY_COMPLETE and answers it).
-  ssize_t rc = fi_writemsg(m.ep, &msg, FI_COMPLETION | FI_REMOTE_CQ_DATA);
+  // FI_TRANSMIT_COMPLETE: the slot may be reused once the bytes left.
+  // (tcp answers it like FI_DELIVERY_COMPLETE. With no completion level it
+  // sends no answer but reports the completion inside the post, and a
+  // one-way signal took 44 us instead of 34 on our 2-core VM.)
+  ssize_t rc = fi_writemsg(m.ep, &msg, FI_COMPLETION | FI_REMOTE_CQ_DATA | FI_TRANSMIT_COMPLETE);
   if (rc == -FI_EAGAIN) return ++refused_, false;
   NVST_REQUIRE(rc == 0, "fi_writedata of ", bytes, " bytes to PE ", pe,
                " failed: ", fi_strerror(static_cast<int>(-rc)));

@@ -99,8 +99,7 @@ class Transport {
   // fi_writedata). 32 bits, what every provider we take carries (verbs and
   // efa: 4 bytes of immediate data). Its own completion only says that
   // `src` may be reused (FI_TRANSMIT_COMPLETE): the target's report is what
-  // says the bytes are there, so a software provider sends no delivery
-  // acknowledgement back for it.
+  // says the bytes are there.
   bool write_with_data(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
                        std::uint32_t data, void* context);
   // A write of at most inject_limit() bytes whose source is copied at the
