@@ -29,22 +29,20 @@ using Clock = std::chrono::steady_clock;
 
 Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host)
     : device_(device), timeout_s_(timeout_s) {
-  {
-    // Where every PE's two busy threads have a core, spinning up to 1 ms
-    // answers fastest (a wake-up costs 5-10 us more on our VMs); where they
-    // do not, a spinner takes the core the thread it waits for needs, so
-    // waits block almost at once (the 2-core CI machine: 2 PEs, 4 threads).
-    cpu_set_t cores;
-    CPU_ZERO(&cores);
-    const int n = sched_getaffinity(0, sizeof(cores), &cores) == 0 ? CPU_COUNT(&cores) : 1;
-    const bool roomy = n >= 2 * std::max(pes_on_host, 1);
-    spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
-    changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
-    // A host thread that does the proxy's work while it waits is its PE's
-    // one busy thread (the proxy thread is parked): with a core per PE it
-    // spins as the proxy would with two, before it parks.
-    help_spin_ = std::chrono::microseconds(n >= std::max(pes_on_host, 1) ? 1000 : 20);
-  }
+  // Where every PE's two busy threads have a core, spinning up to 1 ms
+  // answers fastest (a wake-up costs 5-10 us more on our VMs); where they
+  // do not, a spinner takes the core the thread it waits for needs, so
+  // waits block almost at once (the 2-core CI machine: 2 PEs, 4 threads).
+  // Where host threads help (below), a PE has one busy thread doing the
+  // proxy's work, whichever it is: a core per PE is room enough.
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  const int n_cores = sched_getaffinity(0, sizeof(cores), &cores) == 0 ? CPU_COUNT(&cores) : 1;
+  const bool roomy = n_cores >= 2 * std::max(pes_on_host, 1);
+  const bool core_per_pe = n_cores >= std::max(pes_on_host, 1);
+  spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
+  changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
+  help_spin_ = std::chrono::microseconds(core_per_pe ? 1000 : 20);
   const int world = boot.world();
   // GPU heaps send data through the inboxes (the provider cannot write GPU
   // memory without FI_HMEM). Host heaps are written directly, and
@@ -103,6 +101,9 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     const auto help = settings::get("NVST_PROXY_HELP");
     NVST_REQUIRE(!help || *help == "0" || *help == "1", "NVST_PROXY_HELP='", *help, "' is not 0 or 1");
     can_help_ = !help || *help == "1";
+    // Awake, the proxy thread is then its PE's one busy thread (a waiting
+    // host thread takes the work over at once: hand_over in run()).
+    if (can_help_ && core_per_pe) spin_ = std::chrono::microseconds(1000);
   }
 
   auto make_fifo = [](void* mem) {
@@ -135,6 +136,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   s.stage = scratch_ + pool_bytes;
   for (int i = kStageSlots - 1; i >= 0; --i) s.free_slots.push_back(i);
   s.sent.assign(static_cast<std::size_t>(world), 0);
+  s.marked.assign(static_cast<std::size_t>(world), 0);
+  s.lazy_acks.assign(static_cast<std::size_t>(world), {});
   s.recv.assign(static_cast<std::size_t>(world), 0);
   s.applied.assign(static_cast<std::size_t>(world), 0);
   s.landed.assign(static_cast<std::size_t>(world) * kInboxSlots, 0);
@@ -391,8 +394,13 @@ void Proxy::run() {
     const auto idle = now - last_busy;
     // A host thread blocked waiting for the proxy: park now and ring, so it
     // does the work itself (proxy_help.cpp) instead of being woken per step.
+    // One that did the work within the spin is likely to come back: park
+    // now too, rather than hold the engine it will ask for.
     const bool hand_over = can_help_ && wanted_.load(std::memory_order_seq_cst) > 0;
-    if (idle < spin_ && !hand_over) continue;
+    const bool host_helps =
+        can_help_ && now.time_since_epoch().count() - host_gave_back_ns_.load(std::memory_order_relaxed) <
+                         std::chrono::duration_cast<Clock::duration>(spin_).count();
+    if (idle < spin_ && !hand_over && !host_helps) continue;
     auto nothing_new = [&] { return !stop_.load() && !s.host_consumer.pending(); };
     if (can_park) {
       if (!bell_.watch()) {  // a host thread that did the work could not watch it again
@@ -444,14 +452,19 @@ static bool driver_knows(const void* src) {
 
 // One round: poll (completions, doorbells), handle (what they made ready),
 // progress (post what can go), take new commands, acknowledge. Returns
-// whether anything happened.
-bool Proxy::step() {
+// whether anything happened. `done` (a host thread's wait, proxy_help.cpp):
+// once what landed satisfies it, the round ends there but for the acks
+// asked for at once; the rest is the next round's. `idle`: a round that
+// finds nothing else to do may post lazy acks (not one that a host thread
+// runs right after posting, or before it returns: proxy_help.cpp).
+bool Proxy::step(const std::function<bool()>* done, bool idle) {
   State& s = *st_;
   bool busy = s.complete();
   if (debug_) s.debug_report();
   s.check_ages();
   busy |= s.take_landed();
   busy |= s.finish_landings();
+  if (done != nullptr && (*done)()) return s.post_acks() || busy;
   busy |= s.send_signals();
   busy |= s.send_answers();
   busy |= s.post_staged();
@@ -466,8 +479,10 @@ bool Proxy::step() {
     s.advance_active();  // a new command goes out this round
   }
   // Acknowledgements last: a message sent this round (a ping-pong's reply)
-  // does not wait behind an ack's write.
+  // does not wait behind an ack's write. Lazy ones wait for a round that
+  // found nothing else to do (idle_round()).
   busy |= s.post_acks();
+  if (!busy && idle) busy = s.idle_round();
   return busy;
 }
 
@@ -528,9 +543,21 @@ void Proxy::State::release_blocked() {
 // fence / quiet: commands after them wait for everything before them.
 // Whether the one pending has drained (and is released).
 bool Proxy::State::unblock() {
+  request_acks();
   if (!drained()) return false;
   release_blocked();
   return true;
+}
+
+// A quiet or fence waits for the acks of every piece sent; a target that
+// acknowledges lazily (proxy_state.hpp) is asked for them, once per target
+// and last piece: a marked piece's ack covers all before it.
+void Proxy::State::request_acks() {
+  for (int t = 0; t < layout.world; ++t) {
+    const std::uint64_t n = sent[static_cast<std::size_t>(t)];
+    if (n == 0 || marked[static_cast<std::size_t>(t)] == n || acked(t, n - 1)) continue;
+    stage_piece(t, proxy::Command{}, 0, nullptr, 0, proxy_atomic::kAckRequest);  // no free slot: the next round
+  }
 }
 
 // New commands: the kernels' FIFO first, then the host's. A host quiet

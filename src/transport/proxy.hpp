@@ -112,7 +112,7 @@ class Proxy final : private detail::ProxyHelper {
   struct State;
   struct InFlight;
   void run();
-  bool step();
+  bool step(const std::function<bool()>* done = nullptr, bool idle = true);
   // Host threads doing the proxy's work (proxy_help.cpp): ProxyHelper, and
   // the rounds of one host thread while it holds the engine.
   bool post(bool then_wait) override;
@@ -155,9 +155,10 @@ class Proxy final : private detail::ProxyHelper {
   // fd is watched, so an event with nobody working wakes the proxy thread.
   enum Engine : int { kFree, kProxy, kHost };
   std::atomic<int> engine_{kProxy};
-  bool can_help_ = false;                // host threads may hold the engine (see proxy_help.cpp)
-  std::chrono::microseconds help_spin_;  // how long a host thread holding it spins without news, then parks
-  std::atomic<int> wanted_{0};           // host threads blocked waiting for the proxy (want())
+  bool can_help_ = false;                           // host threads may hold the engine (see proxy_help.cpp)
+  std::chrono::microseconds help_spin_;             // how long a host thread holding it spins without news, then parks
+  std::atomic<int> wanted_{0};                      // host threads blocked waiting for the proxy (want())
+  std::atomic<std::int64_t> host_gave_back_ns_{0};  // steady clock: when a host thread last gave the engine back
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
   std::function<void(const std::string&)> own_failure_hook_;  // under failure_mu_

@@ -71,13 +71,14 @@ void Proxy::give_back() noexcept {
         wake = true;
         break;
       }
-      if (step()) changes_.ring();
+      if (step(nullptr, false)) changes_.ring();
     }
     if (!bell_.watch()) wake = true;  // the proxy thread then looks at once and watches it itself
   } catch (const std::exception& e) {
     if (!failed_.load()) fail(e.what());
     wake = true;
   }
+  host_gave_back_ns_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   engine_.store(kFree, std::memory_order_seq_cst);
   if (wake)
     bell_.wake();
@@ -97,7 +98,7 @@ Proxy::Drove Proxy::rounds_on_host(const std::function<bool()>* ready, const std
   } give_back{*this};
   auto round = [&] {
     try {
-      const bool busy = step();
+      const bool busy = step(ready, ready != nullptr);
       if (busy) changes_.ring();  // other host threads waiting on this PE
       return busy;
     } catch (const std::exception& e) {

@@ -59,6 +59,7 @@ bool Proxy::State::piece_kind_valid(const InboxHeader& h) const {
     case proxy_atomic::kAtomicRequest: return h.bytes == 0 && proxy_atomic::request_valid(h.sig_op, h.sig, heap_bytes);
     case proxy_atomic::kAtomicAnswer:
       return h.bytes == 0 && (!proxy_atomic::token_from_kernels(h.token) || dev_fifo != nullptr);
+    case proxy_atomic::kAckRequest: return h.bytes == 0;
     default: return false;
   }
 }
@@ -99,7 +100,7 @@ bool Proxy::State::take_landed() {
           answers.push_back(
               {src, h->token, proxy_atomic::apply_host(heap, h->sig, h->sig_op, h->sig_value, h->compare)});
         trace.add(ProxyTrace::kLanded, src, next);
-        ack(src, next);
+        ack(src, next, h->ack_now != 0);
         ++pieces_taken;
         ++next;
         continue;
@@ -143,7 +144,7 @@ bool Proxy::State::finish_landings() {
     trace.add(ProxyTrace::kLanded, src, applied[static_cast<std::size_t>(src)]);
     free_events.push_back(a.done);
     applying.pop_front();
-    ack(src, applied[static_cast<std::size_t>(src)]);  // copies finish in order per source
+    ack(src, applied[static_cast<std::size_t>(src)], true);  // copies finish in order per source
     any = true;
   }
   return any;

@@ -77,6 +77,9 @@ bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t de
   h->sig_op = c.sig_op;
   h->compare = c.dest;    // kAtomicRequest (the command's dest: proxy_fifo.hpp)
   h->token = c.reserved;  // atomics: set when the proxy took the command (start)
+  // Lazy acks (proxy_state.hpp): every kAckEvery-th piece, and a request.
+  h->ack_now = layout.data || kind == proxy_atomic::kAckRequest || seq % kAckEvery == kAckEvery - 1;
+  if (h->ack_now) marked[static_cast<std::size_t>(pe)] = seq + 1;
   const bool copying = bytes && gpu;
   if (copying) {
     CallWatch::Mark mark(*cuda_call, "staging a put's source from the GPU");

@@ -126,6 +126,17 @@ void wait_with(Wakeup& bell, Ready ready, Check check, std::chrono::microseconds
     if (ready()) return;
     drove = helper->drive(ready, check);
     if (drove == Drove::kReady) return;
+    if (drove == Drove::kBusy) {
+      // The proxy thread (or another host thread) is awake: ask for the
+      // engine and look for it a little while. The proxy thread hands it
+      // over at its next idle round, within microseconds; blocking would
+      // add a wake-up.
+      helper->want(1);
+      const auto until = Clock::now() + std::chrono::microseconds(100);
+      while (drove == Drove::kBusy && !ready() && Clock::now() < until) drove = helper->drive(ready, check);
+      helper->want(-1);
+      if (drove == Drove::kReady || ready()) return;
+    }
   }
   if (drove != Drove::kSpent) {
     const auto spin_until = Clock::now() + bell.spin();

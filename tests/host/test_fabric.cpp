@@ -358,6 +358,46 @@ TEST(FabricHelp, HostThreadsAndTheProxyShareTheEngine) {
   }
 }
 
+// A target acknowledges a signal lazily (proxy_state.hpp): not in the round
+// that applied it when that round ends a host thread's wait. A sender's
+// quiet then asks for the ack (a kAckRequest piece), which wakes the
+// target's parked proxy thread while its application thread computes.
+// Without the request the quiet would wait for that proxy thread's own next
+// look, up to 100 ms later.
+TEST(FabricHelp, QuietAsksALazyTargetForItsAck) {
+  auto res = run_pes(
+      2,
+      [](int me) {
+        nvst::init();
+        auto* flag = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+        nvst::barrier_all();
+        std::vector<double> quiet_ms;
+        for (std::uint64_t r = 1; r <= 7; ++r) {
+          if (me == 1) {
+            nvst::signal_wait_until(flag, nvst::Cmp::kGe, r);             // ends the round that applied it
+            std::this_thread::sleep_for(std::chrono::milliseconds(150));  // computes: no nvst call
+          } else {
+            nvst::signal_op(flag, r, nvst::SignalOp::kSet, 1);
+            const auto t0 = std::chrono::steady_clock::now();
+            nvst::quiet();
+            quiet_ms.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+          }
+          nvst::bootstrap_barrier();
+        }
+        if (me == 0) {
+          std::sort(quiet_ms.begin(), quiet_ms.end());
+          PE_EXPECT(quiet_ms[3] < 25, "median quiet took ", quiet_ms[3], " ms while the target computed");
+        }
+        nvst::barrier_all();
+        PE_EXPECT(*flag == (me == 1 ? 7u : 0u), "flag ", *flag);
+        nvst::finalize();
+        return 0;
+      },
+      {{"NVST_FABRIC_PROVIDER", "tcp;ofi_rxm"}, {"NVST_SYMMETRIC_SIZE", "64M"}}, 120);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
+}
+
 // Host heaps over shm with NVST_PROXY_INBOX unset (data written directly,
 // signals through the inbox) count every add; a value other than 0 or 1 is
 // refused at init.
