@@ -134,15 +134,22 @@ class Consumer {
   }
   std::uint64_t head() const { return word(fifo_->head).load(std::memory_order_relaxed); }
   // Whether the next command has been published (poll() would take it).
-  bool pending() const {
-    const Command& slot = fifo_->slots[head() & (fifo_->capacity - 1)];
-    return word(const_cast<std::uint64_t&>(slot.tag)).load(std::memory_order_acquire) != 0;
+  bool pending() const { return next_tag() != 0; }
+  // Whether the next command has been published and waits for everything
+  // before it (a quiet or a fence).
+  bool drain_next() const {
+    const std::uint64_t tag = next_tag();
+    return tag != 0 && (tag_op(tag) == Op::kQuiet || tag_op(tag) == Op::kFence);
   }
   // Publishes the quiet point: every ticket below `ticket_end` has finished.
   void set_completed(std::uint64_t ticket_end) { word(fifo_->completed).store(ticket_end, std::memory_order_release); }
   void set_failed() { word(fifo_->failed).store(1, std::memory_order_release); }
 
  private:
+  std::uint64_t next_tag() const {
+    const Command& slot = fifo_->slots[head() & (fifo_->capacity - 1)];
+    return word(const_cast<std::uint64_t&>(slot.tag)).load(std::memory_order_acquire);
+  }
   FifoShared* fifo_;
 };
 

@@ -553,6 +553,8 @@ bool Proxy::State::unblock() {
 // acknowledges lazily (proxy_state.hpp) is asked for them, once per target
 // and last piece: a marked piece's ack covers all before it.
 void Proxy::State::request_acks() {
+  // Not at once: a target that waits for anything acks within a round trip.
+  if (Clock::now() - blocked_since < kAckRequestAfter) return;
   for (int t = 0; t < layout.world; ++t) {
     const std::uint64_t n = sent[static_cast<std::size_t>(t)];
     if (n == 0 || marked[static_cast<std::size_t>(t)] == n || acked(t, n - 1)) continue;
@@ -603,7 +605,7 @@ bool Proxy::State::intake() {
         blocked_fifo = from;
         blocked_ticket = proxy::tag_ticket(c.tag);
         drain_state = ~0ull;  // the age check starts its clock at its first look
-        drain_same_since = Clock::now();
+        drain_same_since = blocked_since = Clock::now();
         if (drained()) release_blocked();  // nothing outstanding: done at once
         break;
       default:

@@ -77,8 +77,11 @@ bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t de
   h->sig_op = c.sig_op;
   h->compare = c.dest;    // kAtomicRequest (the command's dest: proxy_fifo.hpp)
   h->token = c.reserved;  // atomics: set when the proxy took the command (start)
-  // Lazy acks (proxy_state.hpp): every kAckEvery-th piece, and a request.
-  h->ack_now = layout.data || kind == proxy_atomic::kAckRequest || seq % kAckEvery == kAckEvery - 1;
+  // Lazy acks (proxy_state.hpp): every kAckEvery-th piece, a request, and
+  // a piece that a quiet or fence waits for, begun or queued (a blocking
+  // put_signal's signal, sent once its data completed).
+  h->ack_now = layout.data || kind == proxy_atomic::kAckRequest || seq % kAckEvery == kAckEvery - 1 || blocked ||
+               host_consumer.drain_next() || (dev_consumer && dev_consumer->drain_next());
   if (h->ack_now) marked[static_cast<std::size_t>(pe)] = seq + 1;
   const bool copying = bytes && gpu;
   if (copying) {

@@ -120,14 +120,16 @@ struct ControlLayout {
 // and its reply goes out well before the ack. Such a round comes soon
 // while the target waits for anything, but may not come at all when its
 // thread goes on computing, so a sender that needs acks asks: it marks a
-// piece `ack_now` (every 8th, so a slot is never waited for long), and a
-// quiet or fence that waits for acks of unmarked pieces sends a kAckRequest
-// piece. A target acknowledges a marked piece and every piece before it
+// piece `ack_now` (every 8th, so a slot is never waited for long, and one
+// that a quiet or fence begun or queued waits for), and a quiet or fence
+// that has waited kAckRequestAfter for acks of unmarked pieces sends a
+// kAckRequest piece. A target acknowledges a marked piece and every piece before it
 // within the round that applied it, even the last round of a wait. Every
 // piece still gets its own ack word, so the rules above for ack words hold
 // as they were. Inboxes that carry data (GPU heaps) acknowledge every piece
 // at once.
 constexpr std::uint64_t kAckEvery = 8;
+constexpr std::chrono::microseconds kAckRequestAfter{100};  // a quiet's wait before it asks
 static_assert(kAckEvery <= kInboxSlots / 2, "a marked piece's ack frees slots before the sender runs out");
 
 // A piece's tag: the job's inbox key (derived from its secret) mixed with
@@ -277,6 +279,7 @@ struct Proxy::State {
   // has not changed, for the age check (a peer that never acks).
   std::uint64_t drain_state = 0;
   Clock::time_point drain_same_since;
+  Clock::time_point blocked_since;  // when the fence or quiet began (request_acks)
   bool blocked_is_quiet = false;
   proxy::Consumer* blocked_fifo = nullptr;
   std::uint64_t blocked_ticket = 0;
