@@ -4,9 +4,18 @@ writes PREFIX.RANK, see src/transport/proxy_trace.hpp) and prints, for the
 puts of one size, the median time of each step of each piece after the put
 was taken by the sender's proxy, in microseconds.
 
+With --pingpong it reads `nvst bench host`'s signal ping-pong instead (the
+bench writes its calls to PREFIX.app.RANK) and prints the median of each
+step of a one-way signal, both directions together: the call, the command
+taken and its piece posted (by the proxy thread, or by the calling thread
+doing the proxy's work), the target's doorbell, the signal applied, the
+waiter back.
+
 Usage: proxy_trace.py PREFIX [--sender 0] [--target 1] [--bytes N] [--from host|kernel|any]
+       proxy_trace.py PREFIX --pingpong
 """
 import argparse
+import bisect
 import collections
 import statistics
 import sys
@@ -19,6 +28,60 @@ def read(path):
             yield int(ns), what, int(pe), int(seq)
 
 
+def pingpong(prefix):
+    """Median us of each step of a one-way signal in the bench's ping-pong."""
+    app, ev = {}, {}
+    for r in (0, 1):
+        app[r] = collections.defaultdict(list)
+        with open(f"{prefix}.app.{r}") as f:
+            for line in f:
+                ns, what = line.split()
+                app[r][what].append(int(ns))
+        ev[r] = collections.defaultdict(list)  # (what, pe) -> [ns]; (what, pe, seq) -> ns
+        for ns, what, pe, seq in read(f"{prefix}.{r}"):
+            ev[r][(what, pe)].append(ns)
+            ev[r].setdefault((what, pe, seq), ns)
+    seq_of = {}
+    for r in (0, 1):
+        for ns, what, pe, seq in read(f"{prefix}.{r}"):
+            if what == "posted":
+                seq_of[(r, ns)] = seq
+
+    def first_after(times, t):
+        i = bisect.bisect_left(times, t)
+        return times[i] if i < len(times) else None
+
+    steps = ["taken", "posted", "bell", "landed", "woke"]
+    table = collections.defaultdict(list)
+    for src in (0, 1):
+        dst = 1 - src
+        for call in app[src]["c"]:
+            ret = first_after(app[src]["r"], call)
+            taken = first_after(ev[src][("taken", dst)], call)
+            posted = first_after(ev[src][("posted", dst)], call)
+            if None in (ret, taken, posted):
+                continue
+            seq = seq_of[(src, posted)]
+            bell = ev[dst].get(("bell", src, seq))
+            landed = ev[dst].get(("landed", src, seq))
+            if bell is None or landed is None:
+                continue
+            woke = first_after(app[dst]["w"], landed)
+            if woke is None:
+                continue
+            times = [call, taken, posted, bell, landed, woke]
+            for k, st in enumerate(steps):
+                table[st].append((times[k + 1] - times[k]) / 1e3)
+            table["signal_op returned"].append((ret - call) / 1e3)
+            table["one way"].append((woke - call) / 1e3)
+    if not table:
+        sys.exit(f"no ping-pong rounds found in {prefix}.app.* and {prefix}.*")
+    print(f"# {len(table['one way'])} one-way signals; median us of each step after the one before")
+    for st in ["taken", "posted", "bell", "landed", "woke", "one way", "signal_op returned"]:
+        v = sorted(table[st])
+        print(f"{st:>20} {statistics.median(v):8.1f}  (p25 {v[len(v) // 4]:.1f}, p75 {v[3 * len(v) // 4]:.1f})")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("prefix")
@@ -27,7 +90,10 @@ def main():
     ap.add_argument("--bytes", type=int, default=None, help="only puts of this size (default: the largest)")
     ap.add_argument("--from", dest="origin", choices=["host", "kernel", "any"], default="any",
                     help="only puts issued by the host API or by kernels")
+    ap.add_argument("--pingpong", action="store_true", help="nvst bench host's signal ping-pong instead of puts")
     a = ap.parse_args()
+    if a.pingpong:
+        return pingpong(a.prefix)
     snd = list(read(f"{a.prefix}.{a.sender}"))
     tgt = list(read(f"{a.prefix}.{a.target}"))
 

@@ -571,12 +571,17 @@ void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cu
   NVST_CHECK_CUDA(cudaMemcpyAsync(dest, remote, bytes, cudaMemcpyDefault, stream));
 }
 
+namespace {
+void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
+                std::uint64_t signal, SignalOp op, int pe, bool with_signal, bool then_quiet = false);
+}  // namespace
+
 void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
   Runtime& r = rt("putmem");
   check_pe(r, pe, "putmem");
   if (bytes != 0) check_symmetric(r, dest, bytes, "putmem", "dest");
   if (bytes != 0 && ptr(dest, pe) == nullptr && r.proxy) {
-    putmem_nbi(dest, src, bytes, pe);
+    put_common("putmem", dest, src, bytes, nullptr, 0, SignalOp::kSet, pe, false, true);
     r.proxy->quiet();
     return;
   }
@@ -617,8 +622,10 @@ void apply_signal_locally(std::uint64_t* w, std::uint64_t v, SignalOp op) {
     a.store(v, std::memory_order_release);
 }
 
+// `then_quiet`: the caller quiets right after (a blocking put), so the
+// proxy's work is left to that quiet (Proxy::push).
 void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, std::uint64_t* sig,
-                std::uint64_t signal, SignalOp op, int pe, bool with_signal) {
+                std::uint64_t signal, SignalOp op, int pe, bool with_signal, bool then_quiet) {
   Runtime& r = rt(fn);
   check_pe(r, pe, fn);
   if (bytes) {
@@ -650,7 +657,7 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
     c.sig_op = static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet);
   }
   const proxy::Op kind = !with_signal ? proxy::Op::kPut : bytes ? proxy::Op::kPutSignal : proxy::Op::kSignal;
-  proxy_or_throw(r, pe, fn).push(c, kind);
+  proxy_or_throw(r, pe, fn).push(c, kind, then_quiet);
 }
 }  // namespace
 
@@ -728,19 +735,24 @@ std::uint64_t signal_wait_until(std::uint64_t* sig_addr, Cmp cmp, std::uint64_t 
   NVST_REQUIRE(c >= 0 && c < 6, "nvst::signal_wait_until: comparison ", c, " is not one of Cmp's values");
   std::atomic_ref<std::uint64_t> a(*sig_addr);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(settings::host_timeout_s());
-  // The proxy applies peers' signals to a host heap and rings changes():
-  // blocking on it wakes this thread with the signal, not a timer later.
-  detail::Wakeup unrung;  // no proxy (one PE): waits look every 200 us
+  // The proxy applies peers' signals to a host heap: this thread does that
+  // work itself while the proxy thread is parked, else blocks on changes(),
+  // which wakes it with the signal, not a timer later.
   std::uint64_t v = 0;
-  detail::wait_with(
-      r.proxy ? r.proxy->changes() : unrung, [&] { return holds(v = a.load(std::memory_order_acquire)); },
-      [&] {
-        if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
-        if (std::string f = r.bootstrap->failure(); !f.empty()) throw Error(f);
-        NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
-                     settings::host_timeout_s(), " s waiting for signal word at heap offset ", offset_of(r, sig_addr),
-                     " ", names[static_cast<int>(cmp)], " ", value, " (last seen ", v, "; NVST_TIMEOUT_S)");
-      });
+  auto ready = [&] { return holds(v = a.load(std::memory_order_acquire)); };
+  auto check = [&] {
+    if (r.proxy && !r.proxy->failure().empty()) throw Error(r.proxy->failure());
+    if (std::string f = r.bootstrap->failure(); !f.empty()) throw Error(f);
+    NVST_REQUIRE(std::chrono::steady_clock::now() < deadline, "nvst::signal_wait_until: timed out after ",
+                 settings::host_timeout_s(), " s waiting for signal word at heap offset ", offset_of(r, sig_addr), " ",
+                 names[static_cast<int>(cmp)], " ", value, " (last seen ", v, "; NVST_TIMEOUT_S)");
+  };
+  if (r.proxy) {
+    r.proxy->wait_until(ready, check);
+  } else {
+    detail::Wakeup unrung;  // no proxy (one PE): waits look every 200 us
+    detail::wait_with(unrung, ready, check);
+  }
   return v;
 }
 

@@ -97,9 +97,21 @@ class Transport {
   // The same, and once the bytes are in the target's memory its progress()
   // reports a remote Completion carrying `data` (libfabric's remote CQ data:
   // fi_writedata). 32 bits, what every provider we take carries (verbs and
-  // efa: 4 bytes of immediate data).
+  // efa: 4 bytes of immediate data). Its own completion only says that
+  // `src` may be reused (FI_TRANSMIT_COMPLETE): the target's report is what
+  // says the bytes are there.
   bool write_with_data(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset,
                        std::uint32_t data, void* context);
+  // A write of at most inject_limit() bytes whose source is copied at the
+  // call, with no completion (fi_inject_write): for a word nobody waits on
+  // the delivery of (an inbox ack). False on FI_EAGAIN, as write().
+  bool write_inject(int pe, const void* src, std::size_t bytes, Region region, std::uint64_t dest_offset);
+  std::size_t inject_limit() const { return inject_limit_; }
+  // Whether a write may come from any host memory of this process (the
+  // provider needs no local registration: no FI_MR_LOCAL), not only from the
+  // heap and the scratch region. Then a host heap's put goes straight from
+  // the caller's buffer, with no copy into a staging slot.
+  bool any_source() const { return any_source_; }
   // Drives the provider (incoming data for this PE included) and appends
   // finished operations to `out`. Returns how many were appended.
   int progress(std::vector<Completion>& out);
@@ -138,6 +150,8 @@ class Transport {
   std::string domain_;
   bool hmem_ = false;
   std::size_t max_write_ = 0;
+  std::size_t inject_limit_ = 0;
+  bool any_source_ = false;
   std::uint64_t refused_ = 0;
   int wait_fd_ = -1;
   CallWatch provider_call_;

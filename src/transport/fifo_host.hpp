@@ -17,16 +17,24 @@ inline std::atomic_ref<std::uint64_t> word(std::uint64_t& w) { return std::atomi
 
 // Producer side for host threads; any number may share one FIFO and tail.
 // `bell`: rung after each command (wakes a parked proxy); `progress`: what
-// the proxy rings when it moves (this producer's waits block on it). Without
-// them (tests of the FIFO alone) waits look every 200 us.
+// the proxy rings when it moves (this producer's waits block on it);
+// `helper`: the proxy's work done on the producer's thread while the proxy
+// thread is parked (wakeup.hpp). Without them (tests of the FIFO alone) waits
+// look every 200 us.
 class HostProducer {
  public:
   HostProducer(FifoShared* fifo, std::uint64_t* tail, double timeout_s, detail::ProxyBell* bell = nullptr,
-               detail::Wakeup* progress = nullptr)
-      : fifo_(fifo), tail_(tail), timeout_s_(timeout_s), bell_(bell), progress_(progress ? progress : &own_) {}
+               detail::Wakeup* progress = nullptr, detail::ProxyHelper* helper = nullptr)
+      : fifo_(fifo),
+        tail_(tail),
+        timeout_s_(timeout_s),
+        bell_(bell),
+        progress_(progress ? progress : &own_),
+        helper_(helper) {}
 
-  // Publishes `c` (its tag is set here) and returns its ticket.
-  std::uint64_t push(Command c, Op op) {
+  // Publishes `c` (its tag is set here) and returns its ticket. `then_wait`:
+  // the caller waits for the proxy right after (ProxyHelper::post).
+  std::uint64_t push(Command c, Op op, bool then_wait = false) {
     const std::uint64_t t = word(*tail_).fetch_add(1, std::memory_order_relaxed);
     wait("a free FIFO slot", [&] { return t - word(fifo_->head).load(std::memory_order_acquire) < fifo_->capacity; });
     Command& slot = fifo_->slots[t & (fifo_->capacity - 1)];
@@ -41,6 +49,8 @@ class HostProducer {
     slot.sig_op = c.sig_op;
     slot.src_on_device = c.src_on_device;
     word(slot.tag).store(tag, std::memory_order_release);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // published before the look at who works (post)
+    if (helper_ != nullptr && helper_->post(then_wait)) return t;
     if (bell_) bell_->ring();
     return t;
   }
@@ -76,18 +86,22 @@ class HostProducer {
         std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s_));
     auto deadline = std::chrono::steady_clock::now() + limit;
     std::uint64_t seen = progress();
-    detail::wait_with(*progress_, ready, [&] {
-      NVST_REQUIRE(word(fifo_->failed).load(std::memory_order_acquire) == 0,
-                   "the proxy thread failed while this thread waited for ", what, " (see its error above)");
-      const auto now = std::chrono::steady_clock::now();
-      if (const std::uint64_t p = progress(); p != seen) {
-        seen = p;
-        deadline = now + limit;
-      } else if (now > deadline) {
-        NVST_FAIL("timed out: ", timeout_s_, " s without the proxy taking or completing a command while waiting for ",
-                  what, " (NVST_TIMEOUT_S; a peer may be dead or the proxy stalled)");
-      }
-    });
+    detail::wait_with(
+        *progress_, ready,
+        [&] {
+          NVST_REQUIRE(word(fifo_->failed).load(std::memory_order_acquire) == 0,
+                       "the proxy thread failed while this thread waited for ", what, " (see its error above)");
+          const auto now = std::chrono::steady_clock::now();
+          if (const std::uint64_t p = progress(); p != seen) {
+            seen = p;
+            deadline = now + limit;
+          } else if (now > deadline) {
+            NVST_FAIL("timed out: ", timeout_s_,
+                      " s without the proxy taking or completing a command while waiting for ", what,
+                      " (NVST_TIMEOUT_S; a peer may be dead or the proxy stalled)");
+          }
+        },
+        std::chrono::microseconds(200), helper_);
   }
   // Commands taken plus the quiet point: moves whenever the proxy advances.
   std::uint64_t progress() const {
@@ -99,6 +113,7 @@ class HostProducer {
   detail::ProxyBell* bell_;
   detail::Wakeup own_;  // progress_ when none was given: never rung
   detail::Wakeup* progress_;
+  detail::ProxyHelper* helper_;
 };
 
 // The one consumer (the proxy thread).
@@ -119,15 +134,22 @@ class Consumer {
   }
   std::uint64_t head() const { return word(fifo_->head).load(std::memory_order_relaxed); }
   // Whether the next command has been published (poll() would take it).
-  bool pending() const {
-    const Command& slot = fifo_->slots[head() & (fifo_->capacity - 1)];
-    return word(const_cast<std::uint64_t&>(slot.tag)).load(std::memory_order_acquire) != 0;
+  bool pending() const { return next_tag() != 0; }
+  // Whether the next command has been published and waits for everything
+  // before it (a quiet or a fence).
+  bool drain_next() const {
+    const std::uint64_t tag = next_tag();
+    return tag != 0 && (tag_op(tag) == Op::kQuiet || tag_op(tag) == Op::kFence);
   }
   // Publishes the quiet point: every ticket below `ticket_end` has finished.
   void set_completed(std::uint64_t ticket_end) { word(fifo_->completed).store(ticket_end, std::memory_order_release); }
   void set_failed() { word(fifo_->failed).store(1, std::memory_order_release); }
 
  private:
+  std::uint64_t next_tag() const {
+    const Command& slot = fifo_->slots[head() & (fifo_->capacity - 1)];
+    return word(const_cast<std::uint64_t&>(slot.tag)).load(std::memory_order_acquire);
+  }
   FifoShared* fifo_;
 };
 

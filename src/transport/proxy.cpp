@@ -29,18 +29,20 @@ using Clock = std::chrono::steady_clock;
 
 Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host)
     : device_(device), timeout_s_(timeout_s) {
-  {
-    // Where every PE's two busy threads have a core, spinning up to 1 ms
-    // answers fastest (a wake-up costs 5-10 us more on our VMs); where they
-    // do not, a spinner takes the core the thread it waits for needs, so
-    // waits block almost at once (the 2-core CI machine: 2 PEs, 4 threads).
-    cpu_set_t cores;
-    CPU_ZERO(&cores);
-    const int n = sched_getaffinity(0, sizeof(cores), &cores) == 0 ? CPU_COUNT(&cores) : 1;
-    const bool roomy = n >= 2 * std::max(pes_on_host, 1);
-    spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
-    changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
-  }
+  // Where every PE's two busy threads have a core, spinning up to 1 ms
+  // answers fastest (a wake-up costs 5-10 us more on our VMs); where they
+  // do not, a spinner takes the core the thread it waits for needs, so
+  // waits block almost at once (the 2-core CI machine: 2 PEs, 4 threads).
+  // Where host threads help (below), a PE has one busy thread doing the
+  // proxy's work, whichever it is: a core per PE is room enough.
+  cpu_set_t cores;
+  CPU_ZERO(&cores);
+  const int n_cores = sched_getaffinity(0, sizeof(cores), &cores) == 0 ? CPU_COUNT(&cores) : 1;
+  const bool roomy = n_cores >= 2 * std::max(pes_on_host, 1);
+  const bool core_per_pe = n_cores >= std::max(pes_on_host, 1);
+  spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
+  changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
+  help_spin_ = std::chrono::microseconds(core_per_pe ? 1000 : 20);
   const int world = boot.world();
   // GPU heaps send data through the inboxes (the provider cannot write GPU
   // memory without FI_HMEM). Host heaps are written directly, and
@@ -89,6 +91,20 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   }
   transport_ = std::make_unique<fabric::Transport>(boot, gpu ? nullptr : heap, heap_bytes, control_, control_bytes_,
                                                    scratch_, scratch_bytes_, device);
+  // Host threads help where the proxy thread parks on the provider's wait
+  // fd: host heaps (no kernel feeds the proxy) over a provider with one
+  // (not shm, where a call can also spin for good on a dead peer's lock,
+  // which must hold the proxy thread, never the caller's).
+  if (!gpu && transport_->wait_fd() >= 0) {
+    bell_.set_fabric_fd(transport_->wait_fd());
+    driver_bell_.set_fabric_fd(transport_->wait_fd());
+    const auto help = settings::get("NVST_PROXY_HELP");
+    NVST_REQUIRE(!help || *help == "0" || *help == "1", "NVST_PROXY_HELP='", *help, "' is not 0 or 1");
+    can_help_ = !help || *help == "1";
+    // Awake, the proxy thread is then its PE's one busy thread (a waiting
+    // host thread takes the work over at once: hand_over in run()).
+    if (can_help_ && core_per_pe) spin_ = std::chrono::microseconds(1000);
+  }
 
   auto make_fifo = [](void* mem) {
     auto* f = static_cast<proxy::FifoShared*>(mem);
@@ -100,7 +116,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   void* p = host_fifo_mem_.get();
   std::size_t space = proxy::fifo_bytes(kFifoCapacity) + 64;
   host_fifo_ = make_fifo(std::align(64, proxy::fifo_bytes(kFifoCapacity), p, space));
-  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s, &bell_, &changes_);
+  host_producer_ = std::make_unique<proxy::HostProducer>(host_fifo_, &host_tail_, timeout_s, &bell_, &changes_,
+                                                         can_help_ ? static_cast<detail::ProxyHelper*>(this) : nullptr);
 
   st_ = std::make_unique<State>(host_fifo_, settings::get("NVST_PROXY_TRACE").value_or(""));
   State& s = *st_;
@@ -119,6 +136,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   s.stage = scratch_ + pool_bytes;
   for (int i = kStageSlots - 1; i >= 0; --i) s.free_slots.push_back(i);
   s.sent.assign(static_cast<std::size_t>(world), 0);
+  s.marked.assign(static_cast<std::size_t>(world), 0);
+  s.lazy_acks.assign(static_cast<std::size_t>(world), {});
   s.recv.assign(static_cast<std::size_t>(world), 0);
   s.applied.assign(static_cast<std::size_t>(world), 0);
   s.landed.assign(static_cast<std::size_t>(world) * kInboxSlots, 0);
@@ -226,13 +245,13 @@ Proxy::~Proxy() {
   std::free(control_);
 }
 
-std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op) {
+std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op, bool then_wait) {
   if (failed_.load(std::memory_order_acquire)) throw Error(failure());
-  return host_producer_->push(c, op);
+  return host_producer_->push(c, op, then_wait);
 }
 
 void Proxy::quiet() {
-  const std::uint64_t t = push(proxy::Command{}, proxy::Op::kQuiet);
+  const std::uint64_t t = push(proxy::Command{}, proxy::Op::kQuiet, true);
   try {
     host_producer_->wait_completed(t);
   } catch (const Error&) {
@@ -242,7 +261,7 @@ void Proxy::quiet() {
 }
 
 std::uint64_t Proxy::atomic(const proxy::Command& c) {
-  const std::uint64_t t = push(c, proxy::Op::kAtomic);
+  const std::uint64_t t = push(c, proxy::Op::kAtomic, true);
   try {
     return host_producer_->wait_answer(t);
   } catch (const Error&) {
@@ -329,6 +348,10 @@ void Proxy::run() {
   // with a core of its own answers in microseconds; one that has not for
   // 100 us is waiting for a core, maybe ours: sleep 20 us per round. Spinning
   // or yielding instead made CI's two loaded cores up to 100x slower.
+  //
+  // Parked, the thread gives up the engine (engine_): a host thread that
+  // publishes a command or waits for one then does the work itself
+  // (proxy_help.cpp) and this thread sleeps on.
   detail::PreciseSleep precise;  // its 20 us sleeps last that long, not 70 (backoff.hpp)
   State& s = *st_;
   const bool can_park = !s.dev_consumer && transport_->wait_fd() >= 0;
@@ -336,7 +359,25 @@ void Proxy::run() {
   std::uint64_t last_refused = 0;
   bool refusing = false;
   auto refusing_since = last_busy;
+  bool holding = true;  // engine_ starts as kProxy
   while (!stop_.load(std::memory_order_relaxed) && !failed_.load(std::memory_order_relaxed)) {
+    if (!holding) {
+      int free = kFree;
+      if (!engine_.compare_exchange_strong(free, kProxy, std::memory_order_seq_cst)) {
+        // A host thread does the work (proxy_help.cpp). One that waits
+        // stopped watching the fabric's fd, so this thread sleeps until that
+        // thread gives the engine back (watching it again, and ringing if a
+        // command is left); one that only posts holds it for microseconds.
+        if (bell_.watched())
+          std::this_thread::yield();
+        else
+          bell_.park(std::chrono::milliseconds(100),
+                     [&] { return !stop_.load() && engine_.load(std::memory_order_seq_cst) == kHost; });
+        continue;
+      }
+      holding = true;
+      last_busy = Clock::now();  // a spin after waking: the news may need a few rounds
+    }
     bool busy = false;
     try {
       busy = step();
@@ -362,13 +403,29 @@ void Proxy::run() {
       continue;
     }
     const auto idle = now - last_busy;
-    if (idle < spin_) continue;
+    // A host thread blocked waiting for the proxy: park now and ring, so it
+    // does the work itself (proxy_help.cpp) instead of being woken per step.
+    // One that did the work within the spin is likely to come back: park
+    // now too, rather than hold the engine it will ask for.
+    const bool hand_over = can_help_ && wanted_.load(std::memory_order_seq_cst) > 0;
+    const bool host_helps =
+        can_help_ && now.time_since_epoch().count() - host_gave_back_ns_.load(std::memory_order_relaxed) <
+                         std::chrono::duration_cast<Clock::duration>(spin_).count();
+    if (idle < spin_ && !hand_over && !host_helps) continue;
     auto nothing_new = [&] { return !stop_.load() && !s.host_consumer.pending(); };
     if (can_park) {
+      if (!bell_.watch()) {  // a host thread that did the work could not watch it again
+        fail(detail::concat("proxy: epoll_ctl(ADD) of the provider's wait fd failed (errno ", errno, ")"));
+        break;
+      }
+      if (!transport_->may_block()) continue;  // the provider has events: take them first
       const std::chrono::microseconds limit(s.drained() ? 100000 : 1000);
-      bell_.park(transport_->wait_fd(), limit, [&] { return nothing_new() && transport_->may_block(); });
+      engine_.store(kFree, std::memory_order_seq_cst);
+      holding = false;
+      if (hand_over) changes_.ring();
+      bell_.park(limit, nothing_new);
     } else if (!s.dev_consumer && idle > std::chrono::milliseconds(50)) {
-      bell_.park(-1, std::chrono::microseconds(50), nothing_new);
+      bell_.park(std::chrono::microseconds(50), nothing_new);
     } else {
       std::this_thread::yield();
     }
@@ -376,6 +433,11 @@ void Proxy::run() {
   // After a failure keep taking commands so producers are not left waiting
   // for slots; they see `failed` and stop.
   while (!stop_.load(std::memory_order_relaxed)) {
+    int free = kFree;  // a host thread in the middle of a round finishes it first
+    if (!holding && !(holding = engine_.compare_exchange_strong(free, kProxy))) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      continue;
+    }
     proxy::Command c;
     while (st_->host_consumer.poll(c)) {
     }
@@ -400,25 +462,39 @@ static bool driver_knows(const void* src) {
 }
 
 // One round: poll (completions, doorbells), handle (what they made ready),
-// progress (post what can go), then take new commands. Returns whether
-// anything happened.
-bool Proxy::step() {
+// progress (post what can go), take new commands, acknowledge. Returns
+// whether anything happened. `done` (a host thread's wait, proxy_help.cpp):
+// once what landed satisfies it, the round ends there but for the acks
+// asked for at once; the rest is the next round's. `idle`: a round that
+// finds nothing else to do may post lazy acks (not one that a host thread
+// runs right after posting, or before it returns: proxy_help.cpp).
+bool Proxy::step(const std::function<bool()>* done, bool idle) {
   State& s = *st_;
   bool busy = s.complete();
   if (debug_) s.debug_report();
   s.check_ages();
-  busy |= s.send_signals();
-  busy |= s.send_answers();
   busy |= s.take_landed();
   busy |= s.finish_landings();
-  busy |= s.post_acks();
+  if (done != nullptr && (*done)()) return s.post_acks() || busy;
+  busy |= s.send_signals();
+  busy |= s.send_answers();
   busy |= s.post_staged();
   busy |= s.advance_active();
+  bool open = true;  // a fence or quiet that still waits takes no new commands
   if (s.blocked) {
-    if (!s.unblock()) return busy;  // a fence or quiet still waits: no new commands
-    busy = true;
+    open = s.unblock();
+    busy |= open;
   }
-  return s.intake() || busy;
+  if (open && s.intake()) {
+    busy = true;
+    s.advance_active();  // a new command goes out this round
+  }
+  // Acknowledgements last: a message sent this round (a ping-pong's reply)
+  // does not wait behind an ack's write. Lazy ones wait for a round that
+  // found nothing else to do (idle_round()).
+  busy |= s.post_acks();
+  if (!busy && idle) busy = s.idle_round();
+  return busy;
 }
 
 // Completions of our own operations (a staging slot or an in-flight record
@@ -480,9 +556,23 @@ void Proxy::State::release_blocked() {
 // fence / quiet: commands after them wait for everything before them.
 // Whether the one pending has drained (and is released).
 bool Proxy::State::unblock() {
+  request_acks();
   if (!drained()) return false;
   release_blocked();
   return true;
+}
+
+// A quiet or fence waits for the acks of every piece sent; a target that
+// acknowledges lazily (proxy_state.hpp) is asked for them, once per target
+// and last piece: a marked piece's ack covers all before it.
+void Proxy::State::request_acks() {
+  // Not at once: a target that waits for anything acks within a round trip.
+  if (Clock::now() - blocked_since < kAckRequestAfter) return;
+  for (int t = 0; t < layout.world; ++t) {
+    const std::uint64_t n = sent[static_cast<std::size_t>(t)];
+    if (n == 0 || marked[static_cast<std::size_t>(t)] == n || acked(t, n - 1)) continue;
+    stage_piece(t, proxy::Command{}, 0, nullptr, 0, proxy_atomic::kAckRequest);  // no free slot: the next round
+  }
 }
 
 // New commands: the kernels' FIFO first, then the host's. A host quiet
@@ -528,7 +618,7 @@ bool Proxy::State::intake() {
         blocked_fifo = from;
         blocked_ticket = proxy::tag_ticket(c.tag);
         drain_state = ~0ull;  // the age check starts its clock at its first look
-        drain_same_since = Clock::now();
+        drain_same_since = blocked_since = Clock::now();
         if (drained()) release_blocked();  // nothing outstanding: done at once
         break;
       default:

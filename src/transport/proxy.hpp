@@ -50,7 +50,7 @@ namespace nvst {
 
 class Bootstrap;
 
-class Proxy {
+class Proxy final : private detail::ProxyHelper {
  public:
   // Collective over the world (opens the fabric transport). `device` >= 0:
   // the heap is GPU memory of that device (inbox path, and a FIFO for
@@ -65,10 +65,16 @@ class Proxy {
 
   const std::string& provider() const { return transport_->provider(); }
 
-  // Host-thread producers (the host API). Thread-safe.
-  std::uint64_t push(const proxy::Command& c, proxy::Op op);
+  // Host-thread producers (the host API). Thread-safe. `then_wait`: the
+  // caller waits for the proxy right after (a blocking put's quiet).
+  std::uint64_t push(const proxy::Command& c, proxy::Op op, bool then_wait = false);
   // Waits until every command pushed so far (by any host thread) finished.
   void quiet();
+  // Waits until ready() holds for something the proxy brings about (a
+  // signal on this PE's host heap): does the proxy's work on this thread
+  // while the proxy thread is parked (proxy_help.cpp), else blocks on
+  // changes(). check() runs now and then and may throw (a timeout).
+  void wait_until(const std::function<bool()>& ready, const std::function<void()>& check);
   // Rung whenever the proxy thread changed something (a signal applied to a
   // host heap, a quiet released, a FIFO slot freed, an atomic answered):
   // host threads waiting for such a change block on it (wakeup.hpp).
@@ -111,7 +117,14 @@ class Proxy {
   struct State;
   struct InFlight;
   void run();
-  bool step();
+  bool step(const std::function<bool()>* done = nullptr, bool idle = true);
+  // Host threads doing the proxy's work (proxy_help.cpp): ProxyHelper, and
+  // the rounds of one host thread while it holds the engine.
+  bool post(bool then_wait) override;
+  Drove drive(const std::function<bool()>& ready, const std::function<void()>& check) override;
+  void want(int delta) override { wanted_.fetch_add(delta, std::memory_order_seq_cst); }
+  Drove rounds_on_host(const std::function<bool()>* ready, const std::function<void()>* check);
+  void give_back() noexcept;  // a host thread hands the engine back to the parked proxy thread
   // `pe`: the PE an own failure blames (-1: none).
   void fail(const std::string& why, bool own = true, int pe = -1);
   // Whether the proxy thread has been inside one provider call (returned in
@@ -137,8 +150,21 @@ class Proxy {
   unsigned long long* dev_tail_ = nullptr;
 
   detail::ProxyBell bell_;          // host producers wake the parked proxy thread
+  detail::ProxyBell driver_bell_;   // ... and a host thread parked while it holds the engine (proxy_help.cpp)
   detail::Wakeup changes_;          // see changes()
   std::chrono::microseconds spin_;  // an idle proxy's spin before it parks
+  // Who does the proxy's work (runs step()): the proxy thread (kProxy), one
+  // host thread while the proxy thread is parked (kHost, proxy_help.cpp), or
+  // nobody (kFree: the proxy thread is parked; whoever takes it first does
+  // the work). Invariant: only the holder touches the State, calls the
+  // provider and watches or unwatches bell_'s fd; with the engine kFree the
+  // fd is watched, so an event with nobody working wakes the proxy thread.
+  enum Engine : int { kFree, kProxy, kHost };
+  std::atomic<int> engine_{kProxy};
+  bool can_help_ = false;                           // host threads may hold the engine (see proxy_help.cpp)
+  std::chrono::microseconds help_spin_;             // how long a host thread holding it spins without news, then parks
+  std::atomic<int> wanted_{0};                      // host threads blocked waiting for the proxy (want())
+  std::atomic<std::int64_t> host_gave_back_ns_{0};  // steady clock: when a host thread last gave the engine back
   std::unique_ptr<State> st_;
   std::atomic<bool> stop_{false};
   OwnFailureHook own_failure_hook_;                // under failure_mu_

@@ -21,6 +21,7 @@ enum PieceKind : std::uint8_t {
   kDataSignal = 1,     // data, then the signal
   kAtomicRequest = 2,  // an atomic to apply here; answer the sender with its old value
   kAtomicAnswer = 3,   // the old value of an atomic this PE asked for
+  kAckRequest = 4,     // nothing to apply: acknowledge every piece applied so far (proxy_state.hpp)
 };
 
 // Which FIFO's reply slot an answer goes to, and the ticket: travels in the

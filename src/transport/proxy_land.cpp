@@ -59,6 +59,7 @@ bool Proxy::State::piece_kind_valid(const InboxHeader& h) const {
     case proxy_atomic::kAtomicRequest: return h.bytes == 0 && proxy_atomic::request_valid(h.sig_op, h.sig, heap_bytes);
     case proxy_atomic::kAtomicAnswer:
       return h.bytes == 0 && (!proxy_atomic::token_from_kernels(h.token) || dev_fifo != nullptr);
+    case proxy_atomic::kAckRequest: return h.bytes == 0;
     default: return false;
   }
 }
@@ -99,7 +100,7 @@ bool Proxy::State::take_landed() {
           answers.push_back(
               {src, h->token, proxy_atomic::apply_host(heap, h->sig, h->sig_op, h->sig_value, h->compare)});
         trace.add(ProxyTrace::kLanded, src, next);
-        ack(src, next);
+        ack(src, next, h->ack_now != 0);
         ++pieces_taken;
         ++next;
         continue;
@@ -143,22 +144,29 @@ bool Proxy::State::finish_landings() {
     trace.add(ProxyTrace::kLanded, src, applied[static_cast<std::size_t>(src)]);
     free_events.push_back(a.done);
     applying.pop_front();
-    ack(src, applied[static_cast<std::size_t>(src)]);  // copies finish in order per source
+    ack(src, applied[static_cast<std::size_t>(src)], true);  // copies finish in order per source
     any = true;
   }
   return any;
 }
 
 // The acks queued by ack(), each an 8-byte write into its sender's control
-// region.
+// region. Injected where the provider can (copied at the call, no
+// completion): nothing waits for an ack's own delivery, and on a software
+// provider a delivery completion costs one more message back per ack.
 bool Proxy::State::post_acks() {
   bool any = false;
-  while (!control_words.empty() && !free_ops.empty()) {
+  const bool inject = transport->inject_limit() >= 8;
+  while (!control_words.empty() && (inject || !free_ops.empty())) {
     const ControlWord w = control_words.front();
-    InFlight* op = take(InFlight::kAck, w.pe);
-    op->value = w.value;
-    if (!transport->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
-    commit(op);
+    if (inject) {
+      if (!transport->write_inject(w.pe, &w.value, 8, fabric::Region::kControl, w.offset)) break;
+    } else {
+      InFlight* op = take(InFlight::kAck, w.pe);
+      op->value = w.value;
+      if (!transport->write(w.pe, &op->value, 8, fabric::Region::kControl, w.offset, op)) break;
+      commit(op);
+    }
     control_words.pop_front();
     trace.add(ProxyTrace::kAcked, w.pe, w.value - 1);
     any = true;

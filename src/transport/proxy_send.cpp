@@ -77,6 +77,12 @@ bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t de
   h->sig_op = c.sig_op;
   h->compare = c.dest;    // kAtomicRequest (the command's dest: proxy_fifo.hpp)
   h->token = c.reserved;  // atomics: set when the proxy took the command (start)
+  // Lazy acks (proxy_state.hpp): every kAckEvery-th piece, a request, and
+  // a piece that a quiet or fence waits for, begun or queued (a blocking
+  // put_signal's signal, sent once its data completed).
+  h->ack_now = layout.data || kind == proxy_atomic::kAckRequest || seq % kAckEvery == kAckEvery - 1 || blocked ||
+               host_consumer.drain_next() || (dev_consumer && dev_consumer->drain_next());
+  if (h->ack_now) marked[static_cast<std::size_t>(pe)] = seq + 1;
   const bool copying = bytes && gpu;
   if (copying) {
     CallWatch::Mark mark(*cuda_call, "staging a put's source from the GPU");
@@ -201,7 +207,10 @@ bool Proxy::State::advance_direct() {
     NVST_REQUIRE(!c.src_on_device, "proxy: a GPU source for a PE with a host heap (ticket ", proxy::tag_ticket(c.tag),
                  ")");
     if (left > 0) {
-      const bool direct = src >= heap && src + left <= heap + heap_bytes;
+      // Straight from the caller's buffer where the provider reads any
+      // memory (it may be reused only after quiet, NVSHMEM's rule for
+      // _nbi puts); else from the registered heap, or through a staging slot.
+      const bool direct = transport->any_source() || (src >= heap && src + left <= heap + heap_bytes);
       int slot = -1;
       std::size_t piece = std::min(left, transport->max_write());
       const char* from = src;

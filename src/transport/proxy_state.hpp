@@ -3,16 +3,17 @@
 // progresses in this order, each phase a function of its own:
 //   complete()        proxy.cpp        completions of our operations; peers' doorbells
 //   check_ages()      proxy_watch.cpp  operations or peers that stopped moving
-//   send_signals()    proxy_send.cpp   host-path signals whose data completed
-//   send_answers()    proxy_send.cpp   old values of peers' atomics applied here
 //   take_landed()     proxy_land.cpp   landed inbox pieces into the heap
 //   finish_landings() proxy_land.cpp   landing copies done: acks queued
-//   post_acks()       proxy_land.cpp   acks onto the wire
+//   send_signals()    proxy_send.cpp   host-path signals whose data completed
+//   send_answers()    proxy_send.cpp   old values of peers' atomics applied here
 //   post_staged()     proxy_send.cpp   staged pieces onto the wire
 //   advance_active()  proxy_send.cpp   the command being sent, piece by piece (or an atomic)
 //   unblock()         proxy.cpp        a fence or quiet whose work drained
-//   intake()          proxy.cpp        new commands from the FIFOs
-// Only the proxy thread touches a State.
+//   intake()          proxy.cpp        new commands from the FIFOs (then advance_active again)
+//   post_acks()       proxy_land.cpp   acks onto the wire
+// Only the thread that holds the proxy's engine (the proxy thread, or a host
+// thread doing its work: proxy_help.cpp) touches a State.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -74,7 +75,8 @@ struct InboxHeader {
   std::uint64_t sig_value;  // an atomic's operand, or an answer's old value
   std::uint8_t kind;        // proxy_atomic::PieceKind: data, + signal, atomic request or answer
   std::uint8_t sig_op;      // proxy::SignalOp, or an atomic's proxy::atomic_code
-  std::uint8_t pad[6];
+  std::uint8_t ack_now;     // 1: acknowledge it at once (see lazy acks below)
+  std::uint8_t pad[5];
   std::uint64_t compare;  // an atomic request's compare operand
   std::uint64_t token;    // an atomic's ticket and FIFO (proxy_atomic::token), echoed in its answer
 };
@@ -110,6 +112,25 @@ struct ControlLayout {
   }
   std::size_t bytes() const { return slot(world, 0); }
 };
+
+// Lazy acks. Where inboxes carry signals only (host heaps; ControlLayout::
+// data false), a target acknowledges a piece in a later round that finds
+// nothing else to do (State::idle_round), not within the round that
+// applied it: a ping-pong's waiter returns without writing an ack first,
+// and its reply goes out well before the ack. Such a round comes soon
+// while the target waits for anything, but may not come at all when its
+// thread goes on computing, so a sender that needs acks asks: it marks a
+// piece `ack_now` (every 8th, so a slot is never waited for long, and one
+// that a quiet or fence begun or queued waits for), and a quiet or fence
+// that has waited kAckRequestAfter for acks of unmarked pieces sends a
+// kAckRequest piece. A target acknowledges a marked piece and every piece before it
+// within the round that applied it, even the last round of a wait. Every
+// piece still gets its own ack word, so the rules above for ack words hold
+// as they were. Inboxes that carry data (GPU heaps) acknowledge every piece
+// at once.
+constexpr std::uint64_t kAckEvery = 8;
+constexpr std::chrono::microseconds kAckRequestAfter{100};  // a quiet's wait before it asks
+static_assert(kAckEvery <= kInboxSlots / 2, "a marked piece's ack frees slots before the sender runs out");
 
 // A piece's tag: the job's inbox key (derived from its secret) mixed with
 // the sender and seq, so a header a stranger wrote, or an old piece a
@@ -205,6 +226,8 @@ struct Proxy::State {
     std::uint64_t value;
   };
   std::deque<ControlWord> control_words;
+  std::vector<std::vector<std::uint64_t>> lazy_acks;  // per source: applied pieces not yet acknowledged (lazy acks)
+  std::vector<std::uint64_t> marked;                  // per target: 1 + the last piece sent marked ack_now (0: none)
   // Atomic requests from peers applied here, whose old values are yet to be
   // sent back (as answer pieces, when an inbox slot at the sender is free).
   // Never waited for by the receiving loop, so two PEs asking each other
@@ -256,6 +279,7 @@ struct Proxy::State {
   // has not changed, for the age check (a peer that never acks).
   std::uint64_t drain_state = 0;
   Clock::time_point drain_same_since;
+  Clock::time_point blocked_since;  // when the fence or quiet began (request_acks)
   bool blocked_is_quiet = false;
   proxy::Consumer* blocked_fifo = nullptr;
   std::uint64_t blocked_ticket = 0;
@@ -284,6 +308,7 @@ struct Proxy::State {
   bool advance_active();
   bool unblock();
   bool intake();
+  void request_acks();  // unblock: a kAckRequest to each target whose last piece's ack is lazy
 
   // Parts of them.
   bool stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
@@ -336,9 +361,27 @@ struct Proxy::State {
     }
     return true;
   }
-  void ack(int src, std::uint64_t seq) {  // piece `seq` from src is applied
+  // Piece `seq` from src is applied: its ack goes out this round if `now`
+  // (or the inbox carries data), with every lazy one of src before it, else
+  // in a later idle round (idle_round).
+  void ack(int src, std::uint64_t seq, bool now) {
     ++applied[static_cast<std::size_t>(src)];
-    control_words.push_back({src, layout.ack(me, static_cast<int>(seq % proxy_impl::kInboxSlots)), seq + 1});
+    lazy_acks[static_cast<std::size_t>(src)].push_back(seq);
+    if (now || layout.data) ack_lazy_of(src);
+  }
+  // A round that found nothing else to do posts the lazy acks: the thread
+  // doing the proxy's work is waiting anyway, and an ack written later than
+  // a reply does not reach the reply's target together with it. Whether
+  // it posted any.
+  bool idle_round() {
+    for (int src = 0; src < layout.world; ++src) ack_lazy_of(src);
+    return post_acks();
+  }
+  void ack_lazy_of(int src) {
+    auto& later = lazy_acks[static_cast<std::size_t>(src)];
+    for (const std::uint64_t s : later)
+      control_words.push_back({src, layout.ack(me, static_cast<int>(s % proxy_impl::kInboxSlots)), s + 1});
+    later.clear();
   }
   bool drained() const {
     return in_flight == 0 && !active && staged.empty() && ready_signals.empty() && control_words.empty() && all_acked();

@@ -14,7 +14,13 @@
 //    command, but only while the proxy thread is parked on it (one flag read
 //    otherwise). The proxy parks on it together with the fabric's wait fd, so
 //    a peer's write wakes it too.
+//  - ProxyHelper: while the proxy thread is parked, a host thread that
+//    publishes a command or waits for the proxy does the proxy's work itself
+//    (transport/proxy_help.cpp): no wake-up on either side, and on a machine
+//    of few cores one busy thread per PE instead of two.
 #pragma once
+
+#include <sys/epoll.h>
 
 #include <linux/futex.h>
 #include <poll.h>
@@ -29,6 +35,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <functional>
 
 #include "nvst/error.hpp"
 
@@ -72,33 +79,99 @@ class Wakeup {
   std::atomic<std::int64_t> spin_us_{5};
 };
 
-// Waits until ready() holds: a spin of bell.spin() (the answer often comes
-// within microseconds), then blocks on `bell` between checks. `check()` runs about
-// every `every` of blocking (a timeout, a failed proxy) and may throw.
-// Blocking rounds are bounded, so a change nobody rings for (a store by a
-// thread other than the proxy) is still seen within `every`.
+// The proxy's work done by a host thread (Proxy implements it). Only one
+// thread at a time does it: the proxy thread, or one host thread while the
+// proxy thread is parked.
+class ProxyHelper {
+ public:
+  enum class Drove {
+    kReady,   // ready() held
+    kBusy,    // another thread does the work now (the proxy thread, awake)
+    kSpent,   // stopped driving without ready() (the proxy failed): check() says why
+    kCannot,  // never here (GPU heaps, a provider without a wait fd, a failed proxy)
+  };
+  // After a host thread published a command: does the work it needs now if
+  // the proxy thread is parked. With `then_wait` (the caller waits for the
+  // proxy next, and drive()s then) it only sees that someone will take the
+  // command. False: the caller rings the proxy's bell.
+  virtual bool post(bool then_wait) = 0;
+  // If the proxy thread is parked: does the proxy's work on this thread
+  // until ready() holds, parking as the proxy thread would between rounds;
+  // check() runs at least every 200 us and may throw (the caller's timeout).
+  virtual Drove drive(const std::function<bool()>& ready, const std::function<void()>& check) = 0;
+  // A host thread blocked waiting for the proxy (want(+1), then want(-1)):
+  // the proxy thread parks as soon as it is idle and rings its changes, so
+  // that the waiter drives instead of being woken for every step.
+  virtual void want(int delta) = 0;
+
+ protected:
+  ~ProxyHelper() = default;
+};
+
+// Waits until ready() holds: with a helper, first does the proxy's work
+// itself if the proxy thread is parked; else a spin of bell.spin() (the
+// answer often comes within microseconds), then blocks on `bell` between
+// checks. `check()` runs about every `every` of blocking (a timeout, a
+// failed proxy) and may throw. Blocking rounds are bounded, so a change
+// nobody rings for (a store by a thread other than the proxy) is still seen
+// within `every`.
 template <typename Ready, typename Check>
-void wait_with(Wakeup& bell, Ready ready, Check check,
-               std::chrono::microseconds every = std::chrono::microseconds(200)) {
+void wait_with(Wakeup& bell, Ready ready, Check check, std::chrono::microseconds every = std::chrono::microseconds(200),
+               ProxyHelper* helper = nullptr) {
   using Clock = std::chrono::steady_clock;
-  const auto spin_until = Clock::now() + bell.spin();
-  while (Clock::now() < spin_until)
+  using Drove = ProxyHelper::Drove;
+  Drove drove = Drove::kCannot;
+  std::uint32_t tried_at = bell.epoch();
+  if (helper != nullptr) {
     if (ready()) return;
+    drove = helper->drive(ready, check);
+    if (drove == Drove::kReady) return;
+    if (drove == Drove::kBusy) {
+      // The proxy thread (or another host thread) is awake: ask for the
+      // engine and look for it a little while. The proxy thread hands it
+      // over at its next idle round, within microseconds; blocking would
+      // add a wake-up.
+      helper->want(1);
+      const auto until = Clock::now() + std::chrono::microseconds(100);
+      while (drove == Drove::kBusy && !ready() && Clock::now() < until) drove = helper->drive(ready, check);
+      helper->want(-1);
+      if (drove == Drove::kReady || ready()) return;
+    }
+  }
+  if (drove != Drove::kSpent) {
+    const auto spin_until = Clock::now() + bell.spin();
+    while (Clock::now() < spin_until)
+      if (ready()) return;
+  }
   for (;;) {
     const std::uint32_t seen = bell.epoch();
     if (ready()) return;
     check();
+    // Drive again once something happened (the proxy rang): not after a
+    // timeout alone, so a long wait that drove for its budget then sleeps.
+    if (drove != Drove::kCannot && seen != tried_at) {
+      tried_at = seen;
+      drove = helper->drive(ready, check);
+      if (drove == Drove::kReady) return;
+      continue;
+    }
+    const bool wants = drove == Drove::kBusy;
+    if (wants) helper->want(1);
     bell.wait(seen, every);
+    if (wants) helper->want(-1);
   }
 }
 
 // The proxy thread's parking place (see the top of this file).
 class ProxyBell {
  public:
-  ProxyBell() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
-    NVST_REQUIRE(fd_ >= 0, "proxy: eventfd failed (errno ", errno, ")");
+  ProxyBell() : fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), set_(epoll_create1(EPOLL_CLOEXEC)) {
+    NVST_REQUIRE(fd_ >= 0 && set_ >= 0, "proxy: eventfd or epoll_create1 failed (errno ", errno, ")");
   }
-  ~ProxyBell() { close(fd_); }
+  ~ProxyBell() {
+    close(fd_);
+    close(set_);
+  }
   ProxyBell(const ProxyBell&) = delete;
   ProxyBell& operator=(const ProxyBell&) = delete;
 
@@ -112,17 +185,44 @@ class ProxyBell {
       [[maybe_unused]] ssize_t n = write(fd_, &one, sizeof(one));
     }
   }
-  // The proxy: blocks until ring(), `other_fd` is readable (-1: none) or
-  // `timeout` passes, unless `idle()` (checked after the flag is set) says
-  // there is work already.
+  // The provider's wait fd, which wakes the parked proxy too while it is
+  // watched. A host thread that does the proxy's work for a while stops
+  // watching it (unwatch) and watches it again when it ends (watch): the
+  // proxy thread then sleeps through the events that thread handles, and
+  // neither call wakes it (an fd that is readable when watched again does).
+  // Only the thread doing the proxy's work calls these; false when
+  // epoll_ctl failed (nothing changed).
+  void set_fabric_fd(int fd) {
+    NVST_REQUIRE(fabric_fd_ < 0 && fd >= 0, "proxy: the provider's wait fd is set once");
+    fabric_fd_ = fd;
+    NVST_REQUIRE(watch(), "proxy: epoll_ctl(ADD) of the provider's wait fd failed (errno ", errno, ")");
+  }
+  bool watch() {
+    if (fabric_fd_ < 0 || watched_.load(std::memory_order_relaxed)) return true;
+    epoll_event e{};
+    e.events = EPOLLIN;
+    if (epoll_ctl(set_, EPOLL_CTL_ADD, fabric_fd_, &e) != 0) return false;
+    watched_.store(true, std::memory_order_release);
+    return true;
+  }
+  bool unwatch() {
+    if (fabric_fd_ < 0 || !watched_.load(std::memory_order_relaxed)) return true;
+    if (epoll_ctl(set_, EPOLL_CTL_DEL, fabric_fd_, nullptr) != 0) return false;
+    watched_.store(false, std::memory_order_release);
+    return true;
+  }
+  bool watched() const { return watched_.load(std::memory_order_acquire); }
+  // The proxy: blocks until ring(), the watched fd is readable or `timeout`
+  // passes, unless `idle()` (checked after the flag is set) says there is
+  // work already.
   template <typename Idle>
-  void park(int other_fd, std::chrono::microseconds timeout, Idle idle) {
+  void park(std::chrono::microseconds timeout, Idle idle) {
     parked_.store(true, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (idle()) {
-      pollfd fds[2] = {{fd_, POLLIN, 0}, {other_fd, POLLIN, 0}};
+      pollfd fds[2] = {{fd_, POLLIN, 0}, {set_, POLLIN, 0}};
       const timespec ts = as_timespec(timeout);
-      ppoll(fds, other_fd >= 0 ? 2 : 1, &ts, nullptr);
+      ppoll(fds, fabric_fd_ >= 0 ? 2 : 1, &ts, nullptr);
     }
     parked_.store(false, std::memory_order_relaxed);
     std::uint64_t drained;
@@ -136,6 +236,9 @@ class ProxyBell {
 
  private:
   int fd_;
+  int set_;             // epoll set of the provider's wait fd, while watched
+  int fabric_fd_ = -1;  // -1: none (the proxy parks on the bell alone)
+  std::atomic<bool> watched_{false};
   std::atomic<bool> parked_{false};
 };
 

@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
 #include <random>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "nvst/nvst.hpp"
@@ -278,6 +282,127 @@ int signal_adds_all_count(int me) {
 TEST_P(Fabric, SignalAddsFromSelfAndPeersAllCount) {
   auto res = run_pes(3, signal_adds_all_count, env(), 120);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(res[r].code(), 0) << name() << " rank " << r;
+}
+
+// Host threads that do the proxy's work while its thread is parked (tcp:
+// proxy_help.cpp), and the proxy thread, share one engine. Each PE's main
+// thread plays a signal ping-pong while a second thread keeps putting 64 KiB
+// blocks from private memory, each followed by a quiet; then the main
+// thread times out waiting for a word nobody sets (NVST_TIMEOUT_S=2), which
+// must hand the engine back: the puts go on meanwhile, and a last
+// ping-pong works.
+int helpers_share_the_engine(int me) {
+  nvst::init();
+  const int peer = 1 - me;
+  constexpr int kRounds = 2000;
+  constexpr std::size_t kBlock = 64 << 10;
+  constexpr std::uint32_t kLast = 0xFFFF;                         // the last block's round: its pattern is checked
+  auto* flags = static_cast<std::uint64_t*>(nvst::calloc(3, 8));  // [0]: PE 0's, [1]: PE 1's, [2]: never set
+  auto* region = static_cast<std::uint8_t*>(nvst::malloc(kBlock));
+  nvst::barrier_all();
+  std::atomic<bool> puts_ok{true}, stop{false};
+  std::atomic<int> blocks{0};
+  std::thread putter([&] {
+    try {
+      std::vector<std::uint8_t> src(kBlock);
+      for (std::uint32_t b = 0;; ++b) {
+        const bool last = stop.load();
+        for (std::size_t i = 0; i < kBlock; ++i) src[i] = pattern(me, peer, i, last ? kLast : b);
+        nvst::putmem_nbi(region, src.data(), kBlock, peer);
+        nvst::quiet();  // src is rewritten next
+        blocks.fetch_add(1);
+        if (last) break;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "putter: %s\n", e.what());
+      puts_ok = false;
+    }
+  });
+  auto ping_pong = [&](std::uint64_t from, int rounds) {
+    for (std::uint64_t r = from; r < from + static_cast<std::uint64_t>(rounds); ++r) {
+      if (me == 0) {
+        nvst::signal_op(&flags[1], r, nvst::SignalOp::kSet, 1);
+        nvst::signal_wait_until(&flags[0], nvst::Cmp::kGe, r);
+      } else {
+        nvst::signal_wait_until(&flags[1], nvst::Cmp::kGe, r);
+        nvst::signal_op(&flags[0], r, nvst::SignalOp::kSet, 0);
+      }
+    }
+  };
+  ping_pong(1, kRounds);
+  const int before = blocks.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string msg = error_of([&] { nvst::signal_wait_until(&flags[2], nvst::Cmp::kEq, 1); });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  PE_EXPECT(contains(msg, "timed out"), "the wait for a word nobody sets: '", msg, "'");
+  PE_EXPECT(waited > 1.5 && waited < 20, "timed out after ", waited, " s");
+  PE_EXPECT(blocks.load() > before, "no put finished while this thread waited (", before, " before)");
+  nvst::bootstrap_barrier();  // both have timed out: the ping-pong resumes
+  ping_pong(kRounds + 1, 100);
+  stop = true;
+  putter.join();
+  PE_EXPECT(puts_ok.load(), "the putter failed after ", blocks.load(), " blocks");
+  nvst::barrier_all();
+  int wrong = 0;
+  for (std::size_t i = 0; i < kBlock; ++i) wrong += region[i] != pattern(peer, me, i, kLast);
+  PE_EXPECT(wrong == 0, wrong, " bytes of the last block wrong");
+  PE_EXPECT(flags[me] == kRounds + 100, "ping-pong ended at ", flags[me]);
+  nvst::finalize();
+  return 0;
+}
+
+TEST(FabricHelp, HostThreadsAndTheProxyShareTheEngine) {
+  for (const auto& [help, inbox] : {std::pair{"1", "0"}, std::pair{"1", "1"}, std::pair{"0", "0"}}) {
+    auto res = run_pes(2, helpers_share_the_engine,
+                       {{"NVST_FABRIC_PROVIDER", "tcp;ofi_rxm"},
+                        {"NVST_SYMMETRIC_SIZE", "64M"},
+                        {"NVST_PROXY_INBOX", inbox},
+                        {"NVST_PROXY_HELP", help},
+                        {"NVST_TIMEOUT_S", "2"}},
+                       120);
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(res[r].code(), 0) << "NVST_PROXY_HELP=" << help << " NVST_PROXY_INBOX=" << inbox << " rank " << r;
+  }
+}
+
+// A target acknowledges a signal lazily (proxy_state.hpp): not in the round
+// that applied it when that round ends a host thread's wait. A sender's
+// quiet then asks for the ack (a kAckRequest piece), which wakes the
+// target's parked proxy thread while its application thread computes.
+// Without the request the quiet would wait for that proxy thread's own next
+// look, up to 100 ms later.
+TEST(FabricHelp, QuietAsksALazyTargetForItsAck) {
+  auto res = run_pes(
+      2,
+      [](int me) {
+        nvst::init();
+        auto* flag = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+        nvst::barrier_all();
+        std::vector<double> quiet_ms;
+        for (std::uint64_t r = 1; r <= 7; ++r) {
+          if (me == 1) {
+            nvst::signal_wait_until(flag, nvst::Cmp::kGe, r);             // ends the round that applied it
+            std::this_thread::sleep_for(std::chrono::milliseconds(150));  // computes: no nvst call
+          } else {
+            nvst::signal_op(flag, r, nvst::SignalOp::kSet, 1);
+            const auto t0 = std::chrono::steady_clock::now();
+            nvst::quiet();
+            quiet_ms.push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+          }
+          nvst::bootstrap_barrier();
+        }
+        if (me == 0) {
+          std::sort(quiet_ms.begin(), quiet_ms.end());
+          PE_EXPECT(quiet_ms[3] < 25, "median quiet took ", quiet_ms[3], " ms while the target computed");
+        }
+        nvst::barrier_all();
+        PE_EXPECT(*flag == (me == 1 ? 7u : 0u), "flag ", *flag);
+        nvst::finalize();
+        return 0;
+      },
+      {{"NVST_FABRIC_PROVIDER", "tcp;ofi_rxm"}, {"NVST_SYMMETRIC_SIZE", "64M"}}, 120);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(res[r].code(), 0) << "rank " << r;
 }
 
 // Host heaps over shm with NVST_PROXY_INBOX unset (data written directly,

@@ -211,7 +211,7 @@ TEST(ProxyBell, RingWakesTheParkedProxyAtOnce) {
   using Clock = std::chrono::steady_clock;
   bell.ring();  // not parked: nothing written, so the next park waits its limit
   auto t0 = Clock::now();
-  bell.park(-1, std::chrono::microseconds(20000), [] { return true; });
+  bell.park(std::chrono::microseconds(20000), [] { return true; });
   EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(19));
   for (int i = 0; i < 20; ++i) {
     std::atomic<bool> parked{false};
@@ -221,7 +221,7 @@ TEST(ProxyBell, RingWakesTheParkedProxyAtOnce) {
       bell.ring();
     });
     t0 = Clock::now();
-    bell.park(-1, std::chrono::microseconds(5000000), [&] {
+    bell.park(std::chrono::microseconds(5000000), [&] {
       parked.store(true);
       return true;
     });
@@ -229,4 +229,41 @@ TEST(ProxyBell, RingWakesTheParkedProxyAtOnce) {
     producer.join();
     EXPECT_LT(ms, 2500.0) << "round " << i << ": the ring did not wake the parked proxy";
   }
+}
+
+// The provider's wait fd wakes the parked proxy while it is watched, not
+// while a host thread that does the proxy's work has unwatched it; watched
+// again while readable, it wakes the proxy at once (a pipe stands in).
+TEST(ProxyBell, WatchedFdWakesTheParkedProxyUnwatchedItDoesNot) {
+  nvst::detail::ProxyBell bell;
+  using Clock = std::chrono::steady_clock;
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  bell.set_fabric_fd(pipe_fds[0]);
+  ASSERT_TRUE(bell.watched());
+  const char byte = 1;
+  ASSERT_EQ(write(pipe_fds[1], &byte, 1), 1);
+  auto t0 = Clock::now();
+  bell.park(std::chrono::microseconds(5000000), [] { return true; });
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500)) << "a readable watched fd did not wake it";
+  bell.unwatch();
+  EXPECT_FALSE(bell.watched());
+  t0 = Clock::now();
+  bell.park(std::chrono::microseconds(20000), [] { return true; });
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(19)) << "an unwatched fd woke it";
+  std::atomic<bool> parked{false};
+  std::thread helper([&] {
+    while (!parked.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // let it block in poll
+    bell.watch();                                               // still readable: the parked proxy wakes
+  });
+  t0 = Clock::now();
+  bell.park(std::chrono::microseconds(5000000), [&] {
+    parked.store(true);
+    return true;
+  });
+  helper.join();
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2500)) << "watching a readable fd again did not wake it";
+  close(pipe_fds[0]);
+  close(pipe_fds[1]);
 }

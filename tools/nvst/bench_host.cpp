@@ -5,10 +5,16 @@
 // the same two processes (nvst/raw_fabric.hpp).
 // NVST_PROXY_INBOX=1 sends them through the inbox protocol that GPU heaps
 // use (pieces, doorbells, acks), with memcpy for the GPU's copies: the
-// protocol's own cost, measurable without a GPU.
+// protocol's own cost, measurable without a GPU. With NVST_PROXY_TRACE=PREFIX
+// the ping-pong's calls are timed too (PREFIX.app.RANK), for
+// scripts/proxy_trace.py --pingpong.
 #include <chrono>
-#include <cstring>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench.hpp"
@@ -81,20 +87,42 @@ int bench_host(const BenchOptions& o) {
   }
   nvst::free(dst);
   // Signal ping-pong, PE 0 <-> PE 1: one-way time of a signal from the
-  // call to the waiter seeing it (through the target's proxy).
+  // call to the waiter seeing it (through the target's proxy, or the work
+  // the waiting thread does for it: docs/06).
   auto* flags = static_cast<std::uint64_t*>(nvst::calloc(2, 8));
   std::uint64_t round = 0;
   const int me = nvst::my_pe();
+  const char* trace_prefix = std::getenv("NVST_PROXY_TRACE");
+  std::vector<std::pair<std::int64_t, char>> calls;  // steady-clock ns; c: signal_op called, r: returned, w: wait over
+  if (trace_prefix != nullptr) calls.reserve(static_cast<std::size_t>(3 * (o.warmup + o.samples * o.iters)));
+  auto mark = [&](char what) {
+    if (trace_prefix != nullptr) calls.emplace_back(clock::now().time_since_epoch().count(), what);
+  };
   const double rt = time_us([&] {
     ++round;
     if (me == 0) {
+      mark('c');
       nvst::signal_op(&flags[1], round, nvst::SignalOp::kSet, 1);
+      mark('r');
       nvst::signal_wait_until(&flags[0], nvst::Cmp::kGe, round);
+      mark('w');
     } else if (me == 1) {
       nvst::signal_wait_until(&flags[1], nvst::Cmp::kGe, round);
+      mark('w');
+      mark('c');
       nvst::signal_op(&flags[0], round, nvst::SignalOp::kSet, 0);
+      mark('r');
     }
   });
+  if (trace_prefix != nullptr && me < 2) {
+    const std::string path = std::string(trace_prefix) + ".app." + std::to_string(me);
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      for (const auto& [ns, what] : calls) std::fprintf(f, "%lld %c\n", static_cast<long long>(ns), what);
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "nvst bench host: cannot write %s\n", path.c_str());
+    }
+  }
   report.add({"signal_pingpong (one way)", "nvst", 0, rt / 2, 0, 0, 0});
   report.add({"signal_pingpong (one way)", "raw_fabric", 0, median(raw.pingpong(o.iters, o.samples)), 0, 0, 0});
   nvst::quiet();
