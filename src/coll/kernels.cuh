@@ -182,6 +182,8 @@ __device__ __forceinline__ void tell(const Args& a, int phase, int p, std::uint6
     dev::signal_op(my_flag(a, phase, a.me), v, dev::SignalOp::kSet, world_pe(a, p));
 }
 
+__device__ __forceinline__ void check_call(const Args& a, std::uint64_t v, int p);  // below
+
 // Kernels whose exchange has no phase-0 flags (ll, ring) still put their
 // call word where block 0 of any other kernel waits for member me's
 // (flags[0][me][0]), and read the one there while they wait in vain:
