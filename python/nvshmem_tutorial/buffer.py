@@ -26,6 +26,7 @@ from .tensors import (
     nvshmem_barrier,
     nvshmem_free_tensor,
     reserve_heap,
+    via_proxy,
 )
 
 _MIN_SLOT = 1 << 20
@@ -59,7 +60,7 @@ class NvshmemBuffer:
         # Peers reached through the proxy, which reads from the symmetric heap
         # (a staging slot). With several nodes every PE has such a peer, so
         # all PEs make the same (collective) allocation.
-        self._via_proxy = [_nvst.transport_to(p).startswith("fabric") for p in range(num_ranks)]
+        self._via_proxy = [via_proxy(p) for p in range(num_ranks)]
         self._stage = alloc_tensor((slot,), torch.uint8) if any(self._via_proxy) else None
         self._data_sig = alloc_tensor((num_ranks,), torch.int64)  # [src]: pieces that arrived
         self._credit_sig = alloc_tensor((num_ranks,), torch.int64)  # [dst]: pieces dst consumed

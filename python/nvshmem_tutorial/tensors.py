@@ -37,6 +37,12 @@ _allocations: set[int] = set()  # base addresses of live nvshmem_alloc_tensor re
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
+def via_proxy(pe):
+    """Whether this PE reaches PE `pe` only through the proxy (another
+    node): no load/store, no copy engine, no gets."""
+    return _nvst.transport_to(pe).startswith("fabric")
+
+
 def current_stream(device=None):
     """torch's current CUDA stream on `device` (default: torch's current
     device) as the int the compiled module takes."""

@@ -20,6 +20,7 @@ import torch.distributed as dist
 import training_checks as tc
 from job_checks import Checks, join_torch
 from nvshmem_tutorial.structures.parameter_cache import ParameterCache
+from nvshmem_tutorial.tensors import via_proxy
 from nvshmem_tutorial.training import HybridParameterServer
 
 RANK = int(os.environ["RANK"])
@@ -33,7 +34,7 @@ NODES = bool(os.environ.get("NVST_NODE_SIZE"))
 
 def same_node(pe: int) -> bool:
     """Whether pe's heap is mapped here: views need that, reads do not."""
-    return not nt.transport_to(pe).startswith("fabric")
+    return not via_proxy(pe)
 
 
 for kind in ("mlp", "transformer"):

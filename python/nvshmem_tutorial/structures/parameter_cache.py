@@ -8,7 +8,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from .. import _nvst
-from ..tensors import get_tensor, peer_tensor
+from ..tensors import get_tensor, peer_tensor, via_proxy
 from ..training.comm import SymmetricTensor, agree, require_runtime
 
 _ALIGN = 256  # slot alignment in bytes: whole 16-byte vectors, and HBM's burst
@@ -128,7 +128,7 @@ class ParameterCache:
     def _refuse_other_node(self, rank: int) -> None:
         """A PE reached through the proxy cannot be read: gets across nodes
         are not offered (docs/status.md)."""
-        if _nvst.transport_to(rank).startswith("fabric"):
+        if via_proxy(rank):
             raise ValueError(f"nvshmem_tutorial.ParameterCache: PE {rank} is on another node "
                              f"({_nvst.transport_to(rank)}); reading it needs a get across nodes, which the proxy "
                              "does not offer: read it from a PE of its node, or have its owner put it")

@@ -7,8 +7,7 @@ from typing import Iterable, List, Optional
 
 import torch
 
-from .. import _nvst
-from ..tensors import peer_tensor
+from ..tensors import peer_tensor, via_proxy
 from .comm import Communicator, SymmetricTensor, agree, fingerprint
 
 
@@ -143,7 +142,7 @@ class LockFreeAccumulator:
             if not self.comm.gpu:
                 raise ValueError("nvshmem_tutorial.training.LockFreeAccumulator: atomic mode needs GPUs; "
                                  "use deterministic=True on host heaps")
-            far = [p for p in range(world) if _nvst.transport_to(p).startswith("fabric")]
+            far = [p for p in range(world) if via_proxy(p)]
             if far:
                 raise ValueError(f"nvshmem_tutorial.training.LockFreeAccumulator: atomic mode needs every PE "
                                  f"reachable by load/store; PEs {far} are on other nodes (deterministic=True works)")

@@ -21,12 +21,11 @@ class _Channel:
     (u + 1)-th use of a slot the sender waits for u credits, so no message
     overwrites one not yet read. On GPUs every wait is on the stream.
 
-    settle: the team spans nodes. A wait there ends when the proxy lands the
-    peer's put, and a copy queued behind the waiting kernel would hold up
-    the proxy's own copies (docs/status.md), so each wait is followed by a
-    stream synchronisation before the channel queues its copy."""
+    settle: called after each wait, before the channel queues its copy
+    (Communicator.settle: across nodes a copy queued behind the waiting
+    kernel would hold up the proxy's own copies, docs/status.md)."""
 
-    def __init__(self, slots: int, numel: int, dtype: torch.dtype, what: str, settle: bool = False):
+    def __init__(self, slots: int, numel: int, dtype: torch.dtype, what: str, settle: Callable[[], None]):
         self.slots = slots
         self.numel = numel
         self.settle = settle
@@ -41,7 +40,7 @@ class _Channel:
                              f"activations of {self.numel} elements (activation_shape)")
         slot, use = index % self.slots, index // self.slots
         self.credit.wait_at_least(slot, use)
-        self._settle()
+        self.settle()
         stage = self.send_buf.tensor[slot * self.numel:(slot + 1) * self.numel]
         stage.copy_(t.reshape(-1))  # the put reads symmetric memory (the proxy needs it across nodes)
         self.recv_buf.put_signal(slot * self.numel, stage, self.data, slot, pe)
@@ -49,13 +48,9 @@ class _Channel:
     def recv(self, index: int, pe: int, out: torch.Tensor) -> None:
         slot, use = index % self.slots, index // self.slots
         self.data.wait_at_least(slot, use + 1)
-        self._settle()
+        self.settle()
         out.reshape(-1).copy_(self.recv_buf.tensor[slot * self.numel:(slot + 1) * self.numel])
         self.credit.signal_add(slot, pe)
-
-    def _settle(self) -> None:
-        if self.settle and self.data.gpu and not torch.cuda.is_current_stream_capturing():
-            torch.cuda.current_stream().synchronize()
 
     def free(self) -> None:
         for b in (self.recv_buf, self.send_buf, self.data, self.credit):
@@ -119,8 +114,8 @@ class PipelineEngine:
         numel = 1
         for s in self.activation_shape:
             numel *= s
-        self._act = _Channel(slots, numel, dtype, "activation", self.comm.spans_nodes)
-        self._grad = _Channel(slots, numel, dtype, "gradient", self.comm.spans_nodes)
+        self._act = _Channel(slots, numel, dtype, "activation", self.comm.settle)
+        self._grad = _Channel(slots, numel, dtype, "gradient", self.comm.settle)
         self.comm.barrier()
 
     @staticmethod
