@@ -138,8 +138,10 @@ void barrier_all();
 void barrier_all_on_stream(cudaStream_t stream);
 
 // Stream-ordered copies through the copy engine to/from a node peer's heap.
-// dest (put) or src (get) must be symmetric; the other side may be any
-// device or pinned memory. Complete when the stream reaches that point.
+// dest (put) or src (get) must be symmetric (on the NVSHMEM backend: in our
+// heap, or anything nvshmem_malloc returned, nvshmem4py's tensors too); the
+// other side may be any device or pinned memory. Complete when the stream
+// reaches that point.
 void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
 void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
 // Blocking forms: return when the copy is complete.

@@ -52,6 +52,9 @@ std::unique_ptr<HeapBacking> make_cudaipc_heap(std::size_t bytes, const NodeCont
 std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeContext& node, int world);
 // The host API's operations in a job on NVSHMEM.
 namespace nvshmem_ops {
+// Whether NVSHMEM's symmetric heap on this PE holds all of [addr, addr+bytes)
+// (bytes > 0): memory nvshmem_malloc returned, ours or anyone's.
+bool in_heap(const void* addr, std::size_t bytes);
 void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
 void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream);
 void quiet();

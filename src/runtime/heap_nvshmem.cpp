@@ -9,6 +9,7 @@
 // nvst::finalize (it cannot start again in the same process); a later
 // nvst::init with the same rank and world reuses it, and so does a first
 // one in a process where someone else (nvshmem4py, say) started NVSHMEM.
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -127,6 +128,19 @@ std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t bytes, const NodeCont
 }
 
 namespace nvshmem_ops {
+// nvshmem_ptr(a, my PE) is non-null exactly when a lies in this PE's heap:
+// NVSHMEM tests a against one contiguous range, [heap base, heap base + heap
+// size) (nvshmemi_ptr in its mem_heap.cpp). So a range whose first and last
+// bytes pass lies wholly inside. It may span allocations, as NVSHMEM's own
+// put may; buffers of nvshmemx_buffer_register_symmetric sit past that
+// range and are refused.
+bool in_heap(const void* addr, std::size_t bytes) {
+  const auto first = reinterpret_cast<std::uintptr_t>(addr);
+  if (bytes == 0 || first > UINTPTR_MAX - (bytes - 1)) return false;
+  const int me = nvshmem_my_pe();
+  return nvshmem_ptr(addr, me) != nullptr &&
+         nvshmem_ptr(reinterpret_cast<const void*>(first + (bytes - 1)), me) != nullptr;
+}
 void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
   nvshmemx_putmem_on_stream(dest, src, bytes, pe, stream);
 }

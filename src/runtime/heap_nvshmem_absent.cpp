@@ -16,6 +16,7 @@ std::unique_ptr<HeapBacking> make_nvshmem_heap(std::size_t, const NodeContext&, 
 namespace nvshmem_ops {
 void barrier_all() { absent("barrier_all"); }
 void barrier_all_on_stream(cudaStream_t) { absent("barrier_all_on_stream"); }
+bool in_heap(const void*, std::size_t) { absent("in_heap"); }
 void putmem_on_stream(void*, const void*, std::size_t, int, cudaStream_t) { absent("putmem_on_stream"); }
 void getmem_on_stream(void*, const void*, std::size_t, int, cudaStream_t) { absent("getmem_on_stream"); }
 void quiet() { absent("quiet"); }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -539,36 +540,58 @@ void* peer_or_throw(Runtime& r, const void* sym, int pe, const char* fn) {
                " by the copy engine (not on this node, or a host heap)");
   return p;
 }
+
+// The remote side of a host put (dest) or get (src) on NVSHMEM: our heap's
+// allocatable range, as on our own heaps, or memory NVSHMEM's heap holds
+// outside ours (nvshmem4py's tensors, an application's nvshmem_malloc),
+// which NVSHMEM's put and get reach as well. A range that touches our heap
+// must lie in its allocatable part: the head holds our barrier flags.
+void check_nvshmem_remote(const Runtime& r, const void* addr, std::size_t bytes, const char* fn, const char* what) {
+  const auto base = reinterpret_cast<std::uintptr_t>(r.heap->local_base());
+  const auto p = reinterpret_cast<std::uintptr_t>(addr);
+  const bool touches_ours = p < base + r.heap->size() && (p >= base || base - p < bytes);  // bytes > 0
+  if (touches_ours) return check_symmetric(r, addr, bytes, fn, what);
+  NVST_REQUIRE(nvshmem_ops::in_heap(addr, bytes), "nvst::", fn, ": ", what, " ", addr, " (+", bytes,
+               " bytes) is in neither nvst's symmetric heap [", static_cast<const void*>(r.heap->local_base()), ", ",
+               static_cast<const void*>(r.heap->local_base() + r.heap->size()),
+               ") nor NVSHMEM's (nvshmem_malloc, nvshmem4py's tensors)");
+}
+
+// putmem[_on_stream] (kPut: dest is the remote side) and getmem[_on_stream]
+// (kGet: src is); `fn` names the caller's call.
+enum class Copy { kPut, kGet };
+void copy_on_stream(const char* fn, Copy dir, void* dest, const void* src, std::size_t bytes, int pe,
+                    cudaStream_t stream) {
+  Runtime& r = rt(fn);
+  check_pe(r, pe, fn);
+  if (bytes == 0) return;
+  const bool put = dir == Copy::kPut;
+  const void* sym = put ? static_cast<const void*>(dest) : src;
+  const char* what = put ? "dest" : "src";
+  NVST_REQUIRE((put ? src : dest) != nullptr, "nvst::", fn, ": ", put ? "src" : "dest", " is null");
+  if (r.kind == HeapKind::kNvshmem) {  // one node: NVSHMEM reaches every PE
+    check_nvshmem_remote(r, sym, bytes, fn, what);
+    if (put) return nvshmem_ops::putmem_on_stream(dest, src, bytes, pe, stream);
+    return nvshmem_ops::getmem_on_stream(dest, src, bytes, pe, stream);
+  }
+  check_symmetric(r, sym, bytes, fn, what);
+  void* remote = peer_or_throw(r, sym, pe, fn);
+  void* to = put ? remote : dest;
+  const void* from = put ? src : remote;
+  if (!r.heap->on_device()) {  // host heap: only this PE is reachable, by memcpy
+    std::memmove(to, from, bytes);
+    return;
+  }
+  NVST_CHECK_CUDA(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream));
+}
 }  // namespace
 
 void putmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
-  Runtime& r = rt("putmem_on_stream");
-  check_pe(r, pe, "putmem_on_stream");
-  if (bytes == 0) return;
-  NVST_REQUIRE(src != nullptr, "nvst::putmem_on_stream: src is null");
-  check_symmetric(r, dest, bytes, "putmem_on_stream", "dest");
-  void* remote = peer_or_throw(r, dest, pe, "putmem_on_stream");
-  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::putmem_on_stream(dest, src, bytes, pe, stream);
-  if (!r.heap->on_device()) {  // host heap: only this PE is reachable, by memcpy
-    std::memmove(remote, src, bytes);
-    return;
-  }
-  NVST_CHECK_CUDA(cudaMemcpyAsync(remote, src, bytes, cudaMemcpyDefault, stream));
+  copy_on_stream("putmem_on_stream", Copy::kPut, dest, src, bytes, pe, stream);
 }
 
 void getmem_on_stream(void* dest, const void* src, std::size_t bytes, int pe, cudaStream_t stream) {
-  Runtime& r = rt("getmem_on_stream");
-  check_pe(r, pe, "getmem_on_stream");
-  if (bytes == 0) return;
-  NVST_REQUIRE(dest != nullptr, "nvst::getmem_on_stream: dest is null");
-  check_symmetric(r, src, bytes, "getmem_on_stream", "src");
-  void* remote = peer_or_throw(r, src, pe, "getmem_on_stream");
-  if (r.kind == HeapKind::kNvshmem) return nvshmem_ops::getmem_on_stream(dest, src, bytes, pe, stream);
-  if (!r.heap->on_device()) {
-    std::memmove(dest, remote, bytes);
-    return;
-  }
-  NVST_CHECK_CUDA(cudaMemcpyAsync(dest, remote, bytes, cudaMemcpyDefault, stream));
+  copy_on_stream("getmem_on_stream", Copy::kGet, dest, src, bytes, pe, stream);
 }
 
 namespace {
@@ -579,18 +602,21 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
 void putmem(void* dest, const void* src, std::size_t bytes, int pe) {
   Runtime& r = rt("putmem");
   check_pe(r, pe, "putmem");
-  if (bytes != 0) check_symmetric(r, dest, bytes, "putmem", "dest");
-  if (bytes != 0 && ptr(dest, pe) == nullptr && r.proxy) {
-    put_common("putmem", dest, src, bytes, nullptr, 0, SignalOp::kSet, pe, false, true);
-    r.proxy->quiet();
-    return;
+  // Beyond load/store reach, through the proxy (none on NVSHMEM: one node).
+  if (bytes != 0 && r.proxy) {
+    check_symmetric(r, dest, bytes, "putmem", "dest");
+    if (ptr(dest, pe) == nullptr) {
+      put_common("putmem", dest, src, bytes, nullptr, 0, SignalOp::kSet, pe, false, true);
+      r.proxy->quiet();
+      return;
+    }
   }
-  putmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
-  if (bytes && g_rt->heap->on_device()) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
+  copy_on_stream("putmem", Copy::kPut, dest, src, bytes, pe, cudaStreamPerThread);
+  if (bytes && r.heap->on_device()) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 
 void getmem(void* dest, const void* src, std::size_t bytes, int pe) {
-  getmem_on_stream(dest, src, bytes, pe, cudaStreamPerThread);
+  copy_on_stream("getmem", Copy::kGet, dest, src, bytes, pe, cudaStreamPerThread);
   if (bytes && g_rt->heap->on_device()) NVST_CHECK_CUDA(cudaStreamSynchronize(cudaStreamPerThread));
 }
 

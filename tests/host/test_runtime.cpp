@@ -148,7 +148,14 @@ TEST(Runtime, ArgumentValidation) {
         });
         PE_EXPECT(contains(msg, "8-byte aligned"), msg);
         msg = error_of([&] { nvst::putmem(&local, &local, 4, 0); });
-        PE_EXPECT(contains(msg, "not inside the symmetric heap"), msg);
+        PE_EXPECT(contains(msg, "nvst::putmem: dest") && contains(msg, "not inside the symmetric heap"), msg);
+        // Each form names itself and the side that must be symmetric.
+        msg = error_of([&] { nvst::getmem(&local, &local, 4, 0); });
+        PE_EXPECT(contains(msg, "nvst::getmem: src") && contains(msg, "not inside the symmetric heap"), msg);
+        msg = error_of([&] { nvst::putmem_on_stream(&local, &local, 4, 0, nullptr); });
+        PE_EXPECT(contains(msg, "nvst::putmem_on_stream: dest") && contains(msg, "not inside"), msg);
+        msg = error_of([&] { nvst::getmem_on_stream(&local, &local, 4, 0, nullptr); });
+        PE_EXPECT(contains(msg, "nvst::getmem_on_stream: src") && contains(msg, "not inside"), msg);
         // To itself a host PE copies with memcpy.
         std::uint32_t v = 0xC0FFEE00u + static_cast<std::uint32_t>(nvst::my_pe()), back = 0;
         nvst::putmem(p, &v, sizeof(v), nvst::my_pe());
