@@ -255,7 +255,10 @@ def _copy(fn, copy_on_stream, dst, src, nbytes, pe, blocking):
         torch.cuda.current_stream(device).synchronize()
 
 
-# Our forms: whole tensors, destination first (as torch's copy_).
+# Our forms: whole tensors, destination first (as torch's copy_). The remote
+# side (a put's dst, a get's src) must be symmetric: ours, or on the NVSHMEM
+# backend also NVSHMEM's (nvshmem4py's tensors). The runtime checks it and
+# raises NvstError (a RuntimeError) naming the address otherwise.
 def put_tensor_async(dst, src, pe):
     """dst (symmetric) on PE `pe` <- src (any CUDA tensor here), same bytes."""
     _copy("put_tensor_async", _nvst.putmem_on_stream, dst, src, None, pe, False)

@@ -10,6 +10,13 @@ What it checks, every result against data computed here:
  - nvshmem4py's tensors as sources of our puts, into our symmetric tensors,
    and the reverse: our symmetric tensors as nvshmem4py's put destination
    and source (on this backend our heap lies inside NVSHMEM's);
+ - nvshmem4py's tensors as the remote side of our copies: destination of
+   put_tensor, of the seed's nvshmem_put_tensor (a byte count short of the
+   whole) and of its async form, whole and as a slice at an offset; remote
+   source of nvshmem_get_tensor and get_tensor_async. The destination is
+   poisoned first, and the bytes past the count must keep the poison;
+ - a plain torch CUDA tensor as the remote side of a put or a get raises
+   a RuntimeError that names its address and says neither heap holds it;
  - our kernels on that NVSHMEM (NvshmemBuffer send/recv calls nvshmem_*
    from device code: the device state nvst set up for its own module);
  - nvshmem4py's own put and reduce on its tensors still work beside ours.
@@ -72,6 +79,67 @@ def _():
     assert torch.equal(ours, rand(n, 10 + (RANK - 1) % WORLD)), "received rows differ"
     nt.nvshmem_free_tensor(ours)
     nvshmem.free_tensor(theirs)
+
+
+@check("nvshmem4py tensors as the remote side: destination of our puts, source of our gets")
+def _():
+    n = 50_001
+    peer, prev = (RANK + 1) % WORLD, (RANK - 1) % WORLD
+    src = rand(n, 50 + RANK)  # a plain CUDA tensor: the local side may be any
+    want = rand(n, 50 + prev)  # what the previous rank puts here
+    theirs = nvshmem.tensor((n,), dtype=torch.float32)
+
+    def put_then_check(put, what, lo=0, hi=n):
+        """Poisons theirs, lets every rank `put` into its peer's, and checks
+        theirs[lo:hi] holds the previous rank's src[:hi-lo], the rest poison."""
+        theirs.fill_(-9)
+        nt.nvshmem_barrier()  # every poison lands before any put
+        put()
+        nt.nvshmem_barrier()  # waits for this GPU's work, then every PE's
+        got = theirs.clone()
+        assert torch.equal(got[lo:hi], want[:hi - lo]), f"{what}: received values differ"
+        assert bool((got[:lo] == -9).all()) and bool((got[hi:] == -9).all()), f"{what}: wrote outside [{lo}, {hi})"
+
+    put_then_check(lambda: nt.put_tensor(theirs, src, peer), "put_tensor")
+    k = n - 1234  # a byte count short of the tensors
+    put_then_check(lambda: nt.nvshmem_put_tensor(theirs, src, k * 4, peer), "nvshmem_put_tensor", 0, k)
+    put_then_check(lambda: nt.nvshmem_put_tensor_async(theirs, src, k * 4, peer), "nvshmem_put_tensor_async", 0, k)
+    lo, m = 777, 20_000  # a slice at an offset: only [lo, lo + m) may change
+    put_then_check(lambda: nt.put_tensor_async(theirs[lo:lo + m], src[:m], peer), "put_tensor_async slice",
+                   lo, lo + m)
+
+    theirs.copy_(rand(n, 60 + RANK))  # each rank's own values, read by the previous rank
+    nt.nvshmem_barrier()
+    got = torch.full((n,), -9.0, device=DEV)
+    nt.nvshmem_get_tensor(got, theirs, k * 4, peer)
+    from_peer = rand(n, 60 + peer)
+    assert torch.equal(got[:k], from_peer[:k]) and bool((got[k:] == -9).all()), "nvshmem_get_tensor"
+    got.fill_(-9)
+    nt.get_tensor_async(got[lo:lo + m], theirs[lo:lo + m], peer)
+    torch.cuda.current_stream().synchronize()
+    assert torch.equal(got[lo:lo + m], from_peer[lo:lo + m]), "get_tensor_async slice"
+    assert bool((got[:lo] == -9).all()) and bool((got[lo + m:] == -9).all()), "get_tensor_async wrote outside"
+    nt.nvshmem_barrier()  # no peer still reads theirs
+    nvshmem.free_tensor(theirs)
+
+
+@check("a plain torch CUDA tensor as the remote side raises, naming its address")
+def _():
+    peer = (RANK + 1) % WORLD
+    plain = torch.zeros(64, device=DEV)
+    local = torch.ones(64, device=DEV)
+    for what, call in (("put_tensor", lambda: nt.put_tensor(plain, local, peer)),
+                       ("nvshmem_put_tensor_async", lambda: nt.nvshmem_put_tensor_async(plain, local, 128, peer)),
+                       ("nvshmem_get_tensor", lambda: nt.nvshmem_get_tensor(local, plain, 128, peer))):
+        try:
+            call()
+        except RuntimeError as e:
+            msg = str(e)
+            assert f"{plain.data_ptr():#x}" in msg and "neither" in msg and "NVSHMEM" in msg, f"{what}: {msg}"
+        else:
+            raise AssertionError(f"{what} accepted a tensor in neither symmetric heap")
+    torch.cuda.synchronize()
+    assert bool((plain == 0).all()) and bool((local == 1).all()), "a refused copy wrote something"
 
 
 @check("nvst symmetric tensors in nvshmem4py's put, as destination and as source")

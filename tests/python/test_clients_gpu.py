@@ -1,7 +1,8 @@
-"""Code written for the seed tutorial, DeepEP and pplx-kernels, on GPUs:
-the seed's entry points (tests/test_intranode_nvshmem.py,
+"""Code written for the seed tutorial, DeepEP, pplx-kernels and nvshmem4py,
+on GPUs: the seed's entry points (tests/test_intranode_nvshmem.py,
 tests/test_intranode_allgather.py) and its tma_copy, DeepEP's Buffer
-(deep_ep_job.py) and pplx's AllToAll (pplx_job.py). Jobs of more ranks
+(deep_ep_job.py), pplx's AllToAll (pplx_job.py) and nvshmem4py
+(nvshmem4py_job.py, examples/pplx_on_nvshmem4py.py). Jobs of more ranks
 than GPUs share them (NVST_TEST_SHARE_GPUS=1, gloo). Skips without PyTorch
 or a GPU (CI has neither)."""
 
@@ -54,6 +55,18 @@ def test_deep_ep_buffer():
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_pplx_all_to_all(nproc):
     torchrun(HERE / "pplx_job.py", nproc).require("DONE 0 failure(s)", count=nproc)
+
+
+def test_nvshmem4py_job():
+    """nvshmem4py_job.py: NVSHMEM started by nvshmem4py and joined; its
+    tensors as either side of our puts and gets, ours in its put."""
+    pytest.importorskip("nvshmem.core")
+    import nvshmem_tutorial as nt
+    if not nt.nvshmem_backend_built():
+        pytest.skip("built without NVSHMEM")
+    # nvshmem4py starts NVSHMEM with its default heap; it must hold ours (1 GiB) too.
+    torchrun(HERE / "nvshmem4py_job.py", 2, env={"NVSHMEM_SYMMETRIC_SIZE": "3G"}).require("DONE 0 failure(s)",
+                                                                                          count=2)
 
 
 def test_pplx_on_nvshmem4py():
