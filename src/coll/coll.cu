@@ -433,7 +433,8 @@ void lowlatency_launch(CallSig sig, const TeamView& t, ReduceKernel kernel, cons
   sig.algo = kAlgoLowLatency;
   const Args proto = base_args(t, sig);
   const std::size_t chunk = kLowLatencyMax / es;
-  for (std::size_t off = 0; off < count; off += chunk) {
+  // A count of 0 still launches once: the members compare their calls.
+  for (std::size_t off = 0; off == 0 || off < count; off += chunk) {
     Args a = proto;
     a.in_base = static_cast<const char*>(in) + off * es;
     a.in_stride = in_stride;

@@ -721,6 +721,11 @@ __device__ __forceinline__ void lowlatency_push(Args& a) {
   // block 0's last threads: a small message leaves them no line to receive.
   if (const int t = static_cast<int>(blockDim.x - 1 - threadIdx.x); blockIdx.x == 0 && t < a.npes && t != a.me)
     announce_call(a, t);
+  // No lines (a count of 0): nothing to wait for but the others' words,
+  // which say whether they made this call too (a count of 0 against one
+  // that is not stops here, naming both).
+  if (const int p = static_cast<int>(threadIdx.x); lines == 0 && blockIdx.x == 0 && p < a.npes && p != a.me)
+    wait_call(a, call_slot(a, p), p);
   for (std::size_t i = first; i < lines; i += step) {
     LlLine<T> acc;
     for (int p = 0; p < a.npes; ++p) {
