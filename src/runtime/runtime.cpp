@@ -177,6 +177,17 @@ void upload_state(Runtime& r) {
     s.fifo_tail = r.proxy->device_tail();
     s.fifo_head_cache = r.proxy->device_head_cache();
   }
+  // Sharers of this GPU: PEs whose GPU has this one's host, boot and PCI bus.
+  const PeerInfo& me = r.peers[static_cast<std::size_t>(r.launch.rank)];
+  const auto same_gpu = [&](const PeerInfo& o) {
+    return o.device >= 0 && std::strcmp(o.hostname, me.hostname) == 0 && std::strcmp(o.boot_id, me.boot_id) == 0 &&
+           std::strcmp(o.pci_bus_id, me.pci_bus_id) == 0;
+  };
+  for (int p = 0; p < r.launch.world; ++p)
+    if (same_gpu(r.peers[static_cast<std::size_t>(p)])) {
+      ++s.gpu_sharers;
+      if (p < r.launch.rank) ++s.gpu_turn;
+    }
   s.initialized = 1;
   s.backend = r.kind == HeapKind::kNvshmem ? dev::kBackendNvshmem : dev::kBackendNvst;
   detail::upload_device_state(s);

@@ -48,6 +48,10 @@ const std::vector<Mismatch>& mismatches() {
        [](bool odd, char* in, char* out, cudaStream_t s) {
          nvst::coll::all_reduce(in, out, odd ? 4097 : 4096, DType::kF32, RedOp::kSum, s);
        }},
+      {"all_reduce count 0 against 4096 (ll)", "differ in count",
+       [](bool odd, char* in, char* out, cudaStream_t s) {
+         nvst::coll::all_reduce(in, out, odd ? 4096 : 0, DType::kF32, RedOp::kSum, s);
+       }},
       {"all_reduce dtype (ll)", "dtype int32",
        [](bool odd, char* in, char* out, cudaStream_t s) {
          nvst::coll::all_reduce(in, out, 1024, odd ? DType::kI32 : DType::kF32, RedOp::kSum, s);

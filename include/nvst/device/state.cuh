@@ -81,6 +81,10 @@ struct DeviceState {
   // watch), -1 while none; nullptr: not kept. Device waits read it with
   // their clock, so a wait on a dead PE's word ends naming it.
   const volatile int* dead_pe;
+  // PEs of this job on this PE's GPU (time slicing), and this PE's place
+  // among them (by rank): fail() takes turns at stopping (see there).
+  int gpu_sharers;
+  int gpu_turn;
 };
 
 }  // namespace nvst::dev
@@ -106,6 +110,15 @@ __device__ __forceinline__ std::uint64_t global_timer_ns() {
 // Records the first failure in the host mailbox, prints it, and traps: the
 // kernel and the context end, and the host's next CUDA check throws with the
 // mailbox's description attached.
+//
+// PEs that time-share one GPU stop in turns: a trap that comes while the
+// driver is still handling another context's trap is lost (its warps stay
+// at the trap and the host waits for the kernel for ever; seen with two
+// PEs on one H200 whose calls differed, which find it within microseconds
+// of each other). So PE i of n sharers traps only in the first half of
+// second i of every n seconds (the GPU's global timer, which every context
+// reads alike): any two traps are half a second apart, at a cost of up to
+// n seconds, on shared GPUs only.
 __device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64_t offset, std::uint64_t observed,
                                          std::uint64_t expected, int cmp, int arg = -1) {
   const DeviceState& s = state();
@@ -131,6 +144,16 @@ __device__ __noinline__ inline void fail(FailKind kind, int peer_pe, std::uint64
       s.my_pe, static_cast<int>(kind), peer_pe, static_cast<unsigned long long>(offset),
       static_cast<unsigned long long>(observed), static_cast<unsigned long long>(expected),
       static_cast<int>(blockIdx.x), static_cast<int>(threadIdx.x));
+  if (s.gpu_sharers > 1) {
+    constexpr std::uint64_t kTurnNs = 1000000000ull;
+    for (;;) {
+      const std::uint64_t t = global_timer_ns();
+      if (static_cast<int>((t / kTurnNs) % static_cast<std::uint64_t>(s.gpu_sharers)) == s.gpu_turn &&
+          t % kTurnNs < kTurnNs / 2)
+        break;
+      __nanosleep(100000);
+    }
+  }
   __trap();
 }
 
