@@ -3,8 +3,10 @@
     torchrun --nproc_per_node=N -m nvshmem_tutorial.bench_ep [--tokens 128] [--hidden 7168] [--topk 8]
                                                           [--experts 288] [--json FILE]
 
-For low_latency_dispatch (fp8, bf16), low_latency_combine (bf16, LogFMT)
-and a decode step's pair (dispatch fp8, then combine bf16 of its rows):
+For low_latency_dispatch (fp8, bf16), low_latency_combine (bf16, LogFMT),
+a decode step's pair (dispatch fp8, then combine bf16 of its rows) and,
+for the Python layer's cost beside them, nvshmem_tutorial.distributed's
+all_reduce of 4 KB (its cross-PE argument check rides in the data path):
  - host: the CPU time of one Python call, 100 calls back to back with no
    wait for the GPU inside (median of 5 runs);
  - gpu: GPU time per call, 20 calls captured in one CUDA graph and replayed
@@ -32,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 import nvshmem_tutorial as nt
+import nvshmem_tutorial.distributed as nd
 import nvshmem_tutorial.ep as deep_ep
 from nvshmem_tutorial import bench
 
@@ -144,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     handles = [buf.low_latency_dispatch(x, idx, T, E, use_fp8=False)[2] for _ in range(2)]
     turn = [0]
     out = torch.empty((T, H), dtype=torch.bfloat16, device=dev)  # DeepEP's out=: no allocation per call
+    small = torch.zeros(1024, dtype=torch.float32, device=dev)  # summed in place: zeros stay zeros
 
     def combine(logfmt: bool) -> Any:
         turn[0] ^= 1
@@ -160,6 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         ("low_latency_combine bf16", lambda: combine(False)),
         ("low_latency_combine LogFMT", lambda: combine(True)),
         ("dispatch fp8 + combine bf16", pair),
+        ("nd.all_reduce 4 KB", lambda: nd.all_reduce(small)),
     ]
     rows = []
     if rank == 0:

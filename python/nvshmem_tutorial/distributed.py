@@ -15,15 +15,15 @@ each call waits for its kernels before returning (_done says why). Any
 CUDA tensors work (they are staged through the library's symmetric
 workspace); dtypes float32, bfloat16, float16, int32, int64.
 
-Before each call the PEs compare what they were asked to do (operation,
-element count, dtype, root) over the bootstrap, so that different sizes on
-different ranks raise ValueError on every rank instead of corrupting memory
-or hanging. That is one host round trip (tens of microseconds);
-set_argument_checks(False) turns it off once a program is known to be right.
+The PEs' arguments are compared in the data path, at no host cost: each
+collective's kernels carry a word of the call (operation, dtype, count,
+root, algorithm) in the flags they exchange anyway, and PEs that made
+different calls stop with an error naming both (docs/07), instead of
+corrupting memory or hanging. all_to_all_single's sizes are checked pair by
+pair: what a PE sends a peer must be what that peer expects.
 """
 from __future__ import annotations
 
-import struct
 from typing import Any, Callable, Sequence
 
 import torch
@@ -49,20 +49,6 @@ _TORCH_OPS = [
     (tdist.ReduceOp.PRODUCT, "prod"),
 ]
 _OP_CODES = {"sum": 0, "max": 1, "min": 2, "prod": 3}
-_DTYPE_CODES = {name: i for i, name in enumerate(DTYPE_NAMES.values())}
-_checks = {"on": True}
-
-
-def set_argument_checks(on: bool) -> None:
-    """Whether each collective first compares its arguments across PEs.
-
-    Arguments:
-        on: True (the default) to compare before every call, False to skip
-            the host round trip once the program is known to be right.
-    """
-    _checks["on"] = bool(on)
-
-
 class Work:
     """What async_op=True returns: the collective is already ordered on the
     current stream; wait() makes the then-current stream wait for it."""
@@ -116,19 +102,6 @@ def _prologue(fn: str, group: Any, tensors: Sequence[tuple[str, torch.Tensor]]) 
     return DTYPE_NAMES[tensors[0][1].dtype]
 
 
-def _agree(fn: str, code: int, count: int, dtype: str, extra: int = 0) -> None:
-    """Every PE must call the same collective with the same arguments."""
-    if not _checks["on"]:
-        return
-    mine = (code, count, _DTYPE_CODES[dtype], extra)
-    everyone = [struct.unpack("<4q", b) for b in _nvst.bootstrap_allgather(struct.pack("<4q", *mine))]
-    bad = [pe for pe, theirs in enumerate(everyone) if theirs != mine]
-    if bad:
-        desc = "; ".join(f"PE {pe}: count {c}, dtype {list(_DTYPE_CODES)[d]}, extra {x}"
-                         for pe, (_, c, d, x) in enumerate(everyone))
-        raise ValueError(f"nvshmem_tutorial.distributed.{fn}: the PEs disagree on the arguments ({desc})")
-
-
 def _done(async_op: bool) -> Work | None:
     """Across nodes the collective waits on the proxy: like ep.Buffer
     (_settle), wait for it here, outside graph capture. A copy to pageable
@@ -156,7 +129,6 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None, 
     """
     dt = _prologue("all_reduce", group, [("tensor", tensor)])
     name = _op_name(op, "all_reduce")
-    _agree("all_reduce", 10 + _OP_CODES[name], tensor.numel(), dt)
     p = tensor.data_ptr()
     _nvst.coll.all_reduce(p, p, tensor.numel(), dt, name, current_stream())
     return _done(async_op)
@@ -182,7 +154,6 @@ def all_gather_into_tensor(
     if output_tensor.numel() != n * input_tensor.numel():
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: output_tensor has {output_tensor.numel()} elements; "
                          f"it needs world size {n} x {input_tensor.numel()}")
-    _agree(fn, 20, input_tensor.numel(), dt)
     _nvst.coll.all_gather(input_tensor.data_ptr(), output_tensor.data_ptr(), input_tensor.numel(), dt, current_stream())
     return _done(async_op)
 
@@ -209,7 +180,6 @@ def reduce_scatter_tensor(
     if input.numel() != n * output.numel():
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input has {input.numel()} elements; "
                          f"it needs world size {n} x {output.numel()}")
-    _agree(fn, 30 + _OP_CODES[name], output.numel(), dt)
     _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, name, current_stream())
     return _done(async_op)
 
@@ -230,7 +200,6 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
     n = _nvst.n_pes()
     if not 0 <= src < n:
         raise ValueError(f"nvshmem_tutorial.distributed.broadcast: src {src} out of range [0, {n})")
-    _agree("broadcast", 40, tensor.numel(), dt, src)
     p = tensor.data_ptr()
     _nvst.coll.broadcast(p, p, tensor.numel(), dt, src, current_stream())
     return _done(async_op)
@@ -286,7 +255,6 @@ def all_to_all_single(
     row = row_in if input.shape[0] else row_out
     send = _splits(input_split_sizes, input.shape[0], n, fn, "input_split_sizes")
     recv = _splits(output_split_sizes, output.shape[0], n, fn, "output_split_sizes")
-    _agree(fn, 50, row, dt)
     if input_split_sizes is None and output_split_sizes is None:
         _nvst.coll.all_to_all(input.data_ptr(), output.data_ptr(), send[0] * row, dt, current_stream())
         return _done(async_op)

@@ -165,7 +165,7 @@ def test_sizes_that_differ_across_ranks_raise_everywhere():
 
 def _device_layer_on_host_pes(rank):
     """What the PyTorch layer stands on, where it can run without a GPU:
-    the bootstrap allgather behind the collectives' argument check, and
+    the bootstrap allgather (training plans agree through it), and
     clear refusals of the GPU-only entry points on host-memory PEs."""
     mine = bytes([rank]) * 5
     everyone = nt._nvst.bootstrap_allgather(mine)

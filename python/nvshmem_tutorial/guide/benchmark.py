@@ -126,7 +126,6 @@ def run(json_path: Optional[str], max_bytes: int, budget_s: float) -> int:
     import nvshmem_tutorial.distributed as nd
 
     nt.init_from_torch()
-    nd.set_argument_checks(False)  # timed calls only; the arguments agree by construction
     skipped = []
     if shared:
         skipped.append("NCCL: the ranks share a GPU (NCCL wants one GPU per rank)")

@@ -8,10 +8,10 @@ stream (_nvst.coll and the *_on_stream calls). On a host heap
 memory, and the calls are the host API's, blocking; that is how the
 patterns run, and are tested, on a machine without a GPU.
 
-The per-call argument check of nvshmem_tutorial.distributed (one bootstrap
-round trip per collective) is left out on purpose: a pattern agrees on its
-whole plan (parameter shapes, buckets, shards) once, when it is built
-(agree()), and every later call follows that plan.
+A pattern also agrees on its whole plan (parameter shapes, buckets,
+shards) once, when it is built (agree()), so that a rank with another
+model fails at once with a message about the model, before any
+collective's own check (the call word in its flags) would stop it.
 """
 from __future__ import annotations
 
