@@ -15,18 +15,18 @@ namespace nvst::ep::detail {
 // SMs of the current GPU (queried once per process).
 int device_sm_count();
 
+constexpr int kLlMaxBlocks = 1024;  // blocks of a low-latency launch, at most
 struct LaunchCounters {
   unsigned long long blocks_before;   // blocks of all earlier launches of this kind
   unsigned long long blocks_done;     // blocks of the current launch that finished
   unsigned long long blocks_packed;   // dispatch across nodes: blocks done packing (see normal_mode.cu)
   unsigned long long blocks_started;  // blocks of the current launch that started (start_ticket)
-  // The low-latency kernels count with one word instead (ll_launch_begin,
-  // low_latency.cu): blocks of all earlier launches << kLlTicketShift | blocks
-  // of the current launch that started. One atomic a block, at its start.
-  unsigned long long ll_ticket;
-  unsigned long long ll_claimed;  // low-latency dispatch: blocks that claimed all their slots, ever
+  unsigned long long ll_claimed;      // low-latency dispatch: blocks that claimed all their slots, ever
+  // The low-latency kernels' base (blocks of all earlier launches of the
+  // kind), once per block index (ll_launch.cuh): each block reads its own
+  // word, so no two blocks of a launch touch one word.
+  unsigned long long ll_base[kLlMaxBlocks];
 };
-constexpr int kLlTicketShift = 16;  // so a low-latency launch has fewer than 65536 blocks
 // Widest row of the low-latency mode: the combine's receive keeps which
 // LogFMT groups of a slot are compressed in 32 words of shared memory.
 constexpr int kMaxLowLatencyHidden = 32 * 32 * 128;

@@ -2,16 +2,17 @@
 //
 // The peer counters (ready, done) only grow: a launch of B blocks adds B to
 // counter[me] on every PE, and a PE waits until counter[p] reaches the
-// blocks of all earlier launches plus B. Each block learns that base with
-// one atomic on LaunchCounters::ll_ticket, at its start: the word holds the
-// blocks of all earlier launches (above kLlTicketShift) and the blocks of
-// this launch that started (below). The block that starts last moves the
-// base on and clears the count: every other block has read the base by
-// then, and the next launch of the kind starts after this one finished (the
-// stream's order; a kernel launched early waits for it in
-// wait_previous_kernel before it starts counting). Nothing happens at the
-// end of a block, so a kernel ends when its last stores drain (the normal
-// mode's launch_end instead costs every block a fence and an atomic there).
+// blocks of all earlier launches plus B. That base is kept once per block
+// index (LaunchCounters::ll_base): block b reads word b, then writes base +
+// B into every word j = b (mod B), so that a later launch of any grid finds
+// it in its own word. A launch's blocks touch disjoint words, and the next
+// launch of the kind starts after this one finished (the stream's order; a
+// kernel launched early waits for it in wait_previous_kernel first). One
+// counter word that every block added to cost a block 1.5-2 us at 132
+// blocks: atomics on one address are served one at a time. Nothing happens
+// at the end of a block, so a kernel ends when its last stores drain (the
+// normal mode's launch_end instead costs every block a fence and an atomic
+// there).
 #pragma once
 
 #include <cstdint>
@@ -25,14 +26,11 @@ namespace nvst::ep::detail {
 // earlier launches of the kind).
 __device__ __forceinline__ unsigned long long ll_launch_begin(LaunchCounters* c) {
   __shared__ unsigned long long base;
-  if (threadIdx.x == 0) {
-    constexpr unsigned long long kLow = (1ull << kLlTicketShift) - 1;
-    const unsigned long long grid = gridDim.x;
-    const unsigned long long old = atomicAdd(&c->ll_ticket, 1ull);
-    if ((old & kLow) == grid - 1) atomicAdd(&c->ll_ticket, (grid << kLlTicketShift) - grid);
-    base = old >> kLlTicketShift;
-  }
+  if (threadIdx.x == 0) base = *reinterpret_cast<const volatile unsigned long long*>(&c->ll_base[blockIdx.x]);
   __syncthreads();
+  const unsigned long long next = base + gridDim.x;
+  for (unsigned j = blockIdx.x + threadIdx.x * gridDim.x; j < kLlMaxBlocks; j += blockDim.x * gridDim.x)
+    c->ll_base[j] = next;
   return base;
 }
 
@@ -40,7 +38,7 @@ __device__ __forceinline__ unsigned long long ll_launch_begin(LaunchCounters* c)
 // receive half): what that send half's done signals reach, its base + B.
 __device__ __forceinline__ unsigned long long ll_launch_end_count(const LaunchCounters* c) {
   __shared__ unsigned long long end;
-  if (threadIdx.x == 0) end = *reinterpret_cast<const volatile unsigned long long*>(&c->ll_ticket) >> kLlTicketShift;
+  if (threadIdx.x == 0) end = *reinterpret_cast<const volatile unsigned long long*>(&c->ll_base[blockIdx.x]);
   __syncthreads();
   return end;
 }

@@ -329,15 +329,68 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
     return reinterpret_cast<const int4*>(static_cast<const __nv_bfloat16*>(in.x) +
                                          static_cast<std::size_t>(t) * a.hidden);
   };
+  // Lane k < K of the block's last warp claims the row for top-k slot k of
+  // token t (expert e) and writes its source info: a slot in the expert's
+  // receive buffer on its PE (near) or a record in the stage (far). The
+  // last warp: at hidden 7168 it holds no fp8 unit of a row, so the claims'
+  // round trips run beside the others' quantisation, not before it.
+  const int k_claim = tid - static_cast<int>(blockDim.x) + 32;  // K <= 32 (the Buffer checks)
+  const bool claims = k_claim >= 0 && k_claim < K;
+  const auto claim = [&](int t, std::int64_t e) {
+    const int task = t * K + k_claim;
+    DispatchDest d{nullptr, nullptr, 0, 0, 0, true};
+    if (e < -1 || e >= a.num_experts)
+      dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
+                static_cast<std::uint64_t>(a.num_experts), -1);
+    int own = -1;
+    if (e != -1) {
+      const int r = d.pe = static_cast<int>(e) / experts_per_pe;
+      d.local = static_cast<int>(e) % experts_per_pe;
+      d.near = dev::on_node(r);
+      d.slot = d.near ? atomicAdd_system(pe_ptr(a.slot_counter + d.local, r), 1) : atomicAdd(a.far_count + e, 1);
+      // More rows than a buffer holds: a token names one expert twice.
+      if (d.slot >= (d.near ? rows_per_expert : a.max_tokens))
+        dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
+                  static_cast<std::uint64_t>(a.num_experts), -1);
+      // Near: the row's arrays on PE r. Far: the parts of a record in the stage.
+      const std::size_t row = static_cast<std::size_t>(d.local) * rows_per_expert + d.slot;
+      if (r == me) own = static_cast<int>(row);
+      char* record = a.far_stage + static_cast<std::size_t>(task) * a.far_rec;
+      d.x = d.near ? pe_ptr(a.x, r) + row * row_bytes : record + far_x_at;
+      d.scales = d.near ? static_cast<void*>(pe_ptr(static_cast<char*>(a.scales), r)) : record + ll_far_scales_at();
+      int* info = d.near ? pe_ptr(a.src_info, r) + row * 3 : reinterpret_cast<int*>(record);
+      info[0] = me;
+      info[1] = t;
+      info[2] = k_claim;
+    }
+    a.own_row[task] = own;  // where the combine finds this PE's own expert outputs of the token
+    return d;
+  };
   // The block's first token: its row's loads and its top-k ids go out
   // before the handshake (they read only this PE's inputs), so that their
-  // latency hides under the handshake's.
+  // latency hides under the handshake's. So do the claims of its rows for
+  // this PE's own experts: the handshake keeps a PE from writing into a
+  // slower PE's buffers, and this PE's own buffers are free by stream order
+  // (its receive half of their last use ran before this kernel). The row's
+  // first round of units is quantised before the handshake too: at one PE
+  // the call's fixed cost is then one round trip (the top-k ids, then the
+  // claims) beside the row's load and quantisation, not after them.
   std::int64_t first_e = -1;
+  bool claimed_early = false;
   if (static_cast<int>(blockIdx.x) < in.num_tokens) {
     src = row_of(static_cast<int>(blockIdx.x));
     if (tid < units) load(tid);
-    if (tid < K) first_e = in.topk_idx[static_cast<int>(blockIdx.x) * K + tid];
+    if (claims) {
+      first_e = in.topk_idx[static_cast<int>(blockIdx.x) * K + k_claim];
+      if (first_e >= 0 && first_e < a.num_experts && static_cast<int>(first_e) / experts_per_pe == me) {
+        dest[k_claim] = claim(static_cast<int>(blockIdx.x), first_e);
+        claimed_early = true;
+      }
+    }
   }
+  int4 out = q[0];  // a unit of the row as it is stored: bf16 as loaded, or e4m3 with its group's scale
+  float scale = 0.0f;
+  if (a.use_fp8) out = quantize_16(q, tid < units, in.round_scale, scale);
   const unsigned long long base = ll_enter_send_half(a.dispatch_counters, a.dispatch_ready);
   if (fused) count_self(a.dispatch_done);
   // One node only: across nodes this kernel waits on the proxy (launch_order.cuh).
@@ -353,38 +406,12 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
     const bool first = t == static_cast<int>(blockIdx.x);
     if (!first) {
       src = row_of(t);
-      if (tid < units) load(tid);  // in flight while the slots are claimed
+      if (tid < units) load(tid);
     }
-    if (tid < K) {
-      const int task = t * K + tid;
-      const std::int64_t e = first ? first_e : in.topk_idx[task];
-      DispatchDest d{nullptr, nullptr, 0, 0, 0, true};
-      if (e < -1 || e >= a.num_experts)
-        dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
-                  static_cast<std::uint64_t>(a.num_experts), -1);
-      int own = -1;
-      if (e != -1) {
-        const int r = d.pe = static_cast<int>(e) / experts_per_pe;
-        d.local = static_cast<int>(e) % experts_per_pe;
-        d.near = dev::on_node(r);
-        d.slot = d.near ? atomicAdd_system(pe_ptr(a.slot_counter + d.local, r), 1) : atomicAdd(a.far_count + e, 1);
-        // More rows than a buffer holds: a token names one expert twice.
-        if (d.slot >= (d.near ? rows_per_expert : a.max_tokens))
-          dev::fail(dev::FailKind::kBadArgument, -1, static_cast<std::uint64_t>(task), static_cast<std::uint64_t>(e),
-                    static_cast<std::uint64_t>(a.num_experts), -1);
-        // Near: the row's arrays on PE r. Far: the parts of a record in the stage.
-        const std::size_t row = static_cast<std::size_t>(d.local) * rows_per_expert + d.slot;
-        if (r == me) own = static_cast<int>(row);
-        char* record = a.far_stage + static_cast<std::size_t>(task) * a.far_rec;
-        d.x = d.near ? pe_ptr(a.x, r) + row * row_bytes : record + far_x_at;
-        d.scales = d.near ? static_cast<void*>(pe_ptr(static_cast<char*>(a.scales), r)) : record + ll_far_scales_at();
-        int* info = d.near ? pe_ptr(a.src_info, r) + row * 3 : reinterpret_cast<int*>(record);
-        info[0] = me;
-        info[1] = t;
-        info[2] = tid;
-      }
-      a.own_row[task] = own;  // where the combine finds this PE's own expert outputs of the token
-      dest[tid] = d;
+    if (claims && !(first && claimed_early)) dest[k_claim] = claim(t, first ? first_e : in.topk_idx[t * K + k_claim]);
+    if (!first) {  // quantised while the slots are claimed
+      out = q[0];
+      if (a.use_fp8) out = quantize_16(q, tid < units, in.round_scale, scale);
     }
     __syncthreads();
     if (tid == 0 && t + static_cast<int>(gridDim.x) >= in.num_tokens)  // the block's last token
@@ -392,10 +419,11 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
     for (int u0 = 0; u0 + (tid & ~31) < units; u0 += blockDim.x) {  // the same for the whole warp
       const int u = u0 + tid;
       const bool active = u < units;
-      if (u0 > 0 && active) load(u);
-      int4 out = q[0];
-      float scale = 0.0f;
-      if (a.use_fp8) out = quantize_16(q, active, in.round_scale, scale);
+      if (u0 > 0) {
+        if (active) load(u);
+        out = q[0];
+        if (a.use_fp8) out = quantize_16(q, active, in.round_scale, scale);
+      }
       if (!active) continue;
       for (int k = 0; k < K; ++k) {
         const DispatchDest& d = dest[k];
@@ -637,8 +665,19 @@ __global__ void __launch_bounds__(kReduceThreads, 2)
 using low_latency::kCombineSendThreads;
 using low_latency::kThreads;
 
-void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
+namespace {
+// SMs of the GPU, the unit of each low-latency grid (the combine's send
+// half takes two blocks an SM): grids of at most kLlMaxBlocks (ll_launch.cuh).
+int ll_sms() {
   const int sms = device_sm_count();
+  NVST_REQUIRE(2 * sms <= kLlMaxBlocks, "nvst::ep: the low-latency kernels launch up to ", kLlMaxBlocks,
+               " blocks, two an SM, and this GPU has ", sms, " SMs");
+  return sms;
+}
+}  // namespace
+
+void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& in, Phase phase, cudaStream_t stream) {
+  const int sms = ll_sms();
   // On one node every kernel here is launched early (launch_order.cuh):
   // its launch overlaps the kernel before it on the stream. Not across
   // nodes, where the kernel before may wait on the proxy.
@@ -659,7 +698,7 @@ void launch_ll_dispatch(const LowLatencyArgs& a, const LowLatencyDispatchInput& 
 
 void launch_ll_combine(const LowLatencyArgs& a, const LowLatencyCombineInput& in, void* combined_x, Phase phase,
                        cudaStream_t stream) {
-  const int sms = device_sm_count();
+  const int sms = ll_sms();
   const bool one_node = a.far_x == nullptr;  // launched early, as the dispatch's kernels
   const bool both = phase == Phase::kBoth, self_direct = both && !in.use_logfmt;
   // A whole call on one node with rows not LogFMT is one launch. LogFMT
