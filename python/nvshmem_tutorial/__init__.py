@@ -41,6 +41,8 @@ it does here, and our form:
     send/recv, all-gather; ours: nvshmem_tutorial.distributed
 - -
     PE `pe`'s copy as a tensor (nvshmem_ptr); ours: peer_tensor(tensor, pe)
+- -
+    a symmetric tensor for nvshmem4py's put/get (NVSHMEM backend); ours: nvshmem4py_buffer(tensor)
 """
 import ctypes as _ctypes
 import os as _os
@@ -129,6 +131,7 @@ if _torch is not None:
         get_tensor,
         get_tensor_async,
         init_from_torch,
+        nvshmem4py_buffer,
         nvshmem_alloc_tensor,
         nvshmem_barrier,
         nvshmem_barrier_async,

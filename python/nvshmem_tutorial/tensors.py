@@ -237,6 +237,24 @@ def peer_tensor(tensor, pe):
     return tensor_at(addr, tensor.shape, tensor.dtype, tensor)
 
 
+def nvshmem4py_buffer(tensor):
+    """A symmetric tensor of ours as the cuda.core Buffer that nvshmem4py's
+    put, get and their signal forms take (NVSHMEM backend only: our heap
+    then lies inside NVSHMEM's). nvshmem4py takes as tensors only those it
+    allocated itself, but any Buffer whose address NVSHMEM calls symmetric;
+    the Buffer does not own the memory: keep the tensor alive while it is used."""
+    require_initialized("nvshmem4py_buffer")
+    check_tensor(tensor, "nvshmem4py_buffer", "tensor")
+    if _nvst.heap_kind() != "nvshmem":
+        raise RuntimeError("nvshmem_tutorial.nvshmem4py_buffer: the runtime is not on NVSHMEM (heap "
+                           f"{_nvst.heap_kind()!r}); start it with NVST_BACKEND=nvshmem or "
+                           "init_from_torch(backend='nvshmem')")
+    if not _nvst.is_symmetric(tensor.data_ptr(), max(tensor.nbytes, 1)):
+        raise ValueError("nvshmem_tutorial.nvshmem4py_buffer: the tensor is not in the symmetric heap")
+    from cuda.core import Buffer  # nvshmem4py's own dependency
+    return Buffer.from_handle(tensor.data_ptr(), tensor.nbytes)
+
+
 def _copy(fn, copy_on_stream, dst, src, nbytes, pe, blocking):
     """One-sided copy of nbytes (None: all of src, which must match dst),
     ordered on the current stream; blocking: then waits for that stream."""

@@ -8,8 +8,9 @@ What it checks, every result against data computed here:
  - nvshmem4py starts NVSHMEM (UID bootstrap, the UID sent over torch);
    init_from_torch(backend="nvshmem") joins it instead of starting its own;
  - nvshmem4py's tensors as sources of our puts, into our symmetric tensors,
-   and the reverse: our symmetric tensors as nvshmem4py's put destination
-   and source (on this backend our heap lies inside NVSHMEM's);
+   and the reverse: our symmetric tensors (through nvshmem4py_buffer) as
+   nvshmem4py's put destination and source (on this backend our heap lies
+   inside NVSHMEM's);
  - nvshmem4py's tensors as the remote side of our copies: destination of
    put_tensor, of the seed's nvshmem_put_tensor (a byte count short of the
    whole) and of its async form, whole and as a slice at an offset; remote
@@ -154,8 +155,9 @@ def _():
     theirs.fill_(-5)
     nt.nvshmem_barrier()
     peer = (RANK + 1) % WORLD
-    nvshmem.put(ours_dst, ours_src, remote_pe=peer, stream=stream)  # ours -> ours, by nvshmem4py
-    nvshmem.put(theirs, ours_src, remote_pe=peer, stream=stream)  # ours -> theirs
+    dst_buf, src_buf = nt.nvshmem4py_buffer(ours_dst), nt.nvshmem4py_buffer(ours_src)
+    nvshmem.put(dst_buf, src_buf, remote_pe=peer, stream=stream)  # ours -> ours, by nvshmem4py
+    nvshmem.put(theirs, src_buf, remote_pe=peer, stream=stream)  # ours -> theirs
     nvshmem.barrier_all(stream=stream)
     stream.synchronize()
     want = rand(n, 40 + (RANK - 1) % WORLD)
