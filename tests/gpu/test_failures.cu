@@ -4,17 +4,20 @@
 //    algorithm, collective) stop with an error naming both calls, from the
 //    call word in the flags and lines the kernels exchange anyway;
 //  - a PE SIGKILLed while the other waits on it on the device (a
-//    signal_wait_until, a collective by the flags and by the ll lines): the
-//    survivor's kernel stops naming the dead PE within 10 s.
+//    signal_wait_until, a collective by the flags and by the ll lines, the
+//    EP Buffer's low-latency dispatch): the survivor's kernel stops naming
+//    the dead PE within 10 s.
 //   nvst_failure_tests --np 2      (NVST_TEST_SHARE_GPUS=1: both on one GPU)
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "gpu_job.hpp"
 #include "nvst/coll.hpp"
 #include "nvst/device.cuh"
+#include "nvst/ep.hpp"
 #include "nvst/launch.hpp"
 #include "nvst/nvst.hpp"
 
@@ -102,7 +106,7 @@ const std::vector<Mismatch>& mismatches() {
 }
 
 // Kills: which PE dies, and what the other waits in meanwhile.
-enum class Wait { kSignal, kOneShot, kLowLatency };
+enum class Wait { kSignal, kOneShot, kLowLatency, kEpDispatch };
 struct Kill {
   const char* name;
   int victim;
@@ -110,7 +114,8 @@ struct Kill {
 };
 const Kill kKills[] = {{"SIGKILL during signal_wait_until", 1, Wait::kSignal},
                        {"SIGKILL of rank 0 during all_reduce (oneshot: flags)", 0, Wait::kOneShot},
-                       {"SIGKILL during all_reduce (ll: lines)", 1, Wait::kLowLatency}};
+                       {"SIGKILL during all_reduce (ll: lines)", 1, Wait::kLowLatency},
+                       {"SIGKILL during ep low_latency_dispatch", 1, Wait::kEpDispatch}};
 
 __global__ void wait_for_signal(std::uint64_t* sig) { nvst::dev::signal_wait_until(sig, nvst::dev::Cmp::kGe, 1); }
 
@@ -187,6 +192,25 @@ bool across_nodes() { return nvst::team_n_pes(nvst::Team::kNode) < nvst::n_pes()
   NVST_CHECK_CUDA(cudaMemset(in, 0, count * 4));
   cudaStream_t s;
   NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  // The EP case: a Buffer of 16 tokens of 128 channels, top-2 of 4 experts
+  // (one on each PE), whose dispatch first waits for every PE to reach it.
+  constexpr int kTokens = 16, kHidden = 128, kExperts = 4, kTopk = 2;
+  std::unique_ptr<nvst::ep::Buffer> ep;
+  nvst::ep::LowLatencyDispatchInput dispatch_in;
+  if (k.wait == Wait::kEpDispatch) {
+    ep = std::make_unique<nvst::ep::Buffer>(0, kTokens, kHidden, kExperts, kTopk);
+    std::vector<std::int64_t> topk(kTokens * kTopk);
+    for (int t = 0; t < kTokens; ++t) topk[t * kTopk] = 0, topk[t * kTopk + 1] = kExperts / 2;
+    std::int64_t* d_topk = nullptr;
+    NVST_CHECK_CUDA(cudaMalloc(&d_topk, topk.size() * 8));
+    NVST_CHECK_CUDA(cudaMemcpy(d_topk, topk.data(), topk.size() * 8, cudaMemcpyHostToDevice));
+    dispatch_in.x = in;  // zeros: the rows' values do not matter here
+    dispatch_in.topk_idx = d_topk;
+    dispatch_in.num_tokens = kTokens;
+    dispatch_in.hidden = kHidden;
+    dispatch_in.num_topk = kTopk;
+    dispatch_in.num_experts = kExperts;
+  }
   nvst::barrier_all();
   if (me == k.victim) {  // long enough for the other to be waiting on the GPU
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -198,6 +222,8 @@ bool across_nodes() { return nvst::team_n_pes(nvst::Team::kNode) < nvst::n_pes()
         if (k.wait == Wait::kSignal) {
           wait_for_signal<<<1, 1, 0, s>>>(sig);
           NVST_CHECK_LAUNCH();
+        } else if (k.wait == Wait::kEpDispatch) {
+          ep->low_latency_dispatch(dispatch_in, s);
         } else {
           nvst::coll::all_reduce(in, out, count, DType::kF32, RedOp::kSum, s,
                                  k.wait == Wait::kOneShot ? Algo::kOneShot : Algo::kLowLatency);
