@@ -373,8 +373,8 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
   // slower PE's buffers, and this PE's own buffers are free by stream order
   // (its receive half of their last use ran before this kernel). The row's
   // first round of units is quantised before the handshake too: at one PE
-  // the call's fixed cost is then one round trip (the top-k ids, then the
-  // claims) beside the row's load and quantisation, not after them.
+  // the call's fixed cost is then the top-k ids' and the claims' two trips
+  // to memory, beside the row's load and quantisation, not before them.
   std::int64_t first_e = -1;
   bool claimed_early = false;
   if (static_cast<int>(blockIdx.x) < in.num_tokens) {
