@@ -415,7 +415,7 @@ void Proxy::run() {
     auto nothing_new = [&] { return !stop_.load() && !s.host_consumer.pending(); };
     if (can_park) {
       if (!bell_.watch()) {  // a host thread that did the work could not watch it again
-        fail(detail::concat("proxy: epoll_ctl(ADD) of the provider's wait fd failed (errno ", errno, ")"));
+        fail(detail::concat("proxy: epoll_ctl(MOD) watching the provider's wait fd failed (errno ", errno, ")"));
         break;
       }
       if (!transport_->may_block()) continue;  // the provider has events: take them first
