@@ -24,6 +24,7 @@
 
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -48,9 +49,27 @@ inline timespec as_timespec(std::chrono::microseconds t) {
 class Wakeup {
  public:
   // How long wait_with() spins before it blocks (set by the proxy: longer
-  // where every busy thread has a core of its own).
+  // where every busy thread has a core of its own), and whether it gives
+  // its core away at each look (sched_yield) while it spins: where busy
+  // threads outnumber the cores, the thread it waits for (its PE's proxy)
+  // often runs on the same core, woken there by it (see the proxy's
+  // constructor).
   std::chrono::microseconds spin() const { return std::chrono::microseconds(spin_us_.load(std::memory_order_relaxed)); }
-  void set_spin(std::chrono::microseconds s) { spin_us_.store(s.count(), std::memory_order_relaxed); }
+  void set_spin(std::chrono::microseconds s, bool yielding = false) {
+    spin_us_.store(s.count(), std::memory_order_relaxed);
+    yielding_.store(yielding, std::memory_order_relaxed);
+  }
+  bool yielding() const { return yielding_.load(std::memory_order_relaxed); }
+  // Host threads in wait_with()'s spin now: the proxy gives its core away
+  // between idle rounds while there are some (proxy.cpp, run()).
+  bool spinners() const { return spinners_.load(std::memory_order_relaxed) != 0; }
+  struct Spinning {
+    explicit Spinning(Wakeup& w) : w_(w) { w_.spinners_.fetch_add(1, std::memory_order_relaxed); }
+    ~Spinning() { w_.spinners_.fetch_sub(1, std::memory_order_relaxed); }
+    Spinning(const Spinning&) = delete;
+    Spinning& operator=(const Spinning&) = delete;
+    Wakeup& w_;
+  };
   // Read before checking the condition; pass to wait().
   std::uint32_t epoch() const { return epoch_.load(std::memory_order_seq_cst); }
   // Blocks until ring() is called after `seen` was read (returns at once if
@@ -77,6 +96,8 @@ class Wakeup {
   std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint32_t> waiters_{0};
   std::atomic<std::int64_t> spin_us_{5};
+  std::atomic<bool> yielding_{false};
+  std::atomic<std::uint32_t> spinners_{0};
 };
 
 // The proxy's work done by a host thread (Proxy implements it). Only one
@@ -140,8 +161,12 @@ void wait_with(Wakeup& bell, Ready ready, Check check, std::chrono::microseconds
   }
   if (drove != Drove::kSpent) {
     const auto spin_until = Clock::now() + bell.spin();
-    while (Clock::now() < spin_until)
+    const bool yielding = bell.yielding();
+    Wakeup::Spinning counted(bell);
+    while (Clock::now() < spin_until) {
       if (ready()) return;
+      if (yielding) sched_yield();
+    }
   }
   for (;;) {
     const std::uint32_t seen = bell.epoch();
