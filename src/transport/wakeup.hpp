@@ -1,10 +1,12 @@
 // How the proxy and the host threads around it wake each other instead of
 // sleeping. On a machine with fewer cores than busy threads (CI's two cores
 // run two PEs, each an application thread and a proxy thread), a waiter that
-// spins or yields takes the core the thread it waits for needs, and one that
-// sleeps answers a timer instead of the event: both cost up to a scheduler
-// slice (about a millisecond) per hop. A waiter that blocks on the event
-// itself costs one wake-up (microseconds) and no core meanwhile.
+// spins (or yields for long) takes the core the thread it waits for needs,
+// and one that sleeps answers a timer instead of the event: both cost up to
+// a scheduler slice (about a millisecond) per hop. A waiter that blocks on
+// the event itself costs one wake-up (microseconds) and no core meanwhile;
+// one that yields its core at each look for a short while first costs
+// neither when the answer is near.
 //
 //  - Wakeup: an event count on a futex. The proxy rings it after every round
 //    that changed something (a signal applied to a host heap, a quiet
@@ -131,7 +133,8 @@ class ProxyHelper {
 
 // Waits until ready() holds: with a helper, first does the proxy's work
 // itself if the proxy thread is parked; else a spin of bell.spin() (the
-// answer often comes within microseconds), then blocks on `bell` between
+// answer often comes within microseconds; yielding the core at each look
+// where bell.yielding()), then blocks on `bell` between
 // checks. `check()` runs about every `every` of blocking (a timeout, a
 // failed proxy) and may throw. Blocking rounds are bounded, so a change
 // nobody rings for (a store by a thread other than the proxy) is still seen
