@@ -30,9 +30,14 @@ using Clock = std::chrono::steady_clock;
 Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host)
     : device_(device), timeout_s_(timeout_s) {
   // Where every PE's two busy threads have a core, spinning up to 1 ms
-  // answers fastest (a wake-up costs 5-10 us more on our VMs); where they
-  // do not, a spinner takes the core the thread it waits for needs, so
-  // waits block almost at once (the 2-core CI machine: 2 PEs, 4 threads).
+  // answers fastest (a wake-up costs 5-10 us more on our VMs). Where they do
+  // not (the 2-core CI machine: 2 PEs, 4 threads), a pure spinner takes the
+  // core the thread it waits for needs: the proxy spins only 20 us, and a
+  // waiter gives its core away at each look (sched_yield, 0.2 us when nobody
+  // else wants it) for up to 200 us, then blocks. Linux wakes a thread on
+  // its waker's core, so a host thread and its PE's proxy thread often share
+  // one, and blocking at once cost a futex wake-up per call (about 5 us);
+  // 200 us covers a 1 MiB put over shm.
   // Where host threads help (below), a PE has one busy thread doing the
   // proxy's work, whichever it is: a core per PE is room enough.
   cpu_set_t cores;
@@ -41,7 +46,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   const bool roomy = n_cores >= 2 * std::max(pes_on_host, 1);
   const bool core_per_pe = n_cores >= std::max(pes_on_host, 1);
   spin_ = std::chrono::microseconds(roomy ? 1000 : 20);
-  changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 5));
+  changes_.set_spin(std::chrono::microseconds(roomy ? 1000 : 200), !roomy);
   help_spin_ = std::chrono::microseconds(core_per_pe ? 1000 : 20);
   const int world = boot.world();
   // GPU heaps send data through the inboxes (the provider cannot write GPU
@@ -411,11 +416,14 @@ void Proxy::run() {
     const bool host_helps =
         can_help_ && now.time_since_epoch().count() - host_gave_back_ns_.load(std::memory_order_relaxed) <
                          std::chrono::duration_cast<Clock::duration>(spin_).count();
-    if (idle < spin_ && !hand_over && !host_helps) continue;
+    if (idle < spin_ && !hand_over && !host_helps) {
+      if (changes_.spinners() && changes_.yielding()) std::this_thread::yield();  // a waiter may share the core
+      continue;
+    }
     auto nothing_new = [&] { return !stop_.load() && !s.host_consumer.pending(); };
     if (can_park) {
       if (!bell_.watch()) {  // a host thread that did the work could not watch it again
-        fail(detail::concat("proxy: epoll_ctl(ADD) of the provider's wait fd failed (errno ", errno, ")"));
+        fail(detail::concat("proxy: epoll_ctl(MOD) watching the provider's wait fd failed (errno ", errno, ")"));
         break;
       }
       if (!transport_->may_block()) continue;  // the provider has events: take them first
@@ -468,9 +476,12 @@ static bool driver_knows(const void* src) {
 // asked for at once; the rest is the next round's. `idle`: a round that
 // finds nothing else to do may post lazy acks (not one that a host thread
 // runs right after posting, or before it returns: proxy_help.cpp).
-bool Proxy::step(const std::function<bool()>* done, bool idle) {
+bool Proxy::step(const std::function<bool()>* done, bool idle, bool send_first) {
   State& s = *st_;
-  bool busy = s.complete();
+  // A host thread's first round: the command it has just published goes out
+  // before the provider is polled (a poll over tcp is 0.4 us of its put).
+  bool busy = send_first && s.intake() && (s.advance_active(), true);
+  busy |= s.complete();
   if (debug_) s.debug_report();
   s.check_ages();
   busy |= s.take_landed();

@@ -117,7 +117,7 @@ class Proxy final : private detail::ProxyHelper {
   struct State;
   struct InFlight;
   void run();
-  bool step(const std::function<bool()>* done = nullptr, bool idle = true);
+  bool step(const std::function<bool()>* done = nullptr, bool idle = true, bool send_first = false);
   // Host threads doing the proxy's work (proxy_help.cpp): ProxyHelper, and
   // the rounds of one host thread while it holds the engine.
   bool post(bool then_wait) override;

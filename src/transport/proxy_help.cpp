@@ -96,9 +96,11 @@ Proxy::Drove Proxy::rounds_on_host(const std::function<bool()>* ready, const std
     Proxy& p;
     ~GiveBack() { p.give_back(); }
   } give_back{*this};
+  bool first = true;
   auto round = [&] {
     try {
-      const bool busy = step(ready, ready != nullptr);
+      const bool busy = step(ready, ready != nullptr, first);
+      first = false;
       if (busy) changes_.ring();  // other host threads waiting on this PE
       return busy;
     } catch (const std::exception& e) {

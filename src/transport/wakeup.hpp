@@ -1,10 +1,12 @@
 // How the proxy and the host threads around it wake each other instead of
 // sleeping. On a machine with fewer cores than busy threads (CI's two cores
 // run two PEs, each an application thread and a proxy thread), a waiter that
-// spins or yields takes the core the thread it waits for needs, and one that
-// sleeps answers a timer instead of the event: both cost up to a scheduler
-// slice (about a millisecond) per hop. A waiter that blocks on the event
-// itself costs one wake-up (microseconds) and no core meanwhile.
+// spins (or yields for long) takes the core the thread it waits for needs,
+// and one that sleeps answers a timer instead of the event: both cost up to
+// a scheduler slice (about a millisecond) per hop. A waiter that blocks on
+// the event itself costs one wake-up (microseconds) and no core meanwhile;
+// one that yields its core at each look for a short while first costs
+// neither when the answer is near.
 //
 //  - Wakeup: an event count on a futex. The proxy rings it after every round
 //    that changed something (a signal applied to a host heap, a quiet
@@ -24,6 +26,7 @@
 
 #include <linux/futex.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
@@ -48,9 +51,27 @@ inline timespec as_timespec(std::chrono::microseconds t) {
 class Wakeup {
  public:
   // How long wait_with() spins before it blocks (set by the proxy: longer
-  // where every busy thread has a core of its own).
+  // where every busy thread has a core of its own), and whether it gives
+  // its core away at each look (sched_yield) while it spins: where busy
+  // threads outnumber the cores, the thread it waits for (its PE's proxy)
+  // often runs on the same core, woken there by it (see the proxy's
+  // constructor).
   std::chrono::microseconds spin() const { return std::chrono::microseconds(spin_us_.load(std::memory_order_relaxed)); }
-  void set_spin(std::chrono::microseconds s) { spin_us_.store(s.count(), std::memory_order_relaxed); }
+  void set_spin(std::chrono::microseconds s, bool yielding = false) {
+    spin_us_.store(s.count(), std::memory_order_relaxed);
+    yielding_.store(yielding, std::memory_order_relaxed);
+  }
+  bool yielding() const { return yielding_.load(std::memory_order_relaxed); }
+  // Host threads in wait_with()'s spin now: the proxy gives its core away
+  // between idle rounds while there are some (proxy.cpp, run()).
+  bool spinners() const { return spinners_.load(std::memory_order_relaxed) != 0; }
+  struct Spinning {
+    explicit Spinning(Wakeup& w) : w_(w) { w_.spinners_.fetch_add(1, std::memory_order_relaxed); }
+    ~Spinning() { w_.spinners_.fetch_sub(1, std::memory_order_relaxed); }
+    Spinning(const Spinning&) = delete;
+    Spinning& operator=(const Spinning&) = delete;
+    Wakeup& w_;
+  };
   // Read before checking the condition; pass to wait().
   std::uint32_t epoch() const { return epoch_.load(std::memory_order_seq_cst); }
   // Blocks until ring() is called after `seen` was read (returns at once if
@@ -77,6 +98,8 @@ class Wakeup {
   std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint32_t> waiters_{0};
   std::atomic<std::int64_t> spin_us_{5};
+  std::atomic<bool> yielding_{false};
+  std::atomic<std::uint32_t> spinners_{0};
 };
 
 // The proxy's work done by a host thread (Proxy implements it). Only one
@@ -110,7 +133,8 @@ class ProxyHelper {
 
 // Waits until ready() holds: with a helper, first does the proxy's work
 // itself if the proxy thread is parked; else a spin of bell.spin() (the
-// answer often comes within microseconds), then blocks on `bell` between
+// answer often comes within microseconds; yielding the core at each look
+// where bell.yielding()), then blocks on `bell` between
 // checks. `check()` runs about every `every` of blocking (a timeout, a
 // failed proxy) and may throw. Blocking rounds are bounded, so a change
 // nobody rings for (a store by a thread other than the proxy) is still seen
@@ -140,8 +164,12 @@ void wait_with(Wakeup& bell, Ready ready, Check check, std::chrono::microseconds
   }
   if (drove != Drove::kSpent) {
     const auto spin_until = Clock::now() + bell.spin();
-    while (Clock::now() < spin_until)
+    const bool yielding = bell.yielding();
+    Wakeup::Spinning counted(bell);
+    while (Clock::now() < spin_until) {
       if (ready()) return;
+      if (yielding) sched_yield();
+    }
   }
   for (;;) {
     const std::uint32_t seen = bell.epoch();
@@ -191,26 +219,22 @@ class ProxyBell {
   // proxy thread then sleeps through the events that thread handles, and
   // neither call wakes it (an fd that is readable when watched again does).
   // Only the thread doing the proxy's work calls these; false when
-  // epoll_ctl failed (nothing changed).
+  // epoll_ctl failed (nothing changed). The fd stays in the set and is
+  // switched on and off (EPOLL_CTL_MOD, events 0 when off): a provider's
+  // wait fd is itself an epoll set, and adding one to a set runs the
+  // kernel's loop checks, which cost about 1 us per hand-over on our VMs
+  // (a MOD 0.3-0.5 us), twice per host call that does the proxy's work.
   void set_fabric_fd(int fd) {
     NVST_REQUIRE(fabric_fd_ < 0 && fd >= 0, "proxy: the provider's wait fd is set once");
-    fabric_fd_ = fd;
-    NVST_REQUIRE(watch(), "proxy: epoll_ctl(ADD) of the provider's wait fd failed (errno ", errno, ")");
-  }
-  bool watch() {
-    if (fabric_fd_ < 0 || watched_.load(std::memory_order_relaxed)) return true;
     epoll_event e{};
     e.events = EPOLLIN;
-    if (epoll_ctl(set_, EPOLL_CTL_ADD, fabric_fd_, &e) != 0) return false;
+    NVST_REQUIRE(epoll_ctl(set_, EPOLL_CTL_ADD, fd, &e) == 0,
+                 "proxy: epoll_ctl(ADD) of the provider's wait fd failed (errno ", errno, ")");
+    fabric_fd_ = fd;
     watched_.store(true, std::memory_order_release);
-    return true;
   }
-  bool unwatch() {
-    if (fabric_fd_ < 0 || !watched_.load(std::memory_order_relaxed)) return true;
-    if (epoll_ctl(set_, EPOLL_CTL_DEL, fabric_fd_, nullptr) != 0) return false;
-    watched_.store(false, std::memory_order_release);
-    return true;
-  }
+  bool watch() { return switch_fd(true); }
+  bool unwatch() { return switch_fd(false); }
   bool watched() const { return watched_.load(std::memory_order_acquire); }
   // The proxy: blocks until ring(), the watched fd is readable or `timeout`
   // passes, unless `idle()` (checked after the flag is set) says there is
@@ -235,8 +259,19 @@ class ProxyBell {
   }
 
  private:
+  // Switched on while readable, the fd wakes a parked proxy at once (the
+  // kernel checks it on every MOD).
+  bool switch_fd(bool on) {
+    if (fabric_fd_ < 0 || watched_.load(std::memory_order_relaxed) == on) return true;
+    epoll_event e{};
+    e.events = on ? static_cast<std::uint32_t>(EPOLLIN) : 0u;
+    if (epoll_ctl(set_, EPOLL_CTL_MOD, fabric_fd_, &e) != 0) return false;
+    watched_.store(on, std::memory_order_release);
+    return true;
+  }
+
   int fd_;
-  int set_;             // epoll set of the provider's wait fd, while watched
+  int set_;             // epoll set holding the provider's wait fd (switched off while unwatched)
   int fabric_fd_ = -1;  // -1: none (the proxy parks on the bell alone)
   std::atomic<bool> watched_{false};
   std::atomic<bool> parked_{false};

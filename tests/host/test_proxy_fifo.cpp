@@ -204,6 +204,25 @@ TEST(Wakeup, PingPongLosesNoWakeUp) {
   std::printf("%llu hand-overs took %.3f s\n", static_cast<unsigned long long>(kRounds), s);
 }
 
+// A waiter in its yielding spin is counted (the proxy gives its core away
+// between idle rounds while one is: it may share that core) and uncounted
+// once its wait ends; one that does not yield is counted too.
+TEST(Wakeup, SpinningWaiterIsSeenWhileItSpins) {
+  for (const bool yielding : {true, false}) {
+    nvst::detail::Wakeup w;
+    w.set_spin(std::chrono::microseconds(10000000), yielding);  // never blocks within the test
+    EXPECT_EQ(w.yielding(), yielding);
+    std::atomic<bool> go{false};
+    std::thread waiter([&] { nvst::detail::wait_with(w, [&] { return go.load(); }, [] {}); });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!w.spinners() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    EXPECT_TRUE(w.spinners()) << "the waiter never showed up as spinning (yielding " << yielding << ")";
+    go.store(true);
+    waiter.join();
+    EXPECT_FALSE(w.spinners()) << "the waiter is still counted after its wait ended";
+  }
+}
+
 // A parked proxy wakes when a producer rings (and only waits out its limit
 // when nobody does); a ring while it is not parked costs no wake-up later.
 TEST(ProxyBell, RingWakesTheParkedProxyAtOnce) {
