@@ -44,6 +44,13 @@ struct PeerInfo {
   std::int32_t pad;
 };
 
+// Which GPU a PE has, as text ("host/boot/PCI bus"; "" without one): PEs
+// with the same text share that GPU.
+std::string gpu_key(const PeerInfo& o) {
+  if (o.device < 0) return "";
+  return std::string(o.hostname) + "/" + o.boot_id + "/" + o.pci_bus_id;
+}
+
 struct Runtime {
   LaunchInfo launch;
   std::unique_ptr<Bootstrap> bootstrap;
@@ -177,14 +184,10 @@ void upload_state(Runtime& r) {
     s.fifo_tail = r.proxy->device_tail();
     s.fifo_head_cache = r.proxy->device_head_cache();
   }
-  // Sharers of this GPU: PEs whose GPU has this one's host, boot and PCI bus.
-  const PeerInfo& me = r.peers[static_cast<std::size_t>(r.launch.rank)];
-  const auto same_gpu = [&](const PeerInfo& o) {
-    return o.device >= 0 && std::strcmp(o.hostname, me.hostname) == 0 && std::strcmp(o.boot_id, me.boot_id) == 0 &&
-           std::strcmp(o.pci_bus_id, me.pci_bus_id) == 0;
-  };
+  // The PEs that share this GPU, and this PE's place among them.
+  const std::string mine = gpu_key(r.peers[static_cast<std::size_t>(r.launch.rank)]);
   for (int p = 0; p < r.launch.world; ++p)
-    if (same_gpu(r.peers[static_cast<std::size_t>(p)])) {
+    if (gpu_key(r.peers[static_cast<std::size_t>(p)]) == mine) {
       ++s.gpu_sharers;
       if (p < r.launch.rank) ++s.gpu_turn;
     }
@@ -805,9 +808,7 @@ std::string transport_to(int pe) {
 std::string gpu_of(int pe) {
   Runtime& r = rt("gpu_of");
   check_pe(r, pe, "gpu_of");
-  const PeerInfo& o = r.peers[static_cast<std::size_t>(pe)];
-  if (o.device < 0) return "";
-  return std::string(o.hostname) + "/" + o.boot_id + "/" + o.pci_bus_id;
+  return gpu_key(r.peers[static_cast<std::size_t>(pe)]);
 }
 
 std::string new_loopback_unique_id() { return UniqueId::create_loopback().to_string(); }
