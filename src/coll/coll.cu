@@ -433,8 +433,7 @@ void lowlatency_launch(CallSig sig, const TeamView& t, ReduceKernel kernel, cons
   sig.algo = kAlgoLowLatency;
   const Args proto = base_args(t, sig);
   const std::size_t chunk = kLowLatencyMax / es;
-  // A count of 0 still launches once: the members compare their calls.
-  for (std::size_t off = 0; off == 0 || off < count; off += chunk) {
+  for (std::size_t off = 0; off == 0 || off < count; off += chunk) {  // once for 0
     Args a = proto;
     a.in_base = static_cast<const char*>(in) + off * es;
     a.in_stride = in_stride;
@@ -529,7 +528,6 @@ void hier_reduce_scatter(const HierTeams& h, const void* in, void* out, std::siz
 // A count that k does not divide is padded to k parts of c elements.
 void hier_all_reduce(const HierTeams& h, const void* in, void* out, std::size_t count, DType dtype, RedOp op,
                      cudaStream_t stream) {
-  if (count == 0) return;
   const std::size_t es = dtype_size(dtype), k = static_cast<std::size_t>(h.k);
   const std::size_t c = (count + k - 1) / k;  // elements per part
   const bool padded = c * k != count;
@@ -566,6 +564,8 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
                  t.handle);
     algo = Algo::kAuto;  // NVST_COLL_ALGO=hierarchical means the world's all_reduces
   }
+  // Nothing to split into ring steps or node parts: a push still compares the calls.
+  if (count == 0 && (algo == Algo::kRing || algo == Algo::kHierarchical)) algo = Algo::kOneShot;
   if (algo == Algo::kHierarchical) {
     hier_all_reduce(hier_teams(fn, stream), in, out, count, dtype, op, stream);
     return;
@@ -602,7 +602,7 @@ void all_reduce(const void* in, void* out, std::size_t count, DType dtype, RedOp
   // oneshot: each member's part of the workspace is a slot; twoshot
   // publishes the whole chunk.
   const std::size_t chunk = (oneshot ? proto.slot_bytes : g_ws[static_cast<std::size_t>(t.handle)].chunk) / es;
-  for (std::size_t off = 0; off < count; off += chunk) {
+  for (std::size_t off = 0; off == 0 || off < count; off += chunk) {  // once for 0
     const std::size_t n = std::min(chunk, count - off);
     Args a = proto;
     a.in = static_cast<const char*>(in) + off * es;
@@ -639,7 +639,7 @@ void gather(const char* fn, const void* in, std::size_t in_stride, void* out, st
   if (use_lowlatency(fn, t, algo_from_env(Algo::kAuto), total))
     return lowlatency_launch(sig, t, lowlatency_gather_kernel, in, in_stride * total, out, total, total, 1, stream);
   const Args proto = base_args(t, sig);
-  for (std::size_t off = 0; off < total; off += proto.slot_bytes) {
+  for (std::size_t off = 0; off == 0 || off < total; off += proto.slot_bytes) {  // once for 0
     const std::size_t n = std::min(proto.slot_bytes, total - off);
     Args a = proto;
     a.in_base = static_cast<const char*>(in) + off;
@@ -697,7 +697,7 @@ void push_reduce(const char* fn, const TeamView& t, const void* in, std::size_t 
                              stream);
   const Args proto = base_args(t, sig);
   const std::size_t chunk = proto.slot_bytes / es;
-  for (std::size_t off = 0; off < count; off += chunk) {
+  for (std::size_t off = 0; off == 0 || off < count; off += chunk) {  // once for 0
     const std::size_t n = std::min(chunk, count - off);
     Args a = proto;
     a.dest = dest;
@@ -809,7 +809,7 @@ void broadcast(const void* in, void* out, std::size_t count, DType dtype, int ro
       }))
     return;
   const Args proto = base_args(t, sig);
-  for (std::size_t off = 0; off < total; off += proto.slot_bytes) {
+  for (std::size_t off = 0; off == 0 || off < total; off += proto.slot_bytes) {  // once for 0
     const std::size_t n = std::min(proto.slot_bytes, total - off);
     Args a = proto;
     a.in = in ? static_cast<const char*>(in) + off : nullptr;

@@ -47,6 +47,10 @@ struct CallSig {
   // 24 bits: kind (4), dtype (3), op (2), algo (2), a hash of count and root (13).
   std::uint32_t bits() const;
 };
+// Every collective walks its data in chunks, and a count of 0 still makes
+// one (empty) chunk: the members exchange call words even with nothing to
+// send, so one that asked for nothing against one that asked for something
+// stops naming both instead of leaving the other waiting ("once for 0").
 enum CallAlgo : int { kAlgoPush = 0, kAlgoTwoShot = 1, kAlgoRing = 2, kAlgoLowLatency = 3 };
 constexpr int kEpochBits = 40;
 constexpr std::uint64_t kEpochMask = (std::uint64_t{1} << kEpochBits) - 1;

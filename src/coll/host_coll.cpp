@@ -61,6 +61,22 @@ namespace {
   detail::runtime_bootstrap().report_failure(why);
   NVST_FAIL(why);
 }
+
+// This PE's call word for launch e, as member p's flags[me] hold it.
+std::uint64_t call_word(const HostCall& c, std::uint64_t e) {
+  return static_cast<std::uint64_t>(c.sig.bits()) << kEpochBits | e;
+}
+
+// Waits until member p's call word reaches launch e; one of launch e from
+// another call stops this PE, naming both. A member already in its next
+// call (epoch e + 1) has overwritten this one's bits; the others' check
+// covers it.
+void wait_call_word(const HostCall& c, int p, std::uint64_t e) {
+  std::uint64_t v = std::atomic_ref<std::uint64_t>(c.w.flags[p]).load(std::memory_order_acquire);
+  while ((v & kEpochMask) < e) v = nvst::signal_wait_until(&c.w.flags[p], nvst::Cmp::kNe, v);
+  if ((v & kEpochMask) == e && (v >> kEpochBits) != c.sig.bits())
+    mismatch(c, p, static_cast<std::uint32_t>(v >> kEpochBits));
+}
 }  // namespace
 
 const char* host_exchange(const HostCall& c, const char* src, std::size_t stride, std::size_t bytes, int only_from,
@@ -69,22 +85,15 @@ const char* host_exchange(const HostCall& c, const char* src, std::size_t stride
   const std::uint64_t e = ++c.w.epoch;
   NVST_REQUIRE(e <= kEpochMask, "nvst::coll::", c.sig.fn, ": ", e, " host collectives on team ", c.t.handle,
                " are more than the epoch signal counts");
-  const std::uint64_t signal = static_cast<std::uint64_t>(c.sig.bits()) << kEpochBits | e;
+  const std::uint64_t signal = call_word(c, e);
   char* buf = c.w.data[e & 1];
   for (int p = 0; p < n; ++p)
     if (p != me)
       nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(me) * c.w.slot, src + static_cast<std::size_t>(p) * stride,
                               (only_from < 0 || only_from == me) && (only_to < 0 || only_to == p) ? bytes : 0,
                               &c.w.flags[me], signal, nvst::SignalOp::kSet, c.t.world_pe(p));
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    std::uint64_t v = std::atomic_ref<std::uint64_t>(c.w.flags[p]).load(std::memory_order_acquire);
-    while ((v & kEpochMask) < e) v = nvst::signal_wait_until(&c.w.flags[p], nvst::Cmp::kNe, v);
-    // A member already in its next call (epoch e + 1) has overwritten this
-    // one's bits; the others' check covers it.
-    if ((v & kEpochMask) == e && (v >> kEpochBits) != c.sig.bits())
-      mismatch(c, p, static_cast<std::uint32_t>(v >> kEpochBits));
-  }
+  for (int p = 0; p < n; ++p)
+    if (p != me) wait_call_word(c, p, e);
   nvst::quiet();  // `src` may be reused
   return buf;
 }
@@ -164,6 +173,8 @@ void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::siz
     const std::size_t region = std::min(per, seg - off) * es;
     const std::uint64_t e = ++c.w.epoch;
     char* buf = c.w.data[e & 1];
+    // The call word rides to the right neighbour, which checks it (below).
+    if (n > 1) nvst::signal_op(&c.w.flags[me], call_word(c, e), nvst::SignalOp::kSet, right_pe);
     for (int k = 0; k <= last; ++k) {
       const auto [from, to] = ring::step_span(me, k, n, count, seg, off, off + region / es);
       const char* recv = nullptr;
@@ -181,6 +192,9 @@ void host_ring_all_reduce(const HostCall& c, const char* in, char* out, std::siz
       if (k < last)
         nvst::putmem_signal_nbi(buf + static_cast<std::size_t>(k) * region, dst, (to - from) * es, &c.w.vring[me],
                                 ring_value(e, k), nvst::SignalOp::kSet, right_pe);
+      // The left neighbour's word left before its step 0, which step 1
+      // waits for anyway: checking it costs no extra trip.
+      if (k == 0 && n > 1) wait_call_word(c, left, e);
     }
     nvst::quiet();  // the stage is refilled by the next slice
   }
@@ -193,7 +207,7 @@ void host_push_reduce(const HostCall& c, const char* in, std::size_t stride, cha
                       RedOp op, int dest) {
   const std::size_t es = dtype_size(dtype);
   const std::size_t slot = c.w.slot;
-  for (std::size_t off = 0; off < count; off += slot / es) {
+  for (std::size_t off = 0; off == 0 || off < count; off += slot / es) {  // once for 0
     const std::size_t n = std::min(slot / es, count - off);
     const char* base = in + off * es;
     const char* buf = host_exchange(c, base, stride, n * es, -1, dest);
@@ -204,11 +218,11 @@ void host_push_reduce(const HostCall& c, const char* in, std::size_t stride, cha
 
 void host_broadcast(const HostCall& c, const char* in, char* out, std::size_t total, int root) {
   const std::size_t slot = c.w.slot;
-  for (std::size_t off = 0; off < total; off += slot) {
+  for (std::size_t off = 0; off == 0 || off < total; off += slot) {  // once for 0
     const std::size_t n = std::min(slot, total - off);
     const char* buf = host_exchange(c, in + off, 0, n, root);
     const char* src = c.t.me == root ? in + off : buf + static_cast<std::size_t>(root) * slot;
-    if (src != out + off) std::memmove(out + off, src, n);
+    if (n > 0 && src != out + off) std::memmove(out + off, src, n);
   }
 }
 
@@ -217,10 +231,10 @@ void host_broadcast(const HostCall& c, const char* in, char* out, std::size_t to
 void host_all_to_all(const HostCall& c, const char* in, std::size_t in_stride, char* out, std::size_t total) {
   const int me = c.t.me;
   const std::size_t slot = c.w.slot;
-  for (std::size_t off = 0; off < total; off += slot) {
+  for (std::size_t off = 0; off == 0 || off < total; off += slot) {  // once for 0
     const std::size_t n = std::min(slot, total - off);
     const char* buf = host_exchange(c, in + off, in_stride, n);
-    for (int p = 0; p < c.t.npes; ++p)
+    for (int p = 0; p < c.t.npes && n > 0; ++p)
       std::memcpy(
           out + static_cast<std::size_t>(p) * total + off,
           p == me ? in + static_cast<std::size_t>(me) * in_stride + off : buf + static_cast<std::size_t>(p) * slot, n);

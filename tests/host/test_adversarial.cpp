@@ -297,8 +297,25 @@ TEST(Adversarial, MismatchedCollectiveArgumentsFailEverywhere) {
        [](int odd, float* in, float* out) {
          nvst::coll::all_reduce(in, out, odd ? 65 : 64, DType::kF32, RedOp::kSum, nullptr);
        }},
+      {"all_reduce count 0 against 64", "differ in count",
+       [](int odd, float* in, float* out) {
+         nvst::coll::all_reduce(in, out, odd ? 64 : 0, DType::kF32, RedOp::kSum, nullptr);
+       }},
+      {"ring all_reduce count 0 against 64", "differ in count",
+       [](int odd, float* in, float* out) {
+         nvst::coll::all_reduce(in, out, odd ? 64 : 0, DType::kF32, RedOp::kSum, nullptr, nvst::coll::Algo::kRing);
+       }},
+      {"ring all_reduce dtype", "dtype int32",
+       [](int odd, float* in, float* out) {
+         nvst::coll::all_reduce(in, out, 64, odd ? DType::kI32 : DType::kF32, RedOp::kSum, nullptr,
+                                nvst::coll::Algo::kRing);
+       }},
       {"all_gather count", "differ in count",
        [](int odd, float* in, float* out) { nvst::coll::all_gather(in, out, odd ? 17 : 16, DType::kF32, nullptr); }},
+      {"all_gather count 0 against 16", "differ in count",
+       [](int odd, float* in, float* out) { nvst::coll::all_gather(in, out, odd ? 16 : 0, DType::kF32, nullptr); }},
+      {"broadcast count 0 against 16", "differ in count",
+       [](int odd, float* in, float* out) { nvst::coll::broadcast(in, out, odd ? 16 : 0, DType::kF32, 0, nullptr); }},
       {"all_to_all count", "differ in count",
        [](int odd, float* in, float* out) { nvst::coll::all_to_all(in, out, odd ? 9 : 8, DType::kF32, nullptr); }},
       {"reduce_scatter op", "op min",
