@@ -88,18 +88,29 @@ def _op_name(op: Any, fn: str) -> str:
     raise ValueError(f"nvshmem_tutorial.distributed.{fn}: op {op!r} is not SUM, MAX, MIN or PRODUCT")
 
 
-def _prologue(fn: str, group: Any, tensors: Sequence[tuple[str, torch.Tensor]]) -> str:
+def _prologue(fn: str, group: Any, tensors: Sequence[tuple[str, torch.Tensor]]) -> tuple[str, int]:
+    """(dtype name, this PE's GPU) of a collective's tensors: CUDA tensors
+    on this PE's GPU, contiguous, of one supported dtype. The good case is
+    one pass over them; only a bad call goes through the checks that say
+    what is wrong."""
+    device = _nvst.device() if _nvst.initialized() else -1
+    if device >= 0 and (group is None or group is tdist.group.WORLD or group is nvst_group()):
+        dtype = tensors[0][1].dtype
+        name = DTYPE_NAMES.get(dtype)
+        for _, t in tensors:
+            if not (isinstance(t, torch.Tensor) and t.dtype is dtype and t.get_device() == device
+                    and t.is_contiguous()):
+                name = None
+        if name is not None:
+            return name, device
     require_initialized(fn)
     if group is not None and group is not nvst_group() and group is not tdist.group.WORLD:
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: only the group the job was joined from "
                          "(init_from_torch's) is supported")
     for name, t in tensors:
         check_tensor(t, fn, name, DTYPE_NAMES)
-    dtypes = {t.dtype for _, t in tensors}
-    if len(dtypes) != 1:
-        raise TypeError(f"nvshmem_tutorial.distributed.{fn}: tensors have different dtypes "
-                        + ", ".join(f"{n}={t.dtype}" for n, t in tensors))
-    return DTYPE_NAMES[tensors[0][1].dtype]
+    raise TypeError(f"nvshmem_tutorial.distributed.{fn}: tensors have different dtypes "
+                    + ", ".join(f"{n}={t.dtype}" for n, t in tensors))
 
 
 def _done(async_op: bool) -> Work | None:
@@ -127,10 +138,10 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None, 
     Returns:
         A Work when async_op, else None.
     """
-    dt = _prologue("all_reduce", group, [("tensor", tensor)])
+    dt, dev = _prologue("all_reduce", group, [("tensor", tensor)])
     name = _op_name(op, "all_reduce")
     p = tensor.data_ptr()
-    _nvst.coll.all_reduce(p, p, tensor.numel(), dt, name, current_stream())
+    _nvst.coll.all_reduce(p, p, tensor.numel(), dt, name, current_stream(dev))
     return _done(async_op)
 
 
@@ -149,12 +160,13 @@ def all_gather_into_tensor(
         A Work when async_op, else None.
     """
     fn = "all_gather_into_tensor"
-    dt = _prologue(fn, group, [("output_tensor", output_tensor), ("input_tensor", input_tensor)])
+    dt, dev = _prologue(fn, group, [("output_tensor", output_tensor), ("input_tensor", input_tensor)])
     n = _nvst.n_pes()
     if output_tensor.numel() != n * input_tensor.numel():
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: output_tensor has {output_tensor.numel()} elements; "
                          f"it needs world size {n} x {input_tensor.numel()}")
-    _nvst.coll.all_gather(input_tensor.data_ptr(), output_tensor.data_ptr(), input_tensor.numel(), dt, current_stream())
+    _nvst.coll.all_gather(input_tensor.data_ptr(), output_tensor.data_ptr(), input_tensor.numel(), dt,
+                          current_stream(dev))
     return _done(async_op)
 
 
@@ -174,13 +186,13 @@ def reduce_scatter_tensor(
         A Work when async_op, else None.
     """
     fn = "reduce_scatter_tensor"
-    dt = _prologue(fn, group, [("output", output), ("input", input)])
+    dt, dev = _prologue(fn, group, [("output", output), ("input", input)])
     name = _op_name(op, fn)
     n = _nvst.n_pes()
     if input.numel() != n * output.numel():
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input has {input.numel()} elements; "
                          f"it needs world size {n} x {output.numel()}")
-    _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, name, current_stream())
+    _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, name, current_stream(dev))
     return _done(async_op)
 
 
@@ -196,12 +208,12 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
     Returns:
         A Work when async_op, else None.
     """
-    dt = _prologue("broadcast", group, [("tensor", tensor)])
+    dt, dev = _prologue("broadcast", group, [("tensor", tensor)])
     n = _nvst.n_pes()
     if not 0 <= src < n:
         raise ValueError(f"nvshmem_tutorial.distributed.broadcast: src {src} out of range [0, {n})")
     p = tensor.data_ptr()
-    _nvst.coll.broadcast(p, p, tensor.numel(), dt, src, current_stream())
+    _nvst.coll.broadcast(p, p, tensor.numel(), dt, src, current_stream(dev))
     return _done(async_op)
 
 
@@ -244,7 +256,7 @@ def all_to_all_single(
         A Work when async_op, else None.
     """
     fn = "all_to_all_single"
-    dt = _prologue(fn, group, [("output", output), ("input", input)])
+    dt, dev = _prologue(fn, group, [("output", output), ("input", input)])
     n = _nvst.n_pes()
     if input.dim() == 0 or output.dim() == 0:
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input and output need at least one dimension")
@@ -256,9 +268,9 @@ def all_to_all_single(
     send = _splits(input_split_sizes, input.shape[0], n, fn, "input_split_sizes")
     recv = _splits(output_split_sizes, output.shape[0], n, fn, "output_split_sizes")
     if input_split_sizes is None and output_split_sizes is None:
-        _nvst.coll.all_to_all(input.data_ptr(), output.data_ptr(), send[0] * row, dt, current_stream())
+        _nvst.coll.all_to_all(input.data_ptr(), output.data_ptr(), send[0] * row, dt, current_stream(dev))
         return _done(async_op)
     displ: Callable[[list[int]], list[int]] = lambda sizes: [sum(sizes[:i]) * row for i in range(n)]  # noqa: E731
     _nvst.coll.all_to_allv(input.data_ptr(), [s * row for s in send], displ(send), output.data_ptr(),
-                           [r * row for r in recv], displ(recv), dt, current_stream())
+                           [r * row for r in recv], displ(recv), dt, current_stream(dev))
     return _done(async_op)

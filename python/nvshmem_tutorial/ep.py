@@ -151,6 +151,9 @@ class _Later:
 
 
 _LATER = _Later()
+# What a call that made the caller's stream wait itself returns as its event:
+# one object for all of them (it holds nothing), no construction per call.
+_NO_EVENT = EventOverlap(None)
 
 
 class _Handle(tuple):
@@ -732,18 +735,20 @@ class Buffer:
         return owner.ll
 
     def _ll_outputs(self, index, use_fp8, use_ue8m0):
-        """The tensors a low_latency_dispatch into buffer set `index` returns:
-        (recv_x, or (recv_x, scales), recv_count, src_info, DeepEP's
-        recv_src_info). The buffers never move while self._ll lives, so each
-        set's tensors are made once (DLPack and a view: microseconds a
-        tensor) and every later call into that set returns the same objects:
-        views of the memory that the dispatch after next overwrites, as
-        DeepEP's are."""
+        """What a low_latency_dispatch into buffer set `index` returns:
+        (recv_x, or (recv_x, scales), recv_count, handle). The buffers never
+        move while self._ll lives, so each set's tensors and handle are made
+        once (DLPack and a view: microseconds a tensor) and every later call
+        into that set returns the same objects: views of the memory that the
+        dispatch after next overwrites, as DeepEP's are. What the handle
+        computes when read is forgotten here, since it was of an earlier
+        dispatch."""
         key = (index, use_fp8, use_ue8m0)
         out = self._ll_out.get(key)
         if out is not None:
+            out[2].__dict__.pop("_computed", None)
             return out
-        _, H, E, _ = self._ll_shape
+        M, H, E, _ = self._ll_shape
         E_local = E // self.group_size
         x_addr, scales_addr, count_addr, info_addr, rows = self._ll.low_latency_views(index, use_fp8)
         owner = self._ll_owner
@@ -752,7 +757,10 @@ class Buffer:
             columns, dtype = (H // 512, torch.int32) if use_ue8m0 else (H // 128, torch.float32)
             recv_x = (recv_x, tensor_at(scales_addr, (E_local, columns, rows), dtype, owner).transpose(1, 2))
         src_info = tensor_at(info_addr, (E_local, rows, 3), torch.int32, owner)
-        out = (recv_x, tensor_at(count_addr, (E_local,), torch.int32, owner), src_info, src_info[..., 1])
+        recv_count = tensor_at(count_addr, (E_local,), torch.int32, owner)
+        handle = LowLatencyHandle((src_info[..., 1], _LATER, M, H, E), buffer_index=index, src_info=src_info,
+                                  recv_count=recv_count)
+        out = (recv_x, recv_count, handle)
         self._ll_out[key] = out
         return out
 
@@ -809,16 +817,15 @@ class Buffer:
         compute = self._begin(None) if async_finish else None
         flags = (1 if use_fp8 else 0) | (2 if round_scale else 0) | (4 if use_ue8m0 else 0)
         x_at, idx_at = x.data_ptr(), topk_idx.data_ptr()
-        index = ll.low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags, self._raw(stream),
+        raw = stream.cuda_stream if async_finish else current_stream(self._device)
+        index = ll.low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags, raw,
                                1 if return_recv_hook else 0, -1, wait_stats)
         # At once, before anything else is launched: the statistics' add_ below,
         # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
         # while this kernel waited on the proxy (docs/09).
         if self._num_nodes > 1:
             self._settle(stream)
-        recv_x, recv_count, src_info, token = self._ll_outputs(index, use_fp8, use_ue8m0)
-        handle = LowLatencyHandle((token, _LATER, M, H, num_experts), buffer_index=index, src_info=src_info,
-                                  recv_count=recv_count)
+        recv_x, recv_count, handle = self._ll_outputs(index, use_fp8, use_ue8m0)
         if stats is not None and not return_recv_hook:  # the counts, once received, on that stream
             if stream is None:
                 stats.add_(recv_count)
@@ -826,7 +833,7 @@ class Buffer:
                 with torch.cuda.stream(stream):
                     stats.add_(recv_count)
         event = (self._finish(compute, True, [x, topk_idx, stats, dispatch_wait_recv_cost_stats]) if async_finish
-                 else EventOverlap(None))
+                 else _NO_EVENT)
         if not return_recv_hook:
             return recv_x, recv_count, handle, event, None
         owner = self._ll_owner
@@ -935,11 +942,12 @@ class Buffer:
         args = (source.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, index, out.data_ptr())
         flags = ((1 if use_logfmt else 0) | (2 if source.dtype is torch.float16 else 0)
                  | _COMBINE_OUT_FLAGS[out_dtype])
-        self._ll.low_latency_combine(*args, self._raw(stream), 1 if return_recv_hook else 0, wait_stats, flags)
+        raw = stream.cuda_stream if async_finish else current_stream(self._device)
+        self._ll.low_latency_combine(*args, raw, 1 if return_recv_hook else 0, wait_stats, flags)
         if self._num_nodes > 1:
             self._settle(stream)
         event = (self._finish(compute, True, [x, topk_idx, topk_weights, out, combine_wait_recv_cost_stats])
-                 if async_finish else EventOverlap(None))
+                 if async_finish else _NO_EVENT)
         if not return_recv_hook:
             return out, event, None
         owner = self._ll_owner
