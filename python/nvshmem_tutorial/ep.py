@@ -817,8 +817,7 @@ class Buffer:
         compute = self._begin(None) if async_finish else None
         flags = (1 if use_fp8 else 0) | (2 if round_scale else 0) | (4 if use_ue8m0 else 0)
         x_at, idx_at = x.data_ptr(), topk_idx.data_ptr()
-        raw = stream.cuda_stream if async_finish else current_stream(self._device)
-        index = ll.low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags, raw,
+        index = ll.low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags, self._raw(stream),
                                1 if return_recv_hook else 0, -1, wait_stats)
         # At once, before anything else is launched: the statistics' add_ below,
         # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
@@ -942,8 +941,7 @@ class Buffer:
         args = (source.data_ptr(), topk_idx.data_ptr(), topk_weights.data_ptr(), T, H, K, E, index, out.data_ptr())
         flags = ((1 if use_logfmt else 0) | (2 if source.dtype is torch.float16 else 0)
                  | _COMBINE_OUT_FLAGS[out_dtype])
-        raw = stream.cuda_stream if async_finish else current_stream(self._device)
-        self._ll.low_latency_combine(*args, raw, 1 if return_recv_hook else 0, wait_stats, flags)
+        self._ll.low_latency_combine(*args, self._raw(stream), 1 if return_recv_hook else 0, wait_stats, flags)
         if self._num_nodes > 1:
             self._settle(stream)
         event = (self._finish(compute, True, [x, topk_idx, topk_weights, out, combine_wait_recv_cost_stats])
