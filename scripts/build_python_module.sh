@@ -52,3 +52,5 @@ for p in "${pids[@]}"; do wait "$p"; done  # set -e: a failed compile stops here
 g++ -shared -o "$OUT/_nvst$SUFFIX" "$TMP"/bindings*.o "$TMA" "$DLINK" "$LIBNVST" "${NVSHMEM_LIBS[@]}" \
   "$CUDA/lib64/libcudart_static.a" -L"$CUDA/lib64" -lcudadevrt -lrt -lpthread -ldl "$FABRIC" "$HWLOC"
 echo "built $OUT/_nvst$SUFFIX for $("$PY" --version)${NVSHMEM_LIBS:+ with NVSHMEM}"
+# The copy agent's program goes beside the module (where a PE looks for it).
+if [[ -x "$BUILD/bin/nvst-copy-agent" ]]; then cp "$BUILD/bin/nvst-copy-agent" "$OUT/"; fi

@@ -34,6 +34,7 @@ Api load_all() {
   load(a.MemExportToShareableHandle, "cuMemExportToShareableHandle");
   load(a.MemImportFromShareableHandle, "cuMemImportFromShareableHandle");
   load(a.FuncGetModule, "cuFuncGetModule");
+  load(a.StreamWriteValue64, "cuStreamWriteValue64");
   return a;
 }
 }  // namespace

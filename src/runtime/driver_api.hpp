@@ -21,6 +21,7 @@ struct Api {
   decltype(&::cuMemExportToShareableHandle) MemExportToShareableHandle;
   decltype(&::cuMemImportFromShareableHandle) MemImportFromShareableHandle;
   decltype(&::cuFuncGetModule) FuncGetModule;
+  decltype(&::cuStreamWriteValue64) StreamWriteValue64;
 };
 
 // Loaded on first use (after the runtime has a context); throws if a symbol

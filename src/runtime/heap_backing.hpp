@@ -11,6 +11,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "transport/copy_agent.hpp"
+
 namespace nvst {
 
 class Bootstrap;
@@ -36,6 +38,10 @@ class HeapBacking {
   virtual bool on_device() const = 0;
   // Keeps the memory alive past this object (host heaps), else null.
   virtual std::shared_ptr<void> lease() const { return nullptr; }
+  // How another process of this PE (the copy agent) maps this PE's heap:
+  // a new descriptor the caller closes, or an IPC handle. Empty for host
+  // heaps.
+  virtual HeapShare share() const { return {}; }
 };
 
 std::unique_ptr<HeapBacking> make_host_heap(std::size_t bytes);

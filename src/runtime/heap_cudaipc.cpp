@@ -50,6 +50,13 @@ class CudaIpcHeap final : public HeapBacking {
     return (i >= 0 && i < static_cast<int>(bases_.size())) ? bases_[static_cast<std::size_t>(i)] : nullptr;
   }
   bool on_device() const override { return true; }
+  HeapShare share() const override {
+    HeapShare s;
+    s.ipc = true;
+    NVST_CHECK_CUDA(cudaIpcGetMemHandle(&s.ipc_handle, local_base()));
+    s.bytes = size_;
+    return s;
+  }
 
  private:
   NodeContext node_;

@@ -86,6 +86,15 @@ class CuMemHeap final : public HeapBacking {
     return reinterpret_cast<char*>(window_ + static_cast<std::size_t>(i) * size_);
   }
   bool on_device() const override { return true; }
+  HeapShare share() const override {
+    int fd = -1;
+    NVST_CHECK_CU(driver::api().MemExportToShareableHandle(&fd, handles_[static_cast<std::size_t>(node_.node_index)],
+                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    HeapShare s;
+    s.cumem_fd = fd;
+    s.bytes = size_;
+    return s;
+  }
 
  private:
   void map(int i) {

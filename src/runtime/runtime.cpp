@@ -18,6 +18,7 @@
 #include "base/backoff.hpp"
 #include "base/bootstrap.hpp"
 #include "base/error_hooks.hpp"
+#include "base/socket.hpp"
 #include "runtime/heap_allocator.hpp"
 #include "runtime/heap_backing.hpp"
 #include "base/launch_env.hpp"
@@ -311,9 +312,11 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
       kind == HeapKind::kHost ? r->launch.world > 1 : static_cast<int>(r->node_pes.size()) < r->launch.world;
   const bool proxy_on = settings::get("NVST_PROXY").value_or("1") != "0";
   if (someone_remote && proxy_on) {
-    r->proxy =
-        ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
-                             r->heap->on_device() ? r->device : -1, settings::host_timeout_s(), r->launch.local_world));
+    const HeapShare share = r->heap->share();
+    const net::Fd share_fd(share.cumem_fd);  // the agent has its own copy once started
+    r->proxy = ProxyOwner(new Proxy(*r->bootstrap, r->heap->local_base(), r->heap->size(),
+                                    r->heap->on_device() ? r->device : -1, settings::host_timeout_s(),
+                                    r->launch.local_world, share));
     Bootstrap* boot = r->bootstrap.get();
     r->proxy->on_own_failure([boot](const std::string& why, int pe) { return boot->report_failure(why, pe); });
   }

@@ -27,7 +27,8 @@ namespace nvst {
 using namespace proxy_impl;
 using Clock = std::chrono::steady_clock;
 
-Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host)
+Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host,
+             const HeapShare& heap_share)
     : device_(device), timeout_s_(timeout_s) {
   // Where every PE's two busy threads have a core, spinning up to 1 ms
   // answers fastest (a wake-up costs 5-10 us more on our VMs). Where they do
@@ -78,13 +79,19 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   scratch_bytes_ = round_up(pool_bytes + kStageSlots * kSlotBytes, 4096);
   control_bytes_ = round_up(layout.bytes(), 4096);
   scratch_ = static_cast<char*>(std::aligned_alloc(4096, scratch_bytes_));
-  control_ = static_cast<char*>(std::aligned_alloc(4096, control_bytes_));
+  // GPU heaps: shared with the copy agent, which lands the inboxes' pieces.
+  if (gpu) {
+    control_mem_ = SharedMapping("nvst-inboxes", control_bytes_);
+    control_ = control_mem_.data();
+  } else {
+    control_ = static_cast<char*>(std::aligned_alloc(4096, control_bytes_));
+  }
   NVST_REQUIRE(scratch_ && control_, "proxy: cannot allocate ", scratch_bytes_ + control_bytes_,
                " bytes of staging and inbox memory");
   std::memset(scratch_, 0, scratch_bytes_);
   std::memset(control_, 0, control_bytes_);
   if (gpu) {
-    // Pinned, so that the staging and inbox copies are DMA (and async).
+    // Pinned, so that the staging copies are DMA (and async).
     // Mapped too: a kernel may write the stage (launch_stage_copy).
     NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterMapped));
     void* dev_view = nullptr;
@@ -92,7 +99,6 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_REQUIRE(dev_view == scratch_,
                  "proxy: the GPU sees the staging memory at another address (no unified "
                  "addressing?)");
-    NVST_CHECK_CUDA(cudaHostRegister(control_, control_bytes_, cudaHostRegisterDefault));
   }
   transport_ = std::make_unique<fabric::Transport>(boot, gpu ? nullptr : heap, heap_bytes, control_, control_bytes_,
                                                    scratch_, scratch_bytes_, device);
@@ -157,18 +163,15 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_tail_), 256));
     NVST_CHECK_CUDA(cudaMemset(dev_tail_, 0, 256));
     s.dev_consumer = std::make_unique<proxy::Consumer>(dev_fifo_);
-    NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
     NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stage_stream, cudaStreamNonBlocking));
-    for (int i = 0; i < kInboxSlots * world; ++i) {
-      cudaEvent_t e;
-      NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-      s.free_events.push_back(e);
-    }
     for (cudaEvent_t& e : s.copied) NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    NVST_CHECK_CUDA(cudaHostAlloc(reinterpret_cast<void**>(&s.atomic_results),
-                                  sizeof(std::uint64_t) * kInboxSlots * static_cast<std::size_t>(world),
-                                  cudaHostAllocMapped));
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    // Room for every piece that can be in the inboxes at once.
+    std::uint32_t capacity = 64;
+    while (capacity < static_cast<std::uint32_t>(kInboxSlots * world)) capacity *= 2;
+    agent_ = std::make_unique<CopyAgent>(heap_share, control_mem_, device, capacity, static_cast<int>(spin_.count()),
+                                         timeout_s);
+    s.agent = agent_.get();
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
   cuda_call_.set_accounting(debug_);
@@ -233,21 +236,16 @@ Proxy::~Proxy() {
   transport_.reset();
   if (device_ >= 0) {
     State& s = *st_;
-    cudaStreamSynchronize(s.stream);
     cudaStreamSynchronize(s.stage_stream);
-    for (auto& a : s.applying) s.free_events.push_back(a.done);
-    for (cudaEvent_t e : s.free_events) cudaEventDestroy(e);
     for (cudaEvent_t e : s.copied) cudaEventDestroy(e);
-    cudaStreamDestroy(s.stream);
     cudaStreamDestroy(s.stage_stream);
     cudaFreeHost(dev_fifo_);
-    cudaFreeHost(s.atomic_results);
     cudaFree(dev_tail_);
     cudaHostUnregister(scratch_);
-    cudaHostUnregister(control_);
   }
+  agent_.reset();
   std::free(scratch_);
-  std::free(control_);
+  if (!control_mem_.data()) std::free(control_);
 }
 
 std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op, bool then_wait) {

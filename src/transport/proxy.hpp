@@ -41,7 +41,9 @@
 #include <thread>
 
 #include "nvst/proxy_fifo.hpp"
+#include "base/shared_mapping.hpp"
 #include "transport/call_watch.hpp"
+#include "transport/copy_agent.hpp"
 #include "transport/fabric.hpp"
 #include "transport/fifo_host.hpp"
 #include "transport/wakeup.hpp"
@@ -58,7 +60,9 @@ class Proxy final : private detail::ProxyHelper {
   // `pes_on_host`: PEs of this job on this machine (each runs an
   // application thread and a proxy thread: how long waits spin depends on
   // whether they all have a core, wakeup.hpp).
-  Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host);
+  // `heap_share`: how the copy agent maps a GPU heap (copy_agent.hpp).
+  Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, double timeout_s, int pes_on_host,
+        const HeapShare& heap_share = {});
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -133,10 +137,12 @@ class Proxy final : private detail::ProxyHelper {
 
   int device_;
   double timeout_s_;
-  bool debug_ = false;       // NVST_PROXY_DEBUG=1: state on stderr every 2 s
-  std::string bound_cores_;  // where the thread was pinned (topology.hpp)
-  char* scratch_ = nullptr;  // registered: in-flight records, then staging slots
-  char* control_ = nullptr;  // registered for remote writes: inboxes, credits
+  bool debug_ = false;                // NVST_PROXY_DEBUG=1: state on stderr every 2 s
+  std::string bound_cores_;           // where the thread was pinned (topology.hpp)
+  char* scratch_ = nullptr;           // registered: in-flight records, then staging slots
+  char* control_ = nullptr;           // registered for remote writes: inboxes, credits
+  SharedMapping control_mem_;         // control_ where the copy agent maps it too (GPU heaps)
+  std::unique_ptr<CopyAgent> agent_;  // lands inbox pieces in a GPU heap
   std::size_t scratch_bytes_ = 0, control_bytes_ = 0;
   std::unique_ptr<fabric::Transport> transport_;
   // Host FIFO (plain host memory) and its ticket counter.

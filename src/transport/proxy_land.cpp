@@ -1,15 +1,12 @@
 // The proxy's receiving phases (proxy_state.hpp): inbox pieces whose
 // doorbell rang are applied to this PE's heap in order per sender (host
-// heaps by this thread, GPU heaps by copies on the proxy's stream), then
+// heaps by this thread, GPU heaps by the copy agent: copy_agent.hpp), then
 // acknowledged to their sender, which frees the inbox slot. An atomic
 // request is applied like a signal and its old value queued as an answer
 // (send_answers); an answer goes to the reply slot its producer waits on.
-#include <cuda_runtime_api.h>
-
 #include <atomic>
 #include <cstring>
 
-#include "device/device_runtime.hpp"
 #include "transport/proxy_state.hpp"
 
 namespace nvst {
@@ -40,13 +37,12 @@ void apply_host_signal(char* heap, std::uint64_t sig, std::uint8_t sig_op, std::
 using namespace proxy_impl;
 using Clock = std::chrono::steady_clock;
 
-// Whether a landed piece's copy into the GPU heap is still running.
+// Whether the copy agent is still landing a piece.
 bool Proxy::State::landing_pending(const Applying& a) {
-  CallWatch::Mark mark(*cuda_call, "cudaEventQuery on a landed put");
-  const cudaError_t q = cudaEventQuery(a.done);
-  if (q == cudaErrorNotReady) return true;
-  NVST_CHECK_CUDA(q);
-  return false;
+  failed_pe = me;  // an agent that failed lands nothing more (check_ages)
+  const bool pending = !agent->finished(a.request);
+  failed_pe = -1;
+  return pending;
 }
 
 // An inbox piece's kind and what it names are sound (a peer's header is
@@ -78,7 +74,7 @@ bool Proxy::State::take_landed() {
     auto& next = recv[static_cast<std::size_t>(src)];
     for (;;) {
       const int k = static_cast<int>(next % kInboxSlots);
-      if (landed[static_cast<std::size_t>(src) * kInboxSlots + k] != next + 1 || (gpu && free_events.empty())) break;
+      if (landed[static_cast<std::size_t>(src) * kInboxSlots + k] != next + 1 || (gpu && !agent->has_room())) break;
       const auto* h = reinterpret_cast<const InboxHeader*>(control + layout.slot(src, k));
       if (h->tag != piece_tag(tag_key, src, next)) {  // a forged doorbell or header: wait for the real piece
         landed[static_cast<std::size_t>(src) * kInboxSlots + k] = 0;
@@ -105,26 +101,21 @@ bool Proxy::State::take_landed() {
         ++next;
         continue;
       }
-      CallWatch::Mark mark(*cuda_call, "landing a peer's put in the GPU heap");
-      if (h->bytes) NVST_CHECK_CUDA(cudaMemcpyAsync(heap + h->dest, data, h->bytes, cudaMemcpyHostToDevice, stream));
-      const std::uint64_t* result = nullptr;
-      if (h->kind == proxy_atomic::kAtomicRequest) {  // applied by a kernel, answered once it is done
-        std::uint64_t* out = &atomic_results[static_cast<std::size_t>(src) * kInboxSlots + k];
-        detail::launch_remote_atomic(heap + h->sig, h->sig_op, h->sig_value, h->compare, out, stream);
-        result = out;
-      }
-      if (h->kind == proxy_atomic::kDataSignal) {
-        auto* word = reinterpret_cast<std::uint64_t*>(heap + h->sig);
-        if (h->sig_op == static_cast<std::uint8_t>(proxy::SignalOp::kAdd))
-          detail::launch_signal_add(word, h->sig_value, stream);
-        else  // a copy-engine write of the SET's width (little-endian: the low bytes); no SM needed
-          NVST_CHECK_CUDA(
-              cudaMemcpyAsync(word, &h->sig_value, proxy::signal_width(h->sig_op), cudaMemcpyHostToDevice, stream));
-      }
-      cudaEvent_t e = free_events.back();
-      free_events.pop_back();
-      NVST_CHECK_CUDA(cudaEventRecord(e, stream));
-      applying.push_back({src, e, Clock::now(), h->token, result});
+      // GPU heap: the agent lands it. Every piece goes through it, those
+      // without data too, so that pieces finish, and are acked, in order.
+      copy_agent::Request r{};
+      r.src = static_cast<std::uint64_t>(data - control);
+      r.dest = h->dest;
+      r.bytes = h->bytes;
+      r.sig = h->sig;
+      r.sig_value = h->sig_value;
+      r.compare = h->compare;
+      r.sig_op = h->sig_op;
+      r.kind = h->kind == proxy_atomic::kDataSignal      ? copy_agent::kLandSignal
+               : h->kind == proxy_atomic::kAtomicRequest ? copy_agent::kAtomic
+                                                         : copy_agent::kLand;
+      const std::uint64_t n = agent->post(r);
+      applying.push_back({src, n, Clock::now(), h->token, r.kind == copy_agent::kAtomic});
       trace.add(ProxyTrace::kLanding, src, next);
       ++pieces_taken;
       ++next;
@@ -140,9 +131,8 @@ bool Proxy::State::finish_landings() {
     if (landing_pending(applying.front())) break;
     const Applying& a = applying.front();
     const int src = a.src;
-    if (a.result) answers.push_back({src, a.token, *a.result});  // an atomic request: its old value goes back
+    if (a.atomic) answers.push_back({src, a.token, agent->result(a.request)});  // its old value goes back
     trace.add(ProxyTrace::kLanded, src, applied[static_cast<std::size_t>(src)]);
-    free_events.push_back(a.done);
     applying.pop_front();
     ack(src, applied[static_cast<std::size_t>(src)], true);  // copies finish in order per source
     any = true;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "transport/call_watch.hpp"
+#include "transport/copy_agent.hpp"
 #include "transport/fabric.hpp"
 #include "transport/fifo_host.hpp"
 #include "transport/proxy.hpp"
@@ -179,7 +180,8 @@ struct Proxy::State {
   char* control = nullptr;         // the control region: inboxes and acks
   double timeout_s = 0;
   proxy_impl::ControlLayout layout;
-  bool gpu = false;  // a GPU heap: inbox copies and signals go on `stream`
+  bool gpu = false;            // a GPU heap: the copy agent lands inbox pieces
+  CopyAgent* agent = nullptr;  // GPU heaps
   int me = 0;
   std::uint64_t tag_key = 0;  // piece_tag's key
   // Incoming messages dropped as forged or malformed (Proxy::dropped reads
@@ -237,9 +239,6 @@ struct Proxy::State {
     std::uint64_t token, value;
   };
   std::deque<Answer> answers;
-  // GPU heaps: old values written by the atomic kernels, one word per
-  // (source, inbox slot), pinned.
-  std::uint64_t* atomic_results = nullptr;
   // Inbox path: pieces staged (a GPU source's copy queued on stage_stream),
   // posted in order once their copy is done. Meanwhile the thread keeps
   // driving the provider: a software provider (tcp) moves bytes only inside
@@ -260,19 +259,18 @@ struct Proxy::State {
   // piece from s whose write into inbox slot k reported it had landed.
   std::vector<std::uint64_t> sent;
   std::vector<std::uint64_t> recv, applied, landed;
+  // GPU heaps: pieces handed to the copy agent, in order.
   struct Applying {
     int src;
-    cudaEvent_t done;
+    std::uint64_t request;  // the agent's request number
     Clock::time_point since;
-    std::uint64_t token = 0;                // an atomic request's, answered once done
-    const std::uint64_t* result = nullptr;  // its old value (atomic_results), or null
+    std::uint64_t token = 0;  // an atomic request's, answered once done
+    bool atomic = false;      // its old value is the agent's result
   };
   std::deque<Applying> applying;
-  std::vector<cudaEvent_t> free_events;
-  cudaStream_t stream = nullptr;        // inbox copies into the heap
   cudaStream_t stage_stream = nullptr;  // staging copies out of GPU memory
-  // Both are non-blocking streams: a kernel on the legacy default stream that
-  // waits for the proxy must not be waited for by the proxy's own copies.
+  // A non-blocking stream: a kernel on the legacy default stream that waits
+  // for the proxy must not be waited for by the proxy's own copies.
   // fence / quiet
   bool blocked = false;
   // While blocked: what is left to drain (drain_state) and since when it

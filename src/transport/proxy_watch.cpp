@@ -105,8 +105,20 @@ void Proxy::State::check_ages() {
                  "(docs/09-expert-parallel.md)\n",
                  detail::rank_prefix().c_str(), what, age_of(since));
   };
-  if (!applying.empty() && age_of(applying.front().since) >= stalled_after && landing_pending(applying.front()))
-    report_copy_stalled("the copy landing a peer's piece in the GPU heap", applying.front().since);
+  if (agent) {  // a dead agent lands nothing more: this PE takes no more data, so it counts as dead
+    failed_pe = me;
+    agent->check_alive();
+    failed_pe = -1;
+  }
+  if (!applying.empty() && age_of(applying.front().since) >= stalled_after && landing_pending(applying.front()) &&
+      applying.front().since != copy_stall_reported) {
+    copy_stall_reported = applying.front().since;
+    std::fprintf(stderr,
+                 "%sproxy: the copy agent (pid %d) has not landed a piece from PE %d after %.1f s; its copies "
+                 "wait for the GPU's copy engines\n",
+                 detail::rank_prefix().c_str(), static_cast<int>(agent->pid()), applying.front().src,
+                 age_of(applying.front().since));
+  }
   if (!staged.empty()) {
     const State::Staged& f = staged.front();
     const double age = age_of(f.since);

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -236,6 +238,57 @@ bool across_nodes() { return nvst::team_n_pes(nvst::Team::kNode) < nvst::n_pes()
           std::string(k.name) + ": told in " + std::to_string(dt) + " s, expected '" + want + "' in: " + msg);
 }
 
+// This process's copy agent (the child running nvst-copy-agent), or -1.
+pid_t copy_agent_pid() {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream status(e.path() / "status");
+    std::string line, comm;
+    pid_t ppid = -1;
+    while (std::getline(status, line)) {
+      if (line.rfind("Name:", 0) == 0) comm = line.substr(line.find_first_not_of(" \t", 5));
+      if (line.rfind("PPid:", 0) == 0) ppid = static_cast<pid_t>(std::atol(line.c_str() + 5));
+    }
+    if (ppid == ::getpid() && comm.rfind("nvst-copy-agen", 0) == 0) return static_cast<pid_t>(std::atol(name.c_str()));
+  }
+  return -1;
+}
+
+// Across nodes: PE 1's copy agent is killed, then PE 0 puts to PE 1 and PE 1
+// waits for the put's signal. PE 1's proxy notices the agent is gone at the
+// first piece it cannot land, and both PEs' calls end naming it.
+[[noreturn]] void run_agent_kill() {
+  const char* name = "copy agent killed while a put crosses nodes";
+  nvst::init();
+  if (!across_nodes()) verdict(true, std::string(name) + ": skipped (needs two nodes)");
+  constexpr std::size_t kBytes = 1 << 20;
+  auto* sig = static_cast<std::uint64_t*>(nvst::calloc(1, 8));
+  auto* dst = static_cast<char*>(nvst::malloc(kBytes));
+  cudaStream_t s;
+  NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const pid_t agent = copy_agent_pid();
+  if (agent < 0) verdict(false, std::string(name) + ": no copy agent found among this process's children");
+  nvst::barrier_all();
+  if (nvst::my_pe() == 1) ::kill(agent, SIGKILL);
+  nvst::barrier_all();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string msg = error_of(
+      [&] {
+        if (nvst::my_pe() == 0) {
+          nvst::putmem_signal_nbi(dst, dst, kBytes, sig, 1, nvst::SignalOp::kSet, 1);
+          nvst::quiet();
+        } else {
+          wait_for_signal<<<1, 1, 0, s>>>(sig);
+          NVST_CHECK_LAUNCH();
+        }
+      },
+      s);
+  const double dt = seconds_since(t0);
+  verdict(msg.find("copy agent") != std::string::npos && dt < 10.0,
+          std::string(name) + ": told in " + std::to_string(dt) + " s, expected 'copy agent' in: " + msg);
+}
+
 // Runs case `index` as a job of two PEs; true when it passed.
 bool spawn_case(const std::vector<std::string>& args, int index, const char* name, int victim) {
   nvst::SpawnOptions o;
@@ -284,6 +337,7 @@ int main(int argc, char** argv) {
       if (index >= 0 && index < n_mismatch) run_mismatch(mismatches()[static_cast<std::size_t>(index)]);
       if (index >= n_mismatch && index < n_mismatch + static_cast<int>(std::size(kKills)))
         run_kill(kKills[index - n_mismatch]);
+      if (index == n_mismatch + static_cast<int>(std::size(kKills))) run_agent_kill();
       std::fprintf(stderr, "nvst_failure_tests: no case %s\n", c ? c : "(NVST_TEST_CASE unset)");
       return 2;
     }
@@ -292,6 +346,7 @@ int main(int argc, char** argv) {
     int failed = 0, index = 0;
     for (const Mismatch& m : mismatches()) failed += !spawn_case(args, index++, m.name, -1);
     for (const Kill& k : kKills) failed += !spawn_case(args, index++, k.name, k.victim);
+    failed += !spawn_case(args, index++, "copy agent killed while a put crosses nodes", -1);
     std::printf("%d passed, %d failed\n", index - failed, failed);
     return failed == 0 ? 0 : 1;
   } catch (const std::exception& e) {
