@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <sstream>
+#include <string>
 
 #include "nvst/device.cuh"
 #include "nvst/error.hpp"
@@ -39,6 +41,16 @@ void upload_device_state(const dev::DeviceState& state) {
 }
 
 void set_call_mismatch_describer(CallMismatchDescriber describe) { g_call_mismatch_describer = describe; }
+
+namespace {
+std::mutex g_job_failure_mu;
+std::string g_job_failure;  // what stopped the job, as the bootstrap's watch heard it
+}  // namespace
+
+void note_job_failure(const std::string& why) {
+  std::lock_guard<std::mutex> lock(g_job_failure_mu);
+  if (g_job_failure.empty()) g_job_failure = why;
+}
 
 std::string describe_device_error(const dev::DeviceError* e) {
   if (e == nullptr) return "";
@@ -84,7 +96,14 @@ std::string describe_device_error(const dev::DeviceError* e) {
           << " (all_to_allv: recv_counts must equal the senders' send_counts)";
       break;
     case dev::FailKind::kPeerDied:
-      out << "PE " << v->peer_pe << " died while this PE waited (the bootstrap's watch saw it go)";
+      if (v->peer_pe == v->my_pe)
+        out << "this PE's runtime stopped while it waited";
+      else
+        out << "PE " << v->peer_pe << " died while this PE waited (the bootstrap's watch saw it go)";
+      {
+        std::lock_guard<std::mutex> lock(g_job_failure_mu);
+        if (!g_job_failure.empty()) out << ": " << g_job_failure;
+      }
       break;
     case dev::FailKind::kCallMismatch:
       if (g_call_mismatch_describer) {

@@ -17,6 +17,9 @@ namespace nvst::detail {
 void upload_device_state(const dev::DeviceState& state);
 // Describes the failure a kernel wrote into the mailbox, or "" if none.
 std::string describe_device_error(const dev::DeviceError* mailbox);
+// What stopped the job (the first failure the bootstrap's watch reported):
+// a kPeerDied description says it.
+void note_job_failure(const std::string& why);
 // How a kCallMismatch failure is put in words: the collectives (a layer
 // above) know what a call's bits mean, and set this once.
 using CallMismatchDescriber = std::string (*)(const dev::DeviceError& failure);

@@ -340,6 +340,7 @@ void init_after_bootstrap(Runtime& rr, HeapKind kind, std::size_t heap_bytes) {
   const bool shm = proxy && proxy->provider() == "shm";
   int* dead_pe = r->dead_pe;
   r->bootstrap->on_failure([proxy, shm, dead_pe](const std::string& why, int rank) {
+    detail::note_job_failure(why);
     if (dead_pe && rank >= 0) std::atomic_ref<int>(*dead_pe).store(rank, std::memory_order_release);
     if (proxy) proxy->fail_from_outside(why);
     if (shm) fabric::remove_stale_shm_regions();  // the dead PE's, once it has ended
