@@ -120,13 +120,13 @@ def main():
     # Every event of a piece (sender, seq), from either side.
     ev = collections.defaultdict(dict)
     for ns, what, pe, seq in snd:
-        if pe == a.target and what in ("staged", "copied", "posted", "written"):
+        if pe == a.target and what in ("staged", "posted", "written"):
             ev[seq].setdefault(what, ns)
     for ns, what, pe, seq in tgt:
         if pe == a.sender and what in ("bell", "landing", "landed", "acked"):
             ev[seq].setdefault(what, ns)
 
-    steps = ["staged", "copied", "posted", "bell", "written", "landing", "landed", "acked"]
+    steps = ["staged", "posted", "bell", "written", "landing", "landed", "acked"]
     n_pieces = max(len(p[2]) for p in puts)
     table = collections.defaultdict(list)
     total = []

@@ -47,7 +47,27 @@ enum class Op : std::uint8_t {
   kQuiet = 5,      // completes everything before it; sets `completed`
   kNop = 6,        // nothing: measures the FIFO and the proxy's dispatch (`nvst bench fifo`)
   kAtomic = 7,     // a remote atomic (AtomicOp in sig_op) whose old value comes back in the reply
+  // A piece of a put that its producer staged itself (GPU heaps, below):
+  // `bytes` (at most a piece) in the slot of staging ticket `src`, for heap
+  // offset `dest`. The _signal form is a put_signal's last piece and
+  // carries its signal. `reserved`: the whole put's bytes on its first
+  // piece, else 0 (NVST_PROXY_TRACE's "taken").
+  kPutStaged = 8,
+  kPutSignalStaged = 9,
 };
+
+// Staged pieces. On GPU heaps a put's producer (a kernel's group, or the
+// host thread that calls the host API with a GPU source) copies the data
+// itself into a slot of a staging ring in pinned, mapped host memory, then
+// posts one kPutStaged command per piece, so the proxy thread makes no CUDA
+// call to send. A slot is a piece behind room for the 64-byte header the
+// proxy writes in front of it (its inbox piece header). Tickets from the
+// ring's counter name the slots: ticket t uses slot t % slots, and may fill
+// it once t < slots or the slot's `done` word (written by the proxy with
+// release once that slot's fabric write completed) holds t - slots + 1.
+constexpr std::size_t kPieceHeaderBytes = 64;
+constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
+constexpr std::size_t kSlotBytes = kPieceHeaderBytes + kPieceBytes;
 
 // A remote atomic in a command: sig = heap offset of the word at the
 // target, sig_value = the operand, dest = the compare operand of kCompareSwap,
@@ -109,7 +129,7 @@ struct alignas(64) Command {
   std::uint64_t sig_value;
   std::uint32_t pe;            // target PE
   std::uint8_t sig_op;         // SignalOp
-  std::uint8_t src_on_device;  // 1: src is GPU memory (staged by the proxy)
+  std::uint8_t src_on_device;  // 1: src is GPU memory (kernels set it always; such data is staged by its producer)
   std::uint8_t pad[2];
   std::uint64_t reserved;
 };

@@ -127,29 +127,6 @@ __global__ void signal_add_kernel(unsigned long long* word, unsigned long long v
 }
 }  // namespace
 
-namespace {
-__global__ void stage_copy_kernel(char* dst, const char* src, std::size_t bytes) {
-  const std::size_t i0 = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  const bool vec = ((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) & 15u) == 0;
-  std::size_t done = 0;
-  if (vec) {  // 16-byte stores: fewer, larger writes across PCIe
-    const std::size_t n16 = bytes / 16;
-    for (std::size_t i = i0; i < n16; i += step)
-      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
-    done = n16 * 16;
-  }
-  for (std::size_t i = done + i0; i < bytes; i += step) dst[i] = src[i];
-}
-}  // namespace
-
-void launch_stage_copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) {
-  if (bytes == 0) return;
-  const int blocks = static_cast<int>(std::min<std::size_t>(32, (bytes + 4095) / 4096));
-  stage_copy_kernel<<<blocks, 256, 0, stream>>>(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
-  NVST_CHECK_LAUNCH();
-}
-
 void preload_kernels(std::span<const void* const> kernels) {
   cudaFuncAttributes attr{};
   for (const void* k : kernels) NVST_CHECK_CUDA(cudaFuncGetAttributes(&attr, k));
@@ -254,11 +231,11 @@ void preload_runtime_kernels() {
   // The proxy launches signal_add while user kernels spin waiting for that
   // very signal; a receiver's wait kernel is running when the host API
   // enqueues the credit signal behind it.
-  preload_kernels(
-      {reinterpret_cast<const void*>(signal_add_kernel), reinterpret_cast<const void*>(stage_copy_kernel),
-       reinterpret_cast<const void*>(signal_op_kernel), reinterpret_cast<const void*>(putmem_signal_block_kernel),
-       reinterpret_cast<const void*>(signal_wait_until_kernel), reinterpret_cast<const void*>(barrier_all_kernel),
-       reinterpret_cast<const void*>(remote_atomic_kernel), reinterpret_cast<const void*>(atomic_kernel)});
+  preload_kernels({reinterpret_cast<const void*>(signal_add_kernel), reinterpret_cast<const void*>(signal_op_kernel),
+                   reinterpret_cast<const void*>(putmem_signal_block_kernel),
+                   reinterpret_cast<const void*>(signal_wait_until_kernel),
+                   reinterpret_cast<const void*>(barrier_all_kernel),
+                   reinterpret_cast<const void*>(remote_atomic_kernel), reinterpret_cast<const void*>(atomic_kernel)});
 }
 
 void launch_barrier_all(cudaStream_t stream) {

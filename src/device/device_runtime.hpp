@@ -39,10 +39,6 @@ void launch_remote_atomic(void* word, std::uint8_t code, std::uint64_t operand, 
 // memory).
 void launch_atomic(void* dest, std::uint8_t code, std::uint64_t operand, std::uint64_t compare, int pe,
                    std::uint64_t* old, cudaStream_t stream);
-// dst[0, bytes) = src[0, bytes) by a kernel on `stream`: the proxy stages a
-// source the driver no longer knows (stream-ordered memory freed on the host
-// side while the GPU still maps it) into mapped host memory `dst`.
-void launch_stage_copy(void* dst, const void* src, std::size_t bytes, cudaStream_t stream);
 // One-thread / one-block kernels behind the stream-ordered signal API
 // (nvst::signal_op_on_stream, putmem_signal_on_stream,
 // signal_wait_until_on_stream). op and cmp are dev::SignalOp / dev::Cmp.

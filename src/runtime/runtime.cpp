@@ -184,6 +184,11 @@ void upload_state(Runtime& r) {
     s.fifo = r.proxy->device_fifo_for_device();
     s.fifo_tail = r.proxy->device_tail();
     s.fifo_head_cache = r.proxy->device_head_cache();
+    s.stage_ring = r.proxy->device_stage_ring();
+    s.stage_done = r.proxy->device_stage_done();
+    s.stage_tickets = r.proxy->device_stage_tickets();
+    s.stage_slots = static_cast<std::uint64_t>(Proxy::device_stage_slots());
+    s.stage_piece_bytes = r.proxy->staged_piece_bytes();
   }
   // The PEs that share this GPU, and this PE's place among them.
   const std::string mine = gpu_key(r.peers[static_cast<std::size_t>(r.launch.rank)]);
@@ -694,7 +699,8 @@ void put_common(const char* fn, void* dest, const void* src, std::size_t bytes, 
   c.src = reinterpret_cast<std::uint64_t>(src);
   c.bytes = bytes;
   c.pe = static_cast<std::uint32_t>(pe);
-  c.src_on_device = r.heap->on_device() ? 1 : 0;
+  // src_on_device stays 0: on GPU heaps Proxy::push asks where src is (a
+  // GPU source is staged by this thread, a host one copied by the proxy).
   if (with_signal) {
     c.sig = offset_of(r, sig);
     c.sig_value = signal;

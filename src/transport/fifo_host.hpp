@@ -48,6 +48,7 @@ class HostProducer {
     slot.pe = c.pe;
     slot.sig_op = c.sig_op;
     slot.src_on_device = c.src_on_device;
+    slot.reserved = c.reserved;
     word(slot.tag).store(tag, std::memory_order_release);
     std::atomic_thread_fence(std::memory_order_seq_cst);  // published before the look at who works (post)
     if (helper_ != nullptr && helper_->post(then_wait)) return t;
@@ -73,8 +74,10 @@ class HostProducer {
          [&] { return word(fifo_->completed).load(std::memory_order_acquire) > ticket; });
   }
 
- private:
-  // The timeout counts time without progress, not time in all: a quiet
+  // Waits until ready() holds, for something the proxy brings about
+  // (`what` names it in the errors): fails when the proxy failed, and after
+  // NVST_TIMEOUT_S without the proxy moving. The timeout counts time
+  // without progress, not time in all: a quiet
   // behind a full FIFO (4096 commands) on a loaded machine may rightly take
   // longer than NVST_TIMEOUT_S, but the proxy takes or completes commands all
   // along. A wedged proxy or dead peer moves neither counter; the proxy's own
@@ -103,6 +106,8 @@ class HostProducer {
         },
         std::chrono::microseconds(200), helper_);
   }
+
+ private:
   // Commands taken plus the quiet point: moves whenever the proxy advances.
   std::uint64_t progress() const {
     return word(fifo_->head).load(std::memory_order_acquire) + word(fifo_->completed).load(std::memory_order_acquire);

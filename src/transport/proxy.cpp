@@ -15,6 +15,7 @@
 
 #include "device/device_runtime.hpp"
 #include "base/backoff.hpp"
+#include "transport/host_stage.hpp"
 #include "base/bootstrap.hpp"
 #include "base/job_secret.hpp"
 #include "nvst/settings.hpp"
@@ -74,9 +75,13 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
                " PEs are more");
   ControlLayout layout{world, inbox_data};
   const std::size_t pool_bytes = round_up(sizeof(InFlight) * kMaxInFlight, 4096);
+  // GPU heaps add the staging rings that producers fill (proxy_fifo.hpp,
+  // "Staged pieces") and their words; host heaps stage nothing themselves.
+  const int slots = kStageSlots + (gpu ? kKernelRingSlots + kHostRingSlots : 0);
+  const std::size_t ring_words = gpu ? sizeof(std::uint64_t) * (kKernelRingSlots + kHostRingSlots) : 0;
   // Whole pages: aligned_alloc wants a multiple of its alignment, and the
   // registrations below pin whole pages (none shared with other data).
-  scratch_bytes_ = round_up(pool_bytes + kStageSlots * kSlotBytes, 4096);
+  scratch_bytes_ = round_up(pool_bytes + slots * kSlotBytes + ring_words, 4096);
   control_bytes_ = round_up(layout.bytes(), 4096);
   scratch_ = static_cast<char*>(std::aligned_alloc(4096, scratch_bytes_));
   // GPU heaps: shared with the copy agent, which lands the inboxes' pieces.
@@ -91,8 +96,8 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   std::memset(scratch_, 0, scratch_bytes_);
   std::memset(control_, 0, control_bytes_);
   if (gpu) {
-    // Pinned, so that the staging copies are DMA (and async).
-    // Mapped too: a kernel may write the stage (launch_stage_copy).
+    // Pinned, so that the staging memory is DMA-able, and mapped: kernels
+    // write their pieces into the staging ring and read its slots' words.
     NVST_CHECK_CUDA(cudaHostRegister(scratch_, scratch_bytes_, cudaHostRegisterMapped));
     void* dev_view = nullptr;
     NVST_CHECK_CUDA(cudaHostGetDevicePointer(&dev_view, scratch_, 0));
@@ -146,6 +151,7 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   for (int i = kMaxInFlight - 1; i >= 0; --i) s.free_ops.push_back(i);
   s.stage = scratch_ + pool_bytes;
   for (int i = kStageSlots - 1; i >= 0; --i) s.free_slots.push_back(i);
+  if (gpu) s.ring_done = reinterpret_cast<std::uint64_t*>(s.stage + slots * kSlotBytes);
   s.sent.assign(static_cast<std::size_t>(world), 0);
   s.marked.assign(static_cast<std::size_t>(world), 0);
   s.lazy_acks.assign(static_cast<std::size_t>(world), {});
@@ -159,13 +165,17 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     dev_fifo_ = make_fifo(mem);
     s.dev_fifo = dev_fifo_;
     NVST_CHECK_CUDA(cudaHostGetDevicePointer(reinterpret_cast<void**>(&dev_fifo_dev_), mem, 0));
-    // The tail and the producers' cached copy of head, on separate lines.
+    // The tail (word 0), the staging ring's ticket counter (word 8) and the
+    // producers' cached copy of head (word 16), on separate lines.
     NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&dev_tail_), 256));
     NVST_CHECK_CUDA(cudaMemset(dev_tail_, 0, 256));
     s.dev_consumer = std::make_unique<proxy::Consumer>(dev_fifo_);
-    NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s.stage_stream, cudaStreamNonBlocking));
-    for (cudaEvent_t& e : s.copied) NVST_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     NVST_CHECK_CUDA(cudaDeviceSynchronize());
+    // A piece's data fills the slot behind its header in one write.
+    staged_piece_bytes_ = std::min(kPieceBytes, transport_->max_write() - kInboxHeader);
+    host_stager_ = std::make_unique<proxy::HostStager>(s.stage + (kStageSlots + kKernelRingSlots) * kSlotBytes,
+                                                       s.ring_done + kKernelRingSlots, kHostRingSlots,
+                                                       staged_piece_bytes_, device, *host_producer_);
     // Room for every piece that can be in the inboxes at once.
     std::uint32_t capacity = 64;
     while (capacity < static_cast<std::uint32_t>(kInboxSlots * world)) capacity *= 2;
@@ -179,6 +189,12 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   thread_ = std::thread([this] { run(); });
   watchdog_ = std::thread([this] { watch(); });
 }
+
+char* Proxy::device_stage_ring() const {
+  return device_ >= 0 ? st_->stage + static_cast<std::size_t>(kStageSlots) * kSlotBytes : nullptr;
+}
+std::uint64_t* Proxy::device_stage_done() const { return st_->ring_done; }  // the kernels' ring comes first
+int Proxy::device_stage_slots() { return kKernelRingSlots; }
 
 bool Proxy::stop() {
   if (!thread_.joinable()) return !left_behind_;
@@ -236,9 +252,7 @@ Proxy::~Proxy() {
   transport_.reset();
   if (device_ >= 0) {
     State& s = *st_;
-    cudaStreamSynchronize(s.stage_stream);
-    for (cudaEvent_t e : s.copied) cudaEventDestroy(e);
-    cudaStreamDestroy(s.stage_stream);
+    host_stager_.reset();  // its copies write the staging memory unregistered below
     cudaFreeHost(dev_fifo_);
     cudaFree(dev_tail_);
     cudaHostUnregister(scratch_);
@@ -248,8 +262,21 @@ Proxy::~Proxy() {
   if (!control_mem_.data()) std::free(control_);
 }
 
+// Whether a host thread's put source is GPU memory (device or managed): the
+// calling thread stages it (HostStager). Host memory, pageable or pinned,
+// the proxy copies itself with memcpy.
+static bool on_gpu(std::uint64_t src) {
+  cudaPointerAttributes at{};
+  NVST_CHECK_CUDA(cudaPointerGetAttributes(&at, reinterpret_cast<const void*>(src)));
+  return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
+}
+
 std::uint64_t Proxy::push(const proxy::Command& c, proxy::Op op, bool then_wait) {
   if (failed_.load(std::memory_order_acquire)) throw Error(failure());
+  const bool data = (op == proxy::Op::kPut || op == proxy::Op::kPutSignal) && c.bytes > 0;
+  if (host_stager_ && data && on_gpu(c.src)) return host_stager_->put(c, op, then_wait);
+  NVST_REQUIRE(op != proxy::Op::kPutStaged && op != proxy::Op::kPutSignalStaged,
+               "proxy: staged pieces are posted by HostStager only");
   return host_producer_->push(c, op, then_wait);
 }
 
@@ -454,19 +481,6 @@ void Proxy::run() {
   exited_.store(true, std::memory_order_release);
 }
 
-// Whether the driver knows a kernel's put source. It knows device, managed
-// and registered host memory: those are staged by a plain copy. One it does
-// not know is, from a kernel, stream-ordered memory whose cudaFreeAsync the
-// host has already issued (legal: the GPU frees it only after the kernel,
-// which quiets first): the driver forgets the pointer at the call but the
-// GPU maps it until then. A copy would take it for host memory (and crash)
-// or refuse it as device memory, so a kernel stages it instead.
-static bool driver_knows(const void* src) {
-  cudaPointerAttributes at{};
-  NVST_CHECK_CUDA(cudaPointerGetAttributes(&at, src));
-  return at.type != cudaMemoryTypeUnregistered;
-}
-
 // One round: poll (completions, doorbells), handle (what they made ready),
 // progress (post what can go), take new commands, acknowledge. Returns
 // whether anything happened. `done` (a host thread's wait, proxy_help.cpp):
@@ -544,7 +558,7 @@ bool Proxy::State::complete() {
       NVST_FAIL(names[op->kind], " to PE ", op->pe, " failed: ", c.error_text, " (is PE ", op->pe, " alive?)");
     }
     if (op->kind == InFlight::kInboxWrite) trace.add(ProxyTrace::kWritten, op->pe, op->value);
-    if (op->stage_slot >= 0) free_slots.push_back(op->stage_slot);
+    if (op->stage_slot >= 0) release_slot(op->stage_slot, op->ring_ticket);
     if (op->group >= 0) {
       auto& g = groups[static_cast<std::size_t>(op->group)];
       if (--g.remaining == 0 && g.all_posted) ready_signals.push_back(op->group);
@@ -613,6 +627,14 @@ bool Proxy::State::intake() {
       case proxy::Op::kPut:
       case proxy::Op::kPutSignal:
       case proxy::Op::kSignal: start(c, from); break;
+      case proxy::Op::kPutStaged:
+      case proxy::Op::kPutSignalStaged:
+        // Only GPU heaps have the rings; a piece fills at most one slot.
+        NVST_REQUIRE(gpu && c.bytes > 0 && c.bytes <= kPieceBytes, "proxy: staged piece (ticket ",
+                     proxy::tag_ticket(c.tag), ") of ", c.bytes, " bytes", gpu ? "" : " on a host heap");
+        start(c, from);
+        advance_staged();  // posted at once if its inbox slot is free: the next command in this round too
+        break;
       case proxy::Op::kAtomic:
         NVST_REQUIRE(proxy_atomic::request_valid(c.sig_op, c.sig, heap_bytes), "proxy: atomic command (ticket ",
                      proxy::tag_ticket(c.tag), ") with op code ", static_cast<int>(c.sig_op), " on heap offset ", c.sig,
@@ -642,18 +664,19 @@ bool Proxy::State::intake() {
 // (advance_active sends it). Only puts carry data.
 void Proxy::State::start(const proxy::Command& c, proxy::Consumer* from) {
   const proxy::Op kind = proxy::tag_op(c.tag);
-  const bool data = kind == proxy::Op::kPut || kind == proxy::Op::kPutSignal;
-  // The symmetric heap (most kernel sources) is known without asking.
-  cur_by_kernel = from == dev_consumer.get() && data && c.bytes && !in_heap(c.src);
-  if (cur_by_kernel) {
-    CallWatch::Mark mark(*cuda_call, "cudaPointerGetAttributes on a put's source");
-    cur_by_kernel = !driver_knows(reinterpret_cast<const void*>(c.src));
-  }
+  const bool staged_piece = kind == proxy::Op::kPutStaged || kind == proxy::Op::kPutSignalStaged;
+  const bool data = kind == proxy::Op::kPut || kind == proxy::Op::kPutSignal || staged_piece;
+  cur_from_kernels = from == dev_consumer.get();
   active = true;
   cur_since = Clock::now();
   cur = c;
-  trace.add(from == &host_consumer ? ProxyTrace::kTaken : ProxyTrace::kTakenFromKernel, static_cast<int>(c.pe),
-            data ? c.bytes : 0);
+  // A staged put's pieces are commands of their own: its first piece
+  // (`reserved`: the put's bytes) stands for the put in the trace.
+  if (!staged_piece || c.reserved != 0)
+    trace.add(cur_from_kernels ? ProxyTrace::kTakenFromKernel : ProxyTrace::kTaken, static_cast<int>(c.pe),
+              staged_piece ? c.reserved
+              : data       ? c.bytes
+                           : 0);
   if (!data) cur.bytes = 0;
   // An atomic's answer names its ticket and FIFO (proxy_atomic::token).
   if (kind == proxy::Op::kAtomic) cur.reserved = proxy_atomic::token(proxy::tag_ticket(c.tag), from != &host_consumer);

@@ -11,8 +11,11 @@
 //    completed (delivery completion: visible at the target); the target's
 //    proxy applies it. No fabric atomics: libfabric 1.17's shm lost or
 //    garbled adds (docs/06).
-//  - GPU heaps (the providers on our machines have no FI_HMEM): the source
-//    is copied into a staging slot behind a 64-byte header, written into one
+//  - GPU heaps (the providers on our machines have no FI_HMEM): the put's
+//    producer copies the source into a staging slot (proxy_fifo.hpp,
+//    "Staged pieces": a kernel's group, or the host thread that calls; the
+//    proxy thread makes no CUDA call to send), the proxy writes a 64-byte
+//    header in front of it, and the piece is written into one
 //    of the target's inbox slots (its control region, host memory) with
 //    remote CQ data naming it, which the target's provider reports once the
 //    bytes are there (its doorbell). The target's proxy takes its inbox in order,
@@ -51,6 +54,9 @@
 namespace nvst {
 
 class Bootstrap;
+namespace proxy {
+class HostStager;
+}
 
 class Proxy final : private detail::ProxyHelper {
  public:
@@ -70,7 +76,9 @@ class Proxy final : private detail::ProxyHelper {
   const std::string& provider() const { return transport_->provider(); }
 
   // Host-thread producers (the host API). Thread-safe. `then_wait`: the
-  // caller waits for the proxy right after (a blocking put's quiet).
+  // caller waits for the proxy right after (a blocking put's quiet). On GPU
+  // heaps a put from GPU memory is staged here, by the calling thread
+  // (host_stage.hpp); one from host memory the proxy copies.
   std::uint64_t push(const proxy::Command& c, proxy::Op op, bool then_wait = false);
   // Waits until every command pushed so far (by any host thread) finished.
   void quiet();
@@ -116,6 +124,15 @@ class Proxy final : private detail::ProxyHelper {
   unsigned long long* device_tail() const { return dev_tail_; }
   // Producers' cached copy of `head` (device memory), see device/proxy.cuh.
   unsigned long long* device_head_cache() const { return dev_tail_ + 16; }
+  // Kernels' staging ring (proxy_fifo.hpp, "Staged pieces"; GPU heaps
+  // only): its slots and their words (pinned, mapped: one address for host
+  // and device), its number of slots, its ticket counter (device memory),
+  // and the data bytes of a piece.
+  char* device_stage_ring() const;
+  std::uint64_t* device_stage_done() const;
+  static int device_stage_slots();
+  unsigned long long* device_stage_tickets() const { return dev_tail_ + 8; }
+  std::size_t staged_piece_bytes() const { return staged_piece_bytes_; }
 
  private:
   struct State;
@@ -150,6 +167,10 @@ class Proxy final : private detail::ProxyHelper {
   proxy::FifoShared* host_fifo_ = nullptr;
   std::uint64_t host_tail_ = 0;
   std::unique_ptr<proxy::HostProducer> host_producer_;
+  // GPU heaps: host threads' puts from GPU memory, staged by the calling
+  // thread (host_stage.hpp), and the data bytes of a staged piece.
+  std::unique_ptr<proxy::HostStager> host_stager_;
+  std::size_t staged_piece_bytes_ = 0;
   // Device FIFO: pinned host memory, and the tail in device memory.
   proxy::FifoShared* dev_fifo_ = nullptr;
   proxy::FifoShared* dev_fifo_dev_ = nullptr;

@@ -1,13 +1,12 @@
 // The proxy's sending phases (proxy_state.hpp): the active command cut into
 // pieces, each staged and posted as resources allow; host-path signals
 // posted once their data completed; atomic requests, and the answers to
-// peers' atomics applied here (proxy_atomic.hpp).
-#include <cuda_runtime_api.h>
-
+// peers' atomics applied here (proxy_atomic.hpp). No CUDA call: on GPU heaps
+// producers stage their puts' data themselves (proxy_fifo.hpp, "Staged
+// pieces"), and a CUDA call here could wait behind the user's own queue.
 #include <algorithm>
 #include <cstring>
 
-#include "device/device_runtime.hpp"
 #include "transport/inbox_bell.hpp"
 #include "transport/proxy_state.hpp"
 
@@ -16,30 +15,16 @@ namespace nvst {
 using namespace proxy_impl;
 using Clock = std::chrono::steady_clock;
 
-// Whether a staged piece's copy out of the GPU is still running.
-bool Proxy::State::copy_pending(const Staged& f) {
-  if (!f.copying) return false;
-  CallWatch::Mark mark(*cuda_call, "cudaEventQuery on a staged piece");
-  const cudaError_t q = cudaEventQuery(copied[f.slot]);
-  if (q == cudaErrorNotReady) return true;
-  NVST_CHECK_CUDA(q);
-  return false;
-}
-
-// Posts the staged inbox pieces, in order, each once its copy is done (a
-// host piece right after it is staged, so its wire starts at once).
+// Posts the staged inbox pieces, in order (each is staged complete, so the
+// first goes out in the round that staged it).
 bool Proxy::State::post_staged() {
   bool any = false;
   while (!staged.empty() && !free_ops.empty()) {
-    Staged& f = staged.front();
-    if (copy_pending(f)) break;
-    if (f.copying && !f.seen_copied) {
-      f.seen_copied = true;
-      trace.add(ProxyTrace::kCopied, f.pe, f.seq);
-    }
+    const Staged& f = staged.front();
     const int k = static_cast<int>(f.seq % kInboxSlots);
     InFlight* op = take(InFlight::kInboxWrite, f.pe);
     op->stage_slot = f.slot;
+    op->ring_ticket = f.ring_ticket;
     op->value = f.seq;
     if (!transport->write_with_data(f.pe, stage + static_cast<std::size_t>(f.slot) * kSlotBytes, f.bytes,
                                     fabric::Region::kControl, layout.slot(me, k), inbox::bell_data(me, f.seq), op))
@@ -53,20 +38,29 @@ bool Proxy::State::post_staged() {
   return any;
 }
 
-// Stages the next inbox piece to PE `pe`: `bytes` of `src` for heap offset
-// `dest` (a GPU source is copied on stage_stream, posted by post_staged once
-// done; a host one at once), carrying c's signal when `kind` says so (its
-// target applies it after the data). A piece of 0 bytes with a signal is a
-// signal on its own; an atomic request or answer has no data either
-// (proxy_atomic.hpp). False when no staging slot or inbox slot at `pe` is
-// free yet.
+// Stages the next inbox piece to PE `pe` in one of our own slots: `bytes`
+// of `src` (host memory: a memcpy) for heap offset `dest`, carrying c's
+// signal when `kind` says so (its target applies it after the data). A
+// piece of 0 bytes with a signal is a signal on its own; an atomic request
+// or answer has no data either (proxy_atomic.hpp). False when no staging
+// slot or inbox slot at `pe` is free yet.
 bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
                                proxy_atomic::PieceKind kind) {
-  auto& seq = sent[static_cast<std::size_t>(pe)];
-  if (free_slots.empty() || !slot_free(pe, seq)) return false;
+  if (free_slots.empty() || !slot_free(pe, sent[static_cast<std::size_t>(pe)])) return false;
   const int slot = free_slots.back();
-  char* at = stage + static_cast<std::size_t>(slot) * kSlotBytes;
-  auto* h = reinterpret_cast<InboxHeader*>(at);
+  free_slots.pop_back();
+  if (bytes) std::memcpy(stage + static_cast<std::size_t>(slot) * kSlotBytes + kInboxHeader, src, bytes);
+  stage_header(slot, pe, c, dest, bytes, kind, 0);
+  return true;
+}
+
+// Writes the header of the next inbox piece to `pe` in front of the data
+// already in staging slot `slot`, queues the piece and posts what can go.
+// The caller checked that its inbox slot at `pe` is free.
+void Proxy::State::stage_header(int slot, int pe, const proxy::Command& c, std::uint64_t dest, std::size_t bytes,
+                                proxy_atomic::PieceKind kind, std::uint64_t ring_ticket) {
+  auto& seq = sent[static_cast<std::size_t>(pe)];
+  auto* h = reinterpret_cast<InboxHeader*>(stage + static_cast<std::size_t>(slot) * kSlotBytes);
   *h = InboxHeader{};
   h->tag = piece_tag(tag_key, me, seq);
   h->dest = dest;
@@ -83,23 +77,10 @@ bool Proxy::State::stage_piece(int pe, const proxy::Command& c, std::uint64_t de
   h->ack_now = layout.data || kind == proxy_atomic::kAckRequest || seq % kAckEvery == kAckEvery - 1 || blocked ||
                host_consumer.drain_next() || (dev_consumer && dev_consumer->drain_next());
   if (h->ack_now) marked[static_cast<std::size_t>(pe)] = seq + 1;
-  const bool copying = bytes && gpu;
-  if (copying) {
-    CallWatch::Mark mark(*cuda_call, "staging a put's source from the GPU");
-    if (cur_by_kernel)  // the stage is mapped: its host address is its device address (UVA)
-      detail::launch_stage_copy(at + kInboxHeader, src, bytes, stage_stream);
-    else
-      NVST_CHECK_CUDA(cudaMemcpyAsync(at + kInboxHeader, src, bytes, cudaMemcpyDefault, stage_stream));
-    NVST_CHECK_CUDA(cudaEventRecord(copied[slot], stage_stream));
-  } else if (bytes) {
-    std::memcpy(at + kInboxHeader, src, bytes);
-  }
-  staged.push_back({slot, pe, seq, kInboxHeader + bytes, copying, Clock::now()});
+  staged.push_back({slot, pe, seq, kInboxHeader + bytes, Clock::now(), ring_ticket});
   trace.add(ProxyTrace::kStaged, pe, seq);
-  free_slots.pop_back();
   ++seq;
-  if (!copying) post_staged();
-  return true;
+  post_staged();
 }
 
 // Host-path signals whose put's data has completed: each an inbox piece of
@@ -136,7 +117,26 @@ bool Proxy::State::send_answers() {
 // The active command, piece by piece, as resources allow.
 bool Proxy::State::advance_active() {
   if (active && proxy::tag_op(cur.tag) == proxy::Op::kAtomic) return advance_atomic();
+  if (active &&
+      (proxy::tag_op(cur.tag) == proxy::Op::kPutStaged || proxy::tag_op(cur.tag) == proxy::Op::kPutSignalStaged))
+    return advance_staged();
   return layout.data ? advance_inbox() : advance_direct();
+}
+
+// A piece its producer staged in a ring slot (the data is there: the
+// producer fenced before it published the command, which we read with
+// acquire): its header goes in front of it, and it is posted. The slot goes
+// back to the ring when the write completed (release_slot).
+bool Proxy::State::advance_staged() {
+  const proxy::Command& c = cur;
+  const int pe = static_cast<int>(c.pe);
+  if (!slot_free(pe, sent[static_cast<std::size_t>(pe)])) return false;
+  const bool with_signal = proxy::tag_op(c.tag) == proxy::Op::kPutSignalStaged;
+  stage_header(ring_slot(cur_from_kernels, c.src), pe, c, c.dest, c.bytes,
+               with_signal ? proxy_atomic::kDataSignal : proxy_atomic::kData, c.src);
+  cur_since = Clock::now();
+  active = false;
+  return true;
 }
 
 // An atomic: a request piece to its target, whose proxy applies it and
@@ -167,6 +167,10 @@ bool Proxy::State::advance_inbox() {
       active = false;
       break;
     }
+    // Data here comes from host memory (a host thread's put; GPU sources are
+    // staged by their producers): a memcpy, no CUDA call.
+    NVST_REQUIRE(left == 0 || !c.src_on_device, "proxy: a put from GPU memory that its producer did not stage (ticket ",
+                 proxy::tag_ticket(c.tag), ")");
     const char* src = reinterpret_cast<const char*>(c.src) + cur_done;
     const std::size_t piece = std::min<std::size_t>({left, kPieceBytes, transport->max_write() - kInboxHeader});
     const bool signal_here = with_signal && piece == left;  // the last piece carries it

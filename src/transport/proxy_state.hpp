@@ -8,7 +8,8 @@
 //   send_signals()    proxy_send.cpp   host-path signals whose data completed
 //   send_answers()    proxy_send.cpp   old values of peers' atomics applied here
 //   post_staged()     proxy_send.cpp   staged pieces onto the wire
-//   advance_active()  proxy_send.cpp   the command being sent, piece by piece (or an atomic)
+//   advance_active()  proxy_send.cpp   the command being sent, piece by piece (or an atomic,
+//                                      or a piece its producer staged)
 //   unblock()         proxy.cpp        a fence or quiet whose work drained
 //   intake()          proxy.cpp        new commands from the FIFOs (then advance_active again)
 //   post_acks()       proxy_land.cpp   acks onto the wire
@@ -38,9 +39,9 @@
 namespace nvst::proxy_impl {
 
 constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fabric operations posted at once
-// Pieces of 256 KiB of data: small enough that a 1 MiB put is already a
-// pipeline (staging copy of piece i+1 while piece i is on the wire and
-// piece i-1 is copied into the target's GPU), large enough that per-piece
+// Pieces of 256 KiB of data (proxy::kPieceBytes): small enough that a 1 MiB
+// put is already a pipeline (staging of piece i+1 while piece i is on the
+// wire and piece i-1 is copied into the target's GPU), large enough that per-piece
 // costs (an operation, an acknowledgement) stay small next to the data. A
 // slot holds a piece behind its 64-byte header, so a power-of-two put
 // fills whole pieces (with the header inside 256 KiB, 1 MiB took a fifth
@@ -48,16 +49,31 @@ constexpr int kMaxInFlight = static_cast<int>(fabric::kMaxLocalInFlight);  // fa
 // over shm took 133 us instead of 53). Smaller first and last pieces,
 // to fill and drain the pipeline sooner, did not pay on one GPU (
 // a staging or landing copy there takes 20-25 us whatever its size).
-constexpr int kStageSlots = 16;  // staging slots in the pipeline
-constexpr std::size_t kPieceBytes = std::size_t{256} << 10;
+// The proxy's own staging slots: header-only pieces (signals, atomics, ack
+// requests) and data it copies itself (host sources, by memcpy).
+constexpr int kStageSlots = 16;
+// GPU heaps: the staging rings that producers fill themselves
+// (proxy_fifo.hpp, "Staged pieces"). A ring slot is busy from its
+// producer's ticket until its piece's fabric write completed; the proxy
+// keeps up to kInboxSlots pieces per target in flight, so 32 kernel slots
+// let producers fill a target's next window while the current one is on
+// the wire (or keep two targets' windows full). More would only queue
+// pieces behind the targets' acks (commands are taken in order) while
+// pinning 256 KiB each. Host threads get a ring of their own: they cannot
+// take tickets from the kernels' counter (device memory), and a host
+// thread's copy that waits in the driver (behind the user's queue) must
+// not hold a slot that a kernel waits for.
+constexpr int kKernelRingSlots = 32;
+constexpr int kHostRingSlots = 16;
+constexpr std::size_t kPieceBytes = proxy::kPieceBytes;
 constexpr int kInboxSlots = 16;  // per (source, target) pair
 static_assert(kInboxSlots <= fabric::kMaxRemoteDataPerPeer,
               "the transport's completion queue has room for "
               "kMaxRemoteDataPerPeer doorbells from each peer");
 static_assert(kInboxSlots <= 1 << 16,
               "inbox_bell.hpp restores a seq from 16 bits: at most 2^16 pieces in flight per pair");
-constexpr std::size_t kInboxHeader = 64;
-constexpr std::size_t kSlotBytes = kInboxHeader + kPieceBytes;  // a staging or inbox slot
+constexpr std::size_t kInboxHeader = proxy::kPieceHeaderBytes;
+constexpr std::size_t kSlotBytes = proxy::kSlotBytes;  // a staging or inbox slot
 constexpr std::uint32_t kFifoCapacity = 4096;
 using Clock = std::chrono::steady_clock;
 
@@ -167,16 +183,17 @@ struct Proxy::InFlight {
   std::uint64_t value;  // kAck: the word written; kInboxWrite: the piece's seq
   int kind;
   int pe;
-  int stage_slot;  // -1: none
+  int stage_slot;  // -1: none; from kStageSlots on: a staging ring's slot (State::ring_slot)
   int group;       // host path put_signal: index into groups, -1: none
   Clock::time_point posted;
+  std::uint64_t ring_ticket;  // a ring slot's: its producer's ticket, released on completion
 };
 
 struct Proxy::State {
   using Clock = std::chrono::steady_clock;
   // What the phases use of their proxy.
   fabric::Transport* transport = nullptr;
-  CallWatch* cuda_call = nullptr;  // marks the CUDA calls on the data path (Proxy::watch)
+  CallWatch* cuda_call = nullptr;  // marks the CUDA calls on the data path, all landing ones (Proxy::watch)
   char* control = nullptr;         // the control region: inboxes and acks
   double timeout_s = 0;
   proxy_impl::ControlLayout layout;
@@ -201,15 +218,19 @@ struct Proxy::State {
   int in_flight = 0;
   int max_in_flight = 0;                              // NVST_PROXY_DEBUG reports it
   std::uint64_t pieces_posted = 0, pieces_taken = 0;  // inbox pieces, for NVST_PROXY_DEBUG's per-piece costs
-  char* stage = nullptr;
-  std::vector<int> free_slots;
+  char* stage = nullptr;                              // kStageSlots own slots, then the kernels' ring, then the host's
+  std::vector<int> free_slots;                        // own slots
+  // Per ring slot (kernels' ring, then host's): ticket + 1 of the last piece
+  // whose fabric write completed, stored with release (proxy_fifo.hpp).
+  // Pinned, mapped: kernels read theirs.
+  std::uint64_t* ring_done = nullptr;
   // The command being posted piece by piece.
   bool active = false;
   proxy::Command cur{};
   std::size_t cur_done = 0;
   int cur_group = -1;
-  bool cur_by_kernel = false;    // its source is staged by a kernel (driver_knows)
-  bool cur_signal_sent = false;  // inbox path: the signal-carrying piece went
+  bool cur_from_kernels = false;  // taken from the kernels' FIFO (a staged piece: which ring)
+  bool cur_signal_sent = false;   // inbox path: the signal-carrying piece went
   Clock::time_point cur_since;
   // Host path put_signal: pieces in flight, and whether all were posted.
   struct Group {
@@ -239,20 +260,17 @@ struct Proxy::State {
     std::uint64_t token, value;
   };
   std::deque<Answer> answers;
-  // Inbox path: pieces staged (a GPU source's copy queued on stage_stream),
-  // posted in order once their copy is done. Meanwhile the thread keeps
-  // driving the provider: a software provider (tcp) moves bytes only inside
-  // progress calls, so waiting for each copy left the wire idle while it ran.
+  // Inbox path: pieces whose header and data are in place (in a slot of
+  // our own, or a ring slot its producer filled), posted in order as the
+  // provider and the in-flight records allow.
   struct Staged {
     int slot, pe;
     std::uint64_t seq;  // its inbox slot at pe is seq % proxy_impl::kInboxSlots
     std::size_t bytes;  // header + data
-    bool copying;       // a GPU copy into the slot, done when copied[slot] is
     Clock::time_point since;
-    bool seen_copied = false;  // the trace recorded its copy's end
+    std::uint64_t ring_ticket = 0;  // a ring slot's producer's ticket
   };
   std::deque<Staged> staged;
-  cudaEvent_t copied[proxy_impl::kStageSlots] = {};  // per staging slot (GPU heaps)
   // Sending side: pieces sent per target. Receiving side: next piece
   // expected per source, pieces applied (copied, stream done) per source,
   // and the doorbells: landed[s * kInboxSlots + k] is seq + 1 of the last
@@ -268,9 +286,6 @@ struct Proxy::State {
     bool atomic = false;      // its old value is the agent's result
   };
   std::deque<Applying> applying;
-  cudaStream_t stage_stream = nullptr;  // staging copies out of GPU memory
-  // A non-blocking stream: a kernel on the legacy default stream that waits
-  // for the proxy must not be waited for by the proxy's own copies.
   // fence / quiet
   bool blocked = false;
   // While blocked: what is left to drain (drain_state) and since when it
@@ -312,11 +327,13 @@ struct Proxy::State {
   bool stage_piece(int pe, const proxy::Command& c, std::uint64_t dest, const char* src, std::size_t bytes,
                    proxy_atomic::PieceKind kind);
   bool advance_atomic();  // advance_active for an atomic: a request piece, or applied here
+  bool advance_staged();  // advance_active for a piece its producer staged
   bool advance_inbox();   // advance_active on the inbox path
   bool advance_direct();  // advance_active on the host path
+  void stage_header(int slot, int pe, const proxy::Command& c, std::uint64_t dest, std::size_t bytes,
+                    proxy_atomic::PieceKind kind, std::uint64_t ring_ticket);
   bool piece_kind_valid(const proxy_impl::InboxHeader& h) const;
   void deliver_answer(std::uint64_t token, std::uint64_t value);
-  bool copy_pending(const Staged& f);
   bool landing_pending(const Applying& a);
   void release_blocked();
   void start(const proxy::Command& c, proxy::Consumer* from);  // intake: a put, signal or atomic becomes active
@@ -324,12 +341,25 @@ struct Proxy::State {
   InFlight* take(int kind, int pe) {
     const int id = free_ops.back();
     InFlight* op = &pool[id];
-    *op = InFlight{{}, 0, kind, pe, -1, -1, Clock::now()};
+    *op = InFlight{{}, 0, kind, pe, -1, -1, Clock::now(), 0};
     return op;
   }
-  bool in_heap(std::uint64_t addr) const {  // this PE's symmetric heap
-    const auto base = reinterpret_cast<std::uintptr_t>(heap);
-    return addr >= base && addr - base < heap_bytes;
+  // The slot (an index into `stage`) of a ring's ticket.
+  static int ring_slot(bool kernels, std::uint64_t ticket) {
+    return kernels ? proxy_impl::kStageSlots + static_cast<int>(ticket % proxy_impl::kKernelRingSlots)
+                   : proxy_impl::kStageSlots + proxy_impl::kKernelRingSlots +
+                         static_cast<int>(ticket % proxy_impl::kHostRingSlots);
+  }
+  // A staging slot whose write completed: our own goes back to free_slots;
+  // a ring slot's producers learn that its ticket finished (release: the
+  // provider has stopped reading it before a producer may write it again).
+  void release_slot(int slot, std::uint64_t ring_ticket) {
+    if (slot < proxy_impl::kStageSlots) {
+      free_slots.push_back(slot);
+      return;
+    }
+    std::atomic_ref<std::uint64_t>(ring_done[slot - proxy_impl::kStageSlots])
+        .store(ring_ticket + 1, std::memory_order_release);
   }
   void commit(InFlight* op) {  // the post succeeded
     free_ops.pop_back();

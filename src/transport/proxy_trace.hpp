@@ -17,15 +17,15 @@ namespace nvst {
 class ProxyTrace {
  public:
   // What happened. Sender: a command taken (from the host's or the kernels'
-  // FIFO), a piece's staging copy queued,
-  // seen done, the piece posted, its write completed, the quiet released.
+  // FIFO; a put its producer staged: its first piece), a piece staged (its
+  // header written in front of its data), the piece posted, its write
+  // completed, the quiet released.
   // Target: a piece's doorbell, its landing copy queued, seen done, its ack
   // posted.
   enum What : std::uint8_t {
     kTaken,
     kTakenFromKernel,
     kStaged,
-    kCopied,
     kPosted,
     kWritten,
     kQuietDone,  // sender
@@ -56,7 +56,7 @@ class ProxyTrace {
       std::fprintf(stderr, "proxy trace: cannot write %s\n", file.c_str());
       return;
     }
-    static const char* names[] = {"taken",      "taken_dev", "staged",  "copied", "posted", "written",
+    static const char* names[] = {"taken",      "taken_dev", "staged",  "posted", "written",
                                   "quiet_done", "bell",      "landing", "landed", "acked"};
     for (const Event& e : events_)
       std::fprintf(f, "%lld %s %d %llu\n", static_cast<long long>(e.ns), names[e.what], e.pe,

@@ -89,11 +89,9 @@ void Proxy::State::check_ages() {
   last_age_check = Clock::now();
   const double limit = 0.8 * timeout_s;  // before a producer's own wait gives up
   auto age_of = [](Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); };
-  // The proxy's own copies (a piece staged out of the GPU, one landed into
-  // it) take microseconds. One still running after seconds is stalled: a
-  // copy, memset or pageable transfer queued behind a kernel that waits on
-  // this proxy held the copy engine on 2x H200, and no call of the proxy
-  // blocked, so the watchdog said nothing. Said once per stalled piece.
+  // The proxy's own copies (a piece landed into the GPU) take microseconds. One still running after seconds is stalled:
+  // a copy, memset or pageable transfer queued behind a kernel that waits on this proxy held the copy engine on 2x
+  // H200, and no call of the proxy blocked, so the watchdog said nothing. Said once per stalled piece.
   const double stalled_after = std::min(kStuckCudaCallS, limit);
   auto report_copy_stalled = [&](const char* what, Clock::time_point since) {
     if (since == copy_stall_reported) return;
@@ -122,11 +120,6 @@ void Proxy::State::check_ages() {
   if (!staged.empty()) {
     const State::Staged& f = staged.front();
     const double age = age_of(f.since);
-    const bool copying = age >= stalled_after && copy_pending(f);  // asked only of an old piece
-    if (copying) report_copy_stalled("the copy of a put's piece out of the GPU", f.since);
-    if (age > limit && copying)
-      NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
-                " s for its copy out of the GPU (limit 0.8 x NVST_TIMEOUT_S)");
     if (age > limit)
       NVST_FAIL("a piece of a put to PE ", f.pe, " has waited ", age,
                 " s to be posted: the provider takes no "

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nvst/device.cuh"
@@ -224,23 +225,12 @@ void rma_case(Suite& suite, Op op, const char* scope_name, char* sym_src, char* 
 
 // A put whose source is stream-ordered memory (cudaMallocAsync) and whose
 // cudaFreeAsync the host issues right after the launch, as stream-ordered
-// code does. On one node the kernel reads the source itself: legal. Across
-// nodes the proxy copies it after the host freed it, when the driver no
-// longer knows the pointer (a default copy crashed there). That copy is
-// work launched after cudaFreeAsync returned, which CUDA's rules forbid to
-// touch the memory; it cannot be reused before the stream reaches the free,
-// behind the kernel's quiet, so the proxy survives it, and this case shows
-// that. compute-sanitizer rightly reports it, so sanitizer runs
-// (NVST_TEST_SANITIZER=1) leave the cross-node form out.
+// code does. The kernel reads the source itself, on one node and across
+// nodes (it stages its pieces itself, stage.cuh), before the stream reaches
+// the free: legal. When the proxy copied it instead, after the host had
+// freed it, the driver no longer knew the pointer (a default copy crashed).
 void stream_ordered_source_case(Suite& suite, char* sym_dst) {
   const int me = nvst::my_pe(), n = nvst::n_pes(), target = (me + 1) % n;
-  if (std::getenv("NVST_TEST_SANITIZER") && nvst::team_n_pes(nvst::Team::kNode) < n) {
-    if (me == 0)
-      std::printf(
-          "SKIP putmem_nbi_block from stream-ordered memory freed after the launch "
-          "(across nodes it is outside CUDA's rules; NVST_TEST_SANITIZER)\n");
-    return;
-  }
   long long errors = 0;
   cudaStream_t s;
   NVST_CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -265,6 +255,259 @@ void stream_ordered_source_case(Suite& suite, char* sym_dst) {
   }
   NVST_CHECK_CUDA(cudaStreamDestroy(s));
   suite.check("putmem_nbi_block from stream-ordered memory freed after the launch", errors);
+}
+
+// Every PE's setup done, launch() (a kernel), and every PE's kernel done.
+template <typename Launch>
+void launch_between_barriers(Launch launch) {
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+  launch();
+  NVST_CHECK_LAUNCH();
+  NVST_CHECK_CUDA(cudaDeviceSynchronize());
+  nvst::barrier_all();
+}
+
+// A signal case's run: src filled with pat(seed, this PE), the destination
+// poisoned, the signal word and the count of bad bytes zeroed; then
+// launch() between barriers. Returns the bytes the receiver found wrong at
+// their signal and the final signal.
+template <typename Launch>
+std::pair<unsigned long long, std::uint64_t> run_signal_kernel(char* src, char* sym_dst, std::uint64_t* sig,
+                                                               unsigned long long* bad, std::uint64_t seed,
+                                                               Launch launch) {
+  fill_pat<<<132, 256>>>(reinterpret_cast<std::uint8_t*>(src), kBuf, seed, nvst::my_pe());
+  NVST_CHECK_LAUNCH();
+  NVST_CHECK_CUDA(cudaMemset(sym_dst, 0xA5, kBuf));
+  NVST_CHECK_CUDA(cudaMemset(sig, 0, sizeof(*sig)));
+  NVST_CHECK_CUDA(cudaMemset(bad, 0, sizeof(*bad)));
+  launch_between_barriers(launch);
+  unsigned long long b = 0;
+  std::uint64_t s = 0;
+  NVST_CHECK_CUDA(cudaMemcpy(&b, bad, sizeof(b), cudaMemcpyDeviceToHost));
+  NVST_CHECK_CUDA(cudaMemcpy(&s, sig, sizeof(s), cudaMemcpyDeviceToHost));
+  return {b, s};
+}
+
+// ---- puts that their producers stage (other nodes) -------------------------
+// Across nodes a put's group copies its data into the proxy's staging ring
+// itself, in pieces of 256 KiB (include/nvst/device/stage.cuh); on one node
+// the same calls are plain stores. Sizes around a piece's edges, sources of
+// every alignment in and outside the heap, and more producers than slots.
+
+constexpr int kStagedCount = 6;
+__host__ __device__ inline std::size_t staged_size(int k) {
+  constexpr std::size_t kPiece = std::size_t{256} << 10;
+  switch (k) {
+    case 0: return 1;
+    case 1: return 15;
+    case 2: return 4096 + 3;
+    case 3: return kPiece;
+    case 4: return kPiece + 1;
+    default: return (std::size_t{3} << 20) + 5;
+  }
+}
+
+// A put case's run: src (GPU memory) gets the random bytes of data_seed +
+// this PE and the destination is poisoned; then launch() between barriers,
+// which puts `size` bytes from src + so to sym_dst + doff on the next PE.
+// Returns the bytes of this PE's destination that differ from what the PE
+// before it sent, or that changed outside the put.
+template <typename Launch>
+long long run_put_kernel(char* src, char* sym_dst, std::uint64_t data_seed, std::size_t so, std::size_t doff,
+                         std::size_t size, Launch launch) {
+  const int me = nvst::my_pe(), n = nvst::n_pes();
+  const auto src_host = random_bytes(data_seed + static_cast<std::uint64_t>(me), kBuf);
+  NVST_CHECK_CUDA(cudaMemcpy(src, src_host.data(), kBuf, cudaMemcpyHostToDevice));
+  NVST_CHECK_CUDA(cudaMemset(sym_dst, 0xA5, kBuf));
+  launch_between_barriers(launch);
+  std::vector<std::uint8_t> got(kBuf);
+  NVST_CHECK_CUDA(cudaMemcpy(got.data(), sym_dst, kBuf, cudaMemcpyDeviceToHost));
+  const auto want = random_bytes(data_seed + static_cast<std::uint64_t>((me + n - 1) % n), kBuf);
+  return check_region(got, doff, want.data() + so, size);
+}
+
+// One group (a thread, a warp or a block) puts all of [0, n); `quiet`
+// follows an _nbi put with a quiet, the blocking form has its own.
+template <Scope S>
+__global__ void one_group_put_kernel(char* dst, const char* src, std::size_t n, int pe, bool nbi) {
+  if (S == Scope::kThread && threadIdx.x != 0) return;
+  if (S == Scope::kWarp && threadIdx.x >= 32) return;
+  do_op<S>(nbi ? Op::kPutNbi : Op::kPut, dst, src, n, pe);
+}
+
+// The source: the heap (sym_src) or a cudaMalloc'd buffer outside it, both
+// holding the same random bytes.
+template <Scope S>
+void staged_put_case(Suite& suite, const char* scope_name, char* sym_src, char* sym_dst, char* outside) {
+  const int target = (nvst::my_pe() + 1) % nvst::n_pes();
+  long long errors = 0;
+  std::string detail;
+  int k = 0;
+  for (int z = 0; z < kStagedCount; ++z) {
+    const std::size_t size = staged_size(z);
+    for (const bool in_heap : {true, false}) {
+      ++k;
+      std::mt19937_64 rng(g_seed * 7727 + static_cast<std::uint64_t>(k) * 131 + static_cast<int>(S));
+      const std::size_t so = rng() % 64, doff = rng() % 64;
+      const std::uint64_t data_seed = g_seed * 3 + static_cast<std::uint64_t>(k) * 1000 + static_cast<int>(S) * 100000;
+      char* src = in_heap ? sym_src : outside;
+      const bool nbi = k % 2 == 0;
+      const long long e = run_put_kernel(src, sym_dst, data_seed, so, doff, size, [&] {
+        one_group_put_kernel<S><<<1, S == Scope::kBlock ? 256 : 32>>>(sym_dst + doff, src + so, size, target, nbi);
+      });
+      if (e && detail.empty())
+        detail = "(" + std::to_string(size) + " bytes from " + (in_heap ? "the heap" : "cudaMalloc") + " +" +
+                 std::to_string(so) + ", dst +" + std::to_string(doff) + ", " + std::to_string(e) + " bytes wrong)";
+      errors += e;
+    }
+  }
+  suite.check(std::string("one ") + scope_name + "'s putmem[_nbi] of 1 B .. 3 MiB+5, heap and cudaMalloc sources",
+              errors, detail);
+}
+
+// More producers than the staging ring has slots (32): every thread, warp
+// or block of a large grid puts its own chunk of one 3 MiB+5 region at once.
+template <Scope S>
+void many_producers_case(Suite& suite, const char* scope_name, char* sym_src, char* sym_dst, char* outside) {
+  const int target = (nvst::my_pe() + 1) % nvst::n_pes();
+  const std::size_t size = (3u << 20) + 5, so = 7, doff = 3;
+  const std::uint64_t data_seed = g_seed * 5 + 77 + static_cast<int>(S);
+  // 96 blocks of 128 threads; 64 warps (8 x 256); 128 threads (2 x 64).
+  const int blocks = S == Scope::kBlock ? 96 : S == Scope::kWarp ? 8 : 2;
+  const int threads = S == Scope::kBlock ? 128 : S == Scope::kWarp ? 256 : 64;
+  long long errors = 0;
+  for (const bool in_heap : {true, false}) {
+    char* src = in_heap ? sym_src : outside;
+    const Op op = in_heap ? Op::kPutNbi : Op::kPut;
+    errors += run_put_kernel(src, sym_dst, data_seed, so, doff, size,
+                             [&] { rma_kernel<S><<<blocks, threads>>>(op, sym_dst + doff, src + so, size, target); });
+  }
+  suite.check(std::string("3 MiB+5 put by more ") + scope_name + " producers than staging slots", errors);
+}
+
+// put_signal of every staged size, one after the other from one group:
+// block 0 sends (signal ADD 1 each), block 1 of the target checks each
+// message as soon as its signal says it is there. The sizes' sum fits kBuf.
+template <Scope S>
+__global__ void staged_signal_kernel(char* dst, const char* src, std::uint64_t* sig, bool nbi, int next, int prev,
+                                     std::uint64_t seed, unsigned long long* bad) {
+  if (blockIdx.x == 0) {
+    if (S == Scope::kThread && threadIdx.x != 0) return;
+    if (S == Scope::kWarp && threadIdx.x >= 32) return;
+    std::size_t off = 0;
+    for (int k = 0; k < kStagedCount; ++k) {
+      off += static_cast<std::size_t>(k) + 1;  // a new alignment each time
+      const std::size_t len = staged_size(k);
+      if constexpr (S == Scope::kThread) {
+        if (nbi)
+          dev::putmem_signal_nbi(dst + off, src + off, len, sig, 1, SignalOp::kAdd, next);
+        else
+          dev::putmem_signal(dst + off, src + off, len, sig, 1, SignalOp::kAdd, next);
+      } else if constexpr (S == Scope::kWarp) {
+        if (nbi)
+          dev::putmem_signal_nbi_warp(dst + off, src + off, len, sig, 1, SignalOp::kAdd, next);
+        else
+          dev::putmem_signal_warp(dst + off, src + off, len, sig, 1, SignalOp::kAdd, next);
+      } else {
+        if (nbi)
+          dev::putmem_signal_nbi_block(dst + off, src + off, len, sig, 1, SignalOp::kAdd, next);
+        else
+          dev::putmem_signal_block(dst + off, src + off, len, sig, 1, SignalOp::kAdd, next);
+      }
+      off += len;
+    }
+    return;
+  }
+  __shared__ unsigned long long block_bad;
+  if (threadIdx.x == 0) block_bad = 0;
+  __syncthreads();
+  std::size_t off = 0;
+  for (int k = 0; k < kStagedCount; ++k) {
+    off += static_cast<std::size_t>(k) + 1;
+    if (threadIdx.x == 0) dev::signal_wait_until(sig, Cmp::kGe, static_cast<std::uint64_t>(k + 1));
+    __syncthreads();
+    unsigned long long mine = 0;
+    for (std::size_t i = threadIdx.x; i < staged_size(k); i += blockDim.x)
+      mine += static_cast<std::uint8_t>(dst[off + i]) != pat(seed, prev, off + i);
+    if (mine) atomicAdd(&block_bad, mine);
+    off += staged_size(k);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *bad = block_bad;
+}
+
+template <Scope S>
+void staged_signal_case(Suite& suite, const char* scope_name, char* sym_src, char* sym_dst, char* outside,
+                        std::uint64_t* sig, unsigned long long* bad) {
+  const int me = nvst::my_pe(), n = nvst::n_pes();
+  long long errors = 0;
+  std::string detail;
+  for (const bool nbi : {false, true}) {
+    const bool in_heap = nbi;  // the blocking form from cudaMalloc, _nbi from the heap
+    const std::uint64_t seed = g_seed * 11 + static_cast<std::uint64_t>(S) * 3 + (nbi ? 1 : 0);
+    char* src = in_heap ? sym_src : outside;
+    const auto [b, s] = run_signal_kernel(src, sym_dst, sig, bad, seed, [&] {
+      staged_signal_kernel<S><<<2, 256>>>(sym_dst, src, sig, nbi, (me + 1) % n, (me + n - 1) % n, seed, bad);
+    });
+    const long long e = static_cast<long long>(b) + (s != static_cast<std::uint64_t>(kStagedCount));
+    if (e && detail.empty())
+      detail = std::string(nbi ? "_nbi" : "blocking") + ": " + std::to_string(b) +
+               " bytes wrong at their signal, final signal " + std::to_string(s);
+    errors += e;
+  }
+  suite.check(std::string("putmem_signal[_nbi] ") + scope_name + " of 1 B .. 3 MiB+5 (data checked at signal)", errors,
+              detail);
+}
+
+// The host API's puts to another node on GPU heaps: a GPU source (heap or
+// cudaMalloc) is staged by the calling thread, a host one (pageable or
+// pinned) copied by the proxy; then a put_signal of each kind.
+void host_staged_put_case(Suite& suite, char* sym_src, char* sym_dst, char* outside, std::uint64_t* sig) {
+  const int me = nvst::my_pe(), n = nvst::n_pes(), target = (me + 1) % n, from = (me + n - 1) % n;
+  char* pinned = nullptr;
+  NVST_CHECK_CUDA(cudaMallocHost(reinterpret_cast<void**>(&pinned), kBuf));
+  std::vector<char> pageable(kBuf);
+  const char* kinds[] = {"heap", "cudaMalloc", "pageable", "pinned"};
+  long long errors = 0;
+  std::string detail;
+  int k = 0;
+  for (int z = 0; z < kStagedCount; ++z) {
+    const std::size_t size = staged_size(z);
+    for (int kind = 0; kind < 4; ++kind) {
+      ++k;
+      const std::size_t so = static_cast<std::size_t>(k * 5) % 64, doff = static_cast<std::size_t>(k * 3) % 64;
+      const std::uint64_t data_seed = g_seed * 13 + static_cast<std::uint64_t>(k) * 1000;
+      const auto src_host = random_bytes(data_seed + static_cast<std::uint64_t>(me), kBuf);
+      char* src = kind == 0 ? sym_src : kind == 1 ? outside : kind == 2 ? pageable.data() : pinned;
+      if (kind < 2)
+        NVST_CHECK_CUDA(cudaMemcpy(src, src_host.data(), kBuf, cudaMemcpyHostToDevice));
+      else
+        std::memcpy(src, src_host.data(), kBuf);
+      NVST_CHECK_CUDA(cudaMemset(sym_dst, 0xA5, kBuf));
+      NVST_CHECK_CUDA(cudaMemset(sig, 0, sizeof(*sig)));
+      NVST_CHECK_CUDA(cudaDeviceSynchronize());
+      nvst::barrier_all();
+      if (k % 2)
+        nvst::putmem(sym_dst + doff, src + so, size, target);
+      else
+        nvst::putmem_signal_nbi(sym_dst + doff, src + so, size, sig, 5, nvst::SignalOp::kSet, target);
+      nvst::quiet();
+      nvst::barrier_all();
+      std::vector<std::uint8_t> got(kBuf);
+      std::uint64_t s = 0;
+      NVST_CHECK_CUDA(cudaMemcpy(got.data(), sym_dst, kBuf, cudaMemcpyDeviceToHost));
+      NVST_CHECK_CUDA(cudaMemcpy(&s, sig, sizeof(s), cudaMemcpyDeviceToHost));
+      const auto want = random_bytes(data_seed + static_cast<std::uint64_t>(from), kBuf);
+      const long long e = check_region(got, doff, want.data() + so, size) + (k % 2 == 0 && s != 5);
+      if (e && detail.empty())
+        detail = std::to_string(size) + " bytes from " + kinds[kind] + (k % 2 ? " by putmem" : " by put_signal");
+      errors += e;
+    }
+  }
+  NVST_CHECK_CUDA(cudaFreeHost(pinned));
+  suite.check("host putmem / putmem_signal_nbi across nodes from heap, cudaMalloc, pageable and pinned sources", errors,
+              detail);
 }
 
 // ---- p / g -----------------------------------------------------------------
@@ -379,21 +622,9 @@ void signal_case(Suite& suite, const char* scope_name, SignalOp op, bool nbi, ch
   const int me = nvst::my_pe(), n = nvst::n_pes();
   const std::uint64_t seed =
       g_seed + static_cast<std::uint64_t>(S) * 13 + (op == SignalOp::kAdd ? 100 : 0) + (nbi ? 1000 : 0);
-  fill_pat<<<132, 256>>>(reinterpret_cast<std::uint8_t*>(sym_src), kBuf, seed, me);
-  NVST_CHECK_LAUNCH();
-  NVST_CHECK_CUDA(cudaMemset(sym_dst, 0xA5, kBuf));
-  NVST_CHECK_CUDA(cudaMemset(sig, 0, sizeof(*sig)));
-  NVST_CHECK_CUDA(cudaMemset(bad, 0, sizeof(*bad)));
-  NVST_CHECK_CUDA(cudaDeviceSynchronize());
-  nvst::barrier_all();
-  signal_ring_kernel<S><<<2, 256>>>(sym_dst, sym_src, sig, op, nbi, (me + 1) % n, (me + n - 1) % n, seed, bad);
-  NVST_CHECK_LAUNCH();
-  NVST_CHECK_CUDA(cudaDeviceSynchronize());
-  nvst::barrier_all();
-  unsigned long long b = 0;
-  std::uint64_t s = 0;
-  NVST_CHECK_CUDA(cudaMemcpy(&b, bad, sizeof(b), cudaMemcpyDeviceToHost));
-  NVST_CHECK_CUDA(cudaMemcpy(&s, sig, sizeof(s), cudaMemcpyDeviceToHost));
+  const auto [b, s] = run_signal_kernel(sym_src, sym_dst, sig, bad, seed, [&] {
+    signal_ring_kernel<S><<<2, 256>>>(sym_dst, sym_src, sig, op, nbi, (me + 1) % n, (me + n - 1) % n, seed, bad);
+  });
   long long errors = static_cast<long long>(b) + (s != static_cast<std::uint64_t>(kMessages));
   suite.check(std::string(nbi ? "putmem_signal_nbi" : "putmem_signal") + " " + scope_name +
                   (op == SignalOp::kSet ? " SET" : " ADD") + " (200 messages, data checked at signal)",
@@ -846,6 +1077,21 @@ int api_mode() {
     if (!internode) rma_case<Scope::kBlock>(suite, Op::kPutTma, "block", sym_src, sym_dst, shift);
   }
   stream_ordered_source_case(suite, sym_dst);
+  {
+    char* outside = nullptr;  // a source outside the heap
+    NVST_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&outside), kBuf));
+    staged_put_case<Scope::kThread>(suite, "thread", sym_src, sym_dst, outside);
+    staged_put_case<Scope::kWarp>(suite, "warp", sym_src, sym_dst, outside);
+    staged_put_case<Scope::kBlock>(suite, "block", sym_src, sym_dst, outside);
+    many_producers_case<Scope::kThread>(suite, "thread", sym_src, sym_dst, outside);
+    many_producers_case<Scope::kWarp>(suite, "warp", sym_src, sym_dst, outside);
+    many_producers_case<Scope::kBlock>(suite, "block", sym_src, sym_dst, outside);
+    staged_signal_case<Scope::kThread>(suite, "thread", sym_src, sym_dst, outside, sig, bad);
+    staged_signal_case<Scope::kWarp>(suite, "warp", sym_src, sym_dst, outside, sig, bad);
+    staged_signal_case<Scope::kBlock>(suite, "block", sym_src, sym_dst, outside, sig, bad);
+    if (internode) host_staged_put_case(suite, sym_src, sym_dst, outside, sig);
+    NVST_CHECK_CUDA(cudaFree(outside));
+  }
 
   for (bool nbi : {false, true}) {
     for (SignalOp op : {SignalOp::kSet, SignalOp::kAdd}) {

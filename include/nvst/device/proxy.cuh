@@ -20,6 +20,16 @@ __device__ __forceinline__ std::uint64_t ld_volatile_u64(const std::uint64_t* p)
 __device__ __forceinline__ void st_volatile_u64(std::uint64_t* p, std::uint64_t v) {
   *reinterpret_cast<volatile std::uint64_t*>(p) = v;
 }
+__device__ __forceinline__ std::uint64_t ld_acquire_sys(const std::uint64_t* p) {
+  std::uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ std::uint32_t ld_acquire_sys(const std::uint32_t* p) {
+  std::uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
 
 // Waits until ready() holds, failing (kProxyFailed) if the proxy stopped and
 // (kProxyTimeout) after the device timeout.
@@ -43,10 +53,13 @@ __device__ __forceinline__ void proxy_wait(Ready ready, int pe, std::uint64_t ti
 // Whether this PE has a proxy (some PE is on another node).
 __device__ __forceinline__ bool has_proxy() { return state().fifo != nullptr; }
 
-// Posts one command; returns its ticket. One thread calls it.
-__device__ __forceinline__ std::uint64_t proxy_push(proxy::Op op, int pe, std::uint64_t dest, const void* src,
-                                                    std::uint64_t bytes, std::uint64_t sig, std::uint64_t sig_value,
-                                                    std::uint8_t sig_op) {
+// Posts one command; returns its ticket. One thread calls it. `src`: a
+// source address, or a staged piece's ticket; `reserved`: a staged piece's
+// (proxy_fifo.hpp), stored only for those.
+__device__ __forceinline__ std::uint64_t proxy_push_word(proxy::Op op, int pe, std::uint64_t dest, std::uint64_t src,
+                                                         std::uint64_t bytes, std::uint64_t sig,
+                                                         std::uint64_t sig_value, std::uint8_t sig_op,
+                                                         std::uint64_t reserved = 0) {
   const DeviceState& s = state();
   proxy::FifoShared* f = s.fifo;
   const std::uint64_t t = atomicAdd(s.fifo_tail, 1ull);
@@ -61,7 +74,7 @@ __device__ __forceinline__ std::uint64_t proxy_push(proxy::Op op, int pe, std::u
   }
   proxy::Command* slot = &f->slots[t & (cap - 1)];
   detail::st_volatile_u64(&slot->dest, dest);
-  detail::st_volatile_u64(&slot->src, reinterpret_cast<std::uint64_t>(src));
+  detail::st_volatile_u64(&slot->src, src);
   detail::st_volatile_u64(&slot->bytes, bytes);
   detail::st_volatile_u64(&slot->sig, sig);
   detail::st_volatile_u64(&slot->sig_value, sig_value);
@@ -69,9 +82,17 @@ __device__ __forceinline__ std::uint64_t proxy_push(proxy::Op op, int pe, std::u
   const std::uint64_t packed = static_cast<std::uint64_t>(static_cast<std::uint32_t>(pe)) |
                                (static_cast<std::uint64_t>(sig_op) << 32) | (std::uint64_t{1} << 40);
   detail::st_volatile_u64(reinterpret_cast<std::uint64_t*>(&slot->pe), packed);
+  if (op == proxy::Op::kPutStaged || op == proxy::Op::kPutSignalStaged)
+    detail::st_volatile_u64(&slot->reserved, reserved);
   __threadfence_system();  // the body before the tag, as the CPU sees it
   detail::st_volatile_u64(&slot->tag, proxy::command_tag(t, op));
   return t;
+}
+
+__device__ __forceinline__ std::uint64_t proxy_push(proxy::Op op, int pe, std::uint64_t dest, const void* src,
+                                                    std::uint64_t bytes, std::uint64_t sig, std::uint64_t sig_value,
+                                                    std::uint8_t sig_op) {
+  return proxy_push_word(op, pe, dest, reinterpret_cast<std::uint64_t>(src), bytes, sig, sig_value, sig_op);
 }
 
 // Completes every command this PE's kernels posted before the call. Cheap

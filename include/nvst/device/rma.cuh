@@ -24,6 +24,7 @@
 #include "nvst/device/copy.cuh"
 #include "nvst/device/nvshmem_backend.cuh"
 #include "nvst/device/proxy.cuh"
+#include "nvst/device/stage.cuh"
 #include "nvst/device/state.cuh"
 
 namespace nvst::dev {
@@ -62,8 +63,9 @@ __device__ __forceinline__ T g(const T* src, int pe) {
 
 // ---- bulk, any scope -------------------------------------------------------
 
-// A put to a PE of another node is one command to the proxy, posted by the
-// group's first member once every member has arrived (so `src` is ready).
+// A put to a PE of another node: once every member has arrived (so `src`
+// is ready), the group copies it into staging slots itself and posts a
+// command per piece to the proxy (stage.cuh).
 template <Scope S>
 __device__ __forceinline__ void put_scope(void* dest, const void* src, std::size_t bytes, int pe) {
   if (bytes == 0) return;
@@ -72,7 +74,7 @@ __device__ __forceinline__ void put_scope(void* dest, const void* src, std::size
   if (!on_node(pe) && has_proxy()) {
     check_symmetric(dest, bytes);
     Group<S>::sync();
-    if (Group<S>::rank() == 0) proxy_push(proxy::Op::kPut, pe, heap_offset(dest), src, bytes, 0, 0, 0);
+    stage_put<S>(pe, heap_offset(dest), src, bytes, false, 0, 0, 0);
     Group<S>::sync();
     return;
   }

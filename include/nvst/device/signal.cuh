@@ -40,16 +40,6 @@ __device__ __forceinline__ bool compare(std::uint64_t observed, Cmp cmp, std::ui
 }
 
 namespace detail {
-__device__ __forceinline__ std::uint64_t ld_acquire_sys(const std::uint64_t* p) {
-  std::uint64_t v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ std::uint32_t ld_acquire_sys(const std::uint32_t* p) {
-  std::uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 __device__ __forceinline__ void st_release_sys(std::uint64_t* p, std::uint64_t v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
@@ -141,14 +131,19 @@ __device__ __forceinline__ void put_signal_scope(void* dest, const void* src, st
       if (bytes) check_symmetric(dest, bytes); check_symmetric(sig_addr, sizeof(std::uint64_t));
       nvshmem_backend::put_signal<S>(dest, src, bytes, sig_addr, signal, op == SignalOp::kAdd, pe, !kBlocking); return)
   if (!on_node(pe) && has_proxy()) {
-    // One command: the proxy sends the signal only once the data is there.
+    // The group stages the data (stage.cuh); its last piece carries the
+    // signal, which the target applies after that piece's data, and its
+    // pieces land in order: the signal comes after all the data.
     if (bytes) check_symmetric(dest, bytes);
     check_symmetric(sig_addr, sizeof(std::uint64_t));
+    const auto code = static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet);
     G::sync();
-    if (G::rank() == 0) {
-      proxy_push(proxy::Op::kPutSignal, pe, bytes ? heap_offset(dest) : 0, src, bytes, heap_offset(sig_addr), signal,
-                 static_cast<std::uint8_t>(op == SignalOp::kAdd ? proxy::SignalOp::kAdd : proxy::SignalOp::kSet));
-      if constexpr (kBlocking) proxy_quiet();
+    if (bytes)
+      stage_put<S>(pe, heap_offset(dest), src, bytes, true, heap_offset(sig_addr), signal, code);
+    else if (G::rank() == 0)
+      proxy_push(proxy::Op::kSignal, pe, 0, nullptr, 0, heap_offset(sig_addr), signal, code);
+    if constexpr (kBlocking) {
+      if (G::rank() == 0) proxy_quiet();
     }
     G::sync();
     return;

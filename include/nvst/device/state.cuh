@@ -75,6 +75,15 @@ struct DeviceState {
   proxy::FifoShared* fifo;              // commands to the proxy (pinned, mapped); nullptr: no proxy
   unsigned long long* fifo_tail;        // its producers' ticket counter (device memory)
   unsigned long long* fifo_head_cache;  // the last `head` a producer read (device memory)
+  // Where kernels stage their puts to other nodes (proxy_fifo.hpp, "Staged
+  // pieces"; device/stage.cuh): slot k of the ring at stage_ring + k *
+  // proxy::kSlotBytes and its word stage_done[k] (pinned, mapped), the
+  // ring's ticket counter (device memory), and the data bytes of a piece.
+  char* stage_ring;
+  const std::uint64_t* stage_done;
+  unsigned long long* stage_tickets;
+  std::uint64_t stage_slots;
+  std::uint64_t stage_piece_bytes;
   int initialized;
   int backend;  // kBackendNvst or kBackendNvshmem
   // Pinned, mapped: the rank the host learned had died (the bootstrap's
