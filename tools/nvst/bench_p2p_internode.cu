@@ -1,8 +1,10 @@
 // `nvst bench p2p` between PEs of different nodes (NVST_NODE_SIZE splits a
 // host into logical nodes): PE 0 -> PE 1 through the proxy and the fabric
 // transport. In the same run and between the same two processes:
-//  - nvst_proxy: a GPU kernel (one thread) putmem_nbi + quiet, GPU heap to
-//    GPU heap: FIFO, staging copy, wire, inbox copy, credit;
+//  - nvst_proxy: a GPU kernel (one block of kPutThreads) putmem_nbi_block +
+//    quiet, GPU heap to GPU heap: the block's stores into the staging ring,
+//    FIFO, wire, the copy agent's landing copy, credit. (A put by one
+//    thread stages with that thread alone: bulk data wants a block.)
 //  - nvst_proxy_host: the same put issued by the host API (putmem_nbi +
 //    quiet from the CPU): the proxy path without a kernel. On a machine of
 //    one GPU it is the row to read below 64 KiB: there the kernel's
@@ -31,9 +33,11 @@ using namespace p2p;
 
 namespace {
 
-__global__ void proxy_put_kernel(char* dst, const char* src, std::size_t bytes, int pe) {
-  nvst::dev::putmem_nbi(dst, src, bytes, pe);
-  nvst::dev::quiet();
+constexpr int kPutThreads = 1024;
+
+__global__ void __launch_bounds__(kPutThreads) proxy_put_kernel(char* dst, const char* src, std::size_t bytes, int pe) {
+  nvst::dev::putmem_nbi_block(dst, src, bytes, pe);
+  if (threadIdx.x == 0) nvst::dev::quiet();
 }
 
 }  // namespace
@@ -72,7 +76,7 @@ int bench_p2p_internode(const BenchOptions& o) {
   const bool send = c.me == 0, recv = c.me == 1;
   for (std::size_t bytes : sizes) {
     measure(c, "put", "nvst_proxy", bytes, src, dst, send, recv, [&] {
-      if (send) proxy_put_kernel<<<1, 1, 0, c.stream>>>(dst, src, bytes, c.peer);
+      if (send) proxy_put_kernel<<<1, kPutThreads, 0, c.stream>>>(dst, src, bytes, c.peer);
       NVST_CHECK_LAUNCH();
     });
     measure(
