@@ -251,7 +251,6 @@ Proxy::~Proxy() {
   st_->trace.write(st_->me);
   transport_.reset();
   if (device_ >= 0) {
-    State& s = *st_;
     host_stager_.reset();  // its copies write the staging memory unregistered below
     cudaFreeHost(dev_fifo_);
     cudaFree(dev_tail_);

@@ -89,20 +89,9 @@ void Proxy::State::check_ages() {
   last_age_check = Clock::now();
   const double limit = 0.8 * timeout_s;  // before a producer's own wait gives up
   auto age_of = [](Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); };
-  // The proxy's own copies (a piece landed into the GPU) take microseconds. One still running after seconds is stalled:
-  // a copy, memset or pageable transfer queued behind a kernel that waits on this proxy held the copy engine on 2x
-  // H200, and no call of the proxy blocked, so the watchdog said nothing. Said once per stalled piece.
+  // The agent's landing copies take microseconds; one still running after
+  // seconds is said once per piece (the GPU's copy engines are held).
   const double stalled_after = std::min(kStuckCudaCallS, limit);
-  auto report_copy_stalled = [&](const char* what, Clock::time_point since) {
-    if (since == copy_stall_reported) return;
-    copy_stall_reported = since;
-    std::fprintf(stderr,
-                 "%sproxy: %s has not finished after %.1f s. A copy, memset or transfer to pageable memory "
-                 "queued (on any stream) behind a kernel that waits on this proxy holds the copy engine this "
-                 "copy needs, and that kernel cannot end: across nodes, synchronize before queuing such work "
-                 "(docs/09-expert-parallel.md)\n",
-                 detail::rank_prefix().c_str(), what, age_of(since));
-  };
   if (agent) {  // a dead agent lands nothing more: this PE takes no more data, so it counts as dead
     failed_pe = me;
     agent->check_alive();
