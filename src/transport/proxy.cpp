@@ -138,7 +138,6 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
   st_ = std::make_unique<State>(host_fifo_, settings::get("NVST_PROXY_TRACE").value_or(""));
   State& s = *st_;
   s.transport = transport_.get();
-  s.cuda_call = &cuda_call_;
   s.control = control_;
   s.timeout_s = timeout_s;
   s.layout = layout;
@@ -184,7 +183,6 @@ Proxy::Proxy(Bootstrap& boot, char* heap, std::size_t heap_bytes, int device, do
     s.agent = agent_.get();
   }
   debug_ = settings::get("NVST_PROXY_DEBUG").value_or("0") != "0";
-  cuda_call_.set_accounting(debug_);
   transport_->provider_calls().set_accounting(debug_);
   thread_ = std::thread([this] { run(); });
   watchdog_ = std::thread([this] { watch(); });
@@ -240,11 +238,9 @@ Proxy::~Proxy() {
     const CallWatch& prov = transport_->provider_calls();
     std::fprintf(stderr,
                  "%sproxy: finished; the provider refused %llu posts (FI_EAGAIN), at most %d in flight; of %.3f s "
-                 "the thread ran, %.3f s in %llu provider calls, %.3f s in %llu CUDA calls; inbox pieces posted "
-                 "%llu, taken in %llu\n",
+                 "the thread ran, %.3f s in %llu provider calls; inbox pieces posted %llu, taken in %llu\n",
                  detail::rank_prefix().c_str(), static_cast<unsigned long long>(transport_->refused()),
                  st_->max_in_flight, ran, prov.total_s(), static_cast<unsigned long long>(prov.calls()),
-                 cuda_call_.total_s(), static_cast<unsigned long long>(cuda_call_.calls()),
                  static_cast<unsigned long long>(st_->pieces_posted),
                  static_cast<unsigned long long>(st_->pieces_taken));
   }

@@ -199,16 +199,11 @@ class Proxy final : private detail::ProxyHelper {
   std::atomic<bool> exited_{false};                // run() has returned
   bool left_behind_ = false;                       // stop() detached a thread that still runs
   std::chrono::steady_clock::time_point started_;  // when run() began (NVST_PROXY_DEBUG's time split)
-  // The proxy's CUDA calls on the data path (GPU heaps) wait while another
-  // thread's call holds the driver, and one case never ends (docs/09: a
-  // pageable copy queued behind a kernel that waits on this proxy). The
-  // proxy thread says which call it is in since when (0: none); the watchdog
-  // thread reports one that took longer than kStuckCudaCallS, naming that
-  // cause, before the kernels' timeout reports only a missing signal. The
-  // same thread fails the proxy when a provider call has not returned for
-  // 0.8 x NVST_TIMEOUT_S (fabric::Transport::provider_call).
-  static constexpr double kStuckCudaCallS = 3.0;
-  CallWatch cuda_call_;
+  // The watchdog thread fails the proxy when a provider call has not
+  // returned for 0.8 x NVST_TIMEOUT_S (fabric::Transport::provider_call).
+  // (The proxy thread makes no CUDA call on the data path: producers stage,
+  // the copy agent lands.) A landing older than kStuckCopyS is reported.
+  static constexpr double kStuckCopyS = 3.0;
   std::thread watchdog_;
   std::mutex watchdog_mu_;  // with watchdog_cv_: the destructor wakes it at once
   std::condition_variable watchdog_cv_;

@@ -193,8 +193,7 @@ struct Proxy::State {
   using Clock = std::chrono::steady_clock;
   // What the phases use of their proxy.
   fabric::Transport* transport = nullptr;
-  CallWatch* cuda_call = nullptr;  // marks the CUDA calls on the data path, all landing ones (Proxy::watch)
-  char* control = nullptr;         // the control region: inboxes and acks
+  char* control = nullptr;  // the control region: inboxes and acks
   double timeout_s = 0;
   proxy_impl::ControlLayout layout;
   bool gpu = false;            // a GPU heap: the copy agent lands inbox pieces

@@ -20,7 +20,6 @@ bool Proxy::stuck_in_provider(CallWatch::Snapshot& call) const {
 }
 
 void Proxy::watch() {
-  std::int64_t reported = 0;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(watchdog_mu_);
@@ -37,22 +36,6 @@ void Proxy::watch() {
                           " may be dead (libfabric's shm provider waits for good on a lock a killed peer held)"),
            true, call.pe);
     }
-    if (device_ < 0) continue;
-    const CallWatch::Snapshot cuda = cuda_call_.snapshot();
-    if (!cuda.inside() || cuda.since_ns == reported) continue;
-    const double stuck_s = cuda.age_s();
-    if (stuck_s < kStuckCudaCallS) continue;
-    reported = cuda.since_ns;
-    const char* what = cuda.what;
-    std::fprintf(stderr,
-                 "%sproxy: stuck for %.1f s in a CUDA call (%s): another CUDA call of this process holds the "
-                 "driver, waiting for a kernel that waits on this proxy, which cannot finish while the proxy is "
-                 "stuck. Usually that is a copy to pageable host memory (torch's .cpu(), cudaMemcpy into a "
-                 "std::vector) queued behind such a kernel, a cudaMalloc or cudaFree meanwhile, or the first launch "
-                 "of a kernel whose module CUDA loads lazily (CUDA_MODULE_LOADING=LAZY, the default). Copy into "
-                 "pinned memory, allocate or synchronize first, or set CUDA_MODULE_LOADING=EAGER "
-                 "(docs/09-expert-parallel.md)\n",
-                 detail::rank_prefix().c_str(), stuck_s, what ? what : "?");
   }
 }
 
@@ -91,7 +74,7 @@ void Proxy::State::check_ages() {
   auto age_of = [](Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); };
   // The agent's landing copies take microseconds; one still running after
   // seconds is said once per piece (the GPU's copy engines are held).
-  const double stalled_after = std::min(kStuckCudaCallS, limit);
+  const double stalled_after = std::min(kStuckCopyS, limit);
   if (agent) {  // a dead agent lands nothing more: this PE takes no more data, so it counts as dead
     failed_pe = me;
     agent->check_alive();
