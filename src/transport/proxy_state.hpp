@@ -17,8 +17,6 @@
 // thread doing its work: proxy_help.cpp) touches a State.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -296,7 +294,7 @@ struct Proxy::State {
   proxy::Consumer* blocked_fifo = nullptr;
   std::uint64_t blocked_ticket = 0;
   Clock::time_point last_age_check = Clock::now();
-  Clock::time_point copy_stall_reported{};  // the stalled copy last reported (report_copy_stalled)
+  Clock::time_point copy_stall_reported{};  // the landing last reported as stalled (check_ages)
   Clock::time_point last_debug = Clock::now();
   std::vector<fabric::Completion> completions;
   int failed_pe = -1;  // the PE a failure thrown from a round blames (-1: none)
