@@ -114,13 +114,8 @@ def _prologue(fn: str, group: Any, tensors: Sequence[tuple[str, torch.Tensor]]) 
 
 
 def _done(async_op: bool) -> Work | None:
-    """Across nodes the collective waits on the proxy: like ep.Buffer
-    (_settle), wait for it here, outside graph capture. A copy to pageable
-    memory that the caller queued behind it would hold the driver, which the
-    proxy's own copies need: a deadlock until the device timeout (docs/09).
-    So across nodes async_op=True returns a Work that is already done."""
-    if _nvst.n_pes() != _nvst.team_n_pes(_nvst.TEAM_NODE) and not torch.cuda.is_current_stream_capturing():
-        torch.cuda.current_stream().synchronize()
+    """What a collective returns: a Work ordered after it on the current
+    stream when async_op, else None."""
     return Work() if async_op else None
 
 

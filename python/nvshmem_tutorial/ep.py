@@ -465,18 +465,6 @@ class Buffer:
             self._comm.wait_stream(compute)
         return compute
 
-    def _settle(self, work):
-        """Across nodes, waits for `work` (an event or a stream) to finish.
-        Known limitation: while a kernel waits for the proxy, a copy into
-        pageable host memory queued behind it (x.cpu() after
-        event.current_stream_wait()) holds the CUDA driver until that kernel
-        ends, and the proxy's own CUDA calls wait for the driver: a deadlock,
-        ended by NVST_DEVICE_TIMEOUT_S (docs/09). Waiting here costs the
-        overlap, not correctness. Not under graph capture: a replay is the
-        caller's to order."""
-        if self._num_nodes > 1 and not torch.cuda.is_current_stream_capturing():
-            (torch.cuda.current_stream() if work is None else work).synchronize()
-
     def _raw(self, stream):
         """The int the compiled module takes for `stream` (None: the caller's
         current stream on this PE's GPU, read without building a
@@ -486,7 +474,6 @@ class Buffer:
     def _finish(self, compute, async_finish, tensors):
         event = torch.cuda.Event()
         event.record(self._comm)
-        self._settle(event)
         if not async_finish:  # the caller's stream waits: its later reuse of them is ordered
             compute.wait_event(event)
             return EventOverlap(None)
@@ -605,11 +592,6 @@ class Buffer:
                                     config.threads_per_block, self._comm.cuda_stream)
         R = out["num_recv_tokens"]
         W = num_worst_tokens or R  # rows of the outputs
-        if W > R:
-            # Across nodes, wait for the dispatch before the padding's fill_:
-            # a kernel torch loads at its first use, it held the driver while
-            # the dispatch waited on the proxy (docs/09).
-            self._settle(self._comm)
         if R > W:  # the dispatch may still read x: let it finish before the caller can free it
             self._comm.synchronize()
             _fail(fn, f"this rank received {R} tokens, more than num_worst_tokens {num_worst_tokens}")
@@ -819,11 +801,6 @@ class Buffer:
         x_at, idx_at = x.data_ptr(), topk_idx.data_ptr()
         index = ll.low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags, self._raw(stream),
                                1 if return_recv_hook else 0, -1, wait_stats)
-        # At once, before anything else is launched: the statistics' add_ below,
-        # at its first use a lazily loaded kernel, stalled the proxy's CUDA calls
-        # while this kernel waited on the proxy (docs/09).
-        if self._num_nodes > 1:
-            self._settle(stream)
         recv_x, recv_count, handle = self._ll_outputs(index, use_fp8, use_ue8m0)
         if stats is not None and not return_recv_hook:  # the counts, once received, on that stream
             if stream is None:
@@ -840,7 +817,6 @@ class Buffer:
         def receive():
             self._receiving(owner, fn).low_latency_dispatch(x_at, idx_at, T, H, K, num_experts, flags,
                                                    current_stream(self._device), 2, index, wait_stats)
-            self._settle(None)
             if stats is not None:
                 stats.add_(recv_count)
         return recv_x, recv_count, handle, event, receive
@@ -942,8 +918,6 @@ class Buffer:
         flags = ((1 if use_logfmt else 0) | (2 if source.dtype is torch.float16 else 0)
                  | _COMBINE_OUT_FLAGS[out_dtype])
         self._ll.low_latency_combine(*args, self._raw(stream), 1 if return_recv_hook else 0, wait_stats, flags)
-        if self._num_nodes > 1:
-            self._settle(stream)
         event = (self._finish(compute, True, [x, topk_idx, topk_weights, out, combine_wait_recv_cost_stats])
                  if async_finish else _NO_EVENT)
         if not return_recv_hook:
@@ -952,5 +926,4 @@ class Buffer:
 
         def receive():
             self._receiving(owner, fn).low_latency_combine(*args, current_stream(self._device), 2, wait_stats, flags)
-            self._settle(None)
         return out, event, receive

@@ -7,13 +7,8 @@ every rank from the ranks' seeds). test_stall_gpu.py runs it with 2 ranks
 on logical nodes of their own (NVST_NODE_SIZE=1) and fails on a stall
 report of the proxy in the output.
 
-NVST_TEST_WITHOUT_SETTLE=1 runs the Buffer without its own cross-node
-synchronisation (ep.Buffer._settle made a no-op): what the Buffer will do
-once the data path needs it no more.
-
     NVST_NODE_SIZE=1 NVST_TEST_SHARE_GPUS=1 torchrun --nproc_per_node=2 tests/python/stall_job.py
 """
-import os
 import sys
 import time
 
@@ -26,8 +21,6 @@ from job_checks import start_job
 LIMIT_S = 5.0
 RANK, WORLD, DEV, CHECKS = start_job()
 nt.init_from_torch()
-if os.environ.get("NVST_TEST_WITHOUT_SETTLE") == "1":
-    deep_ep.Buffer._settle = lambda self, work: None
 T, H, K = 64, 512, 4
 E = 4 * WORLD
 EL = E // WORLD

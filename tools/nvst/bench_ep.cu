@@ -451,14 +451,6 @@ class EpBench {
     }
     return max_over_pes(median(us));
   }
-  // Across nodes, a copy-engine operation (a cudaMemcpyAsync D2D, a
-  // cudaMemsetAsync, a copy into pageable memory) queued on s_ behind a
-  // kernel that waits on the proxy stalled the proxy's own staging and
-  // landing copies on both PEs until the device timeout (2x H200,
-  // every time at the same call): wait for the kernels first (docs/09).
-  void settle_before_copy_engine() {
-    if (nvst::team_n_pes(nvst::Team::kNode) < n_) NVST_CHECK_CUDA(cudaStreamSynchronize(s_));
-  }
   double max_over_pes(double v) {
     auto all = nvst::bootstrap_allgather(&v, sizeof(v));
     double m = 0;
@@ -474,7 +466,6 @@ class EpBench {
   // Wrong values over all PEs: `count` launches, on s_, kernels that add
   // this PE's to the counter it is given.
   long long wrong_on_all_pes(const std::function<void(unsigned long long*)>& count) {
-    settle_before_copy_engine();  // the call being checked may still wait on the proxy
     NVST_CHECK_CUDA(cudaMemsetAsync(wrong_, 0, sizeof(*wrong_), s_));
     count(wrong_);
     NVST_CHECK_LAUNCH();
@@ -680,7 +671,6 @@ void EpBench::normal(const Case& c) {
   in.x_scales = nullptr;
   in.x_type = XType::kBF16;
   out = buf.dispatch(in, h, cfg, s_);
-  settle_before_copy_engine();
   NVST_CHECK_CUDA(cudaMemcpyAsync(y, out.recv_x, static_cast<std::size_t>(recv) * row2, cudaMemcpyDeviceToDevice, s_));
   const std::string op = std::string("combine_bf16") + tag;
   progress(op + " nccl");
@@ -785,7 +775,6 @@ void EpBench::low_latency(const Case& c) {
   // handing back what they received (check_ll_combine).
   auto combine_wrong = [&](bool logfmt) {
     const auto d = buf.low_latency_dispatch(in, s_);
-    settle_before_copy_engine();
     NVST_CHECK_CUDA(cudaMemcpyAsync(y, d.recv_x, packed * 2, cudaMemcpyDeviceToDevice, s_));
     if (logfmt) quarter_bf16<<<264, 256, 0, s_>>>(y, packed);
     NVST_CHECK_LAUNCH();

@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from .. import _nvst
-from ..tensors import DTYPE_NAMES, alloc_tensor, current_stream, nvshmem_free_tensor, via_proxy
+from ..tensors import DTYPE_NAMES, alloc_tensor, current_stream, nvshmem_free_tensor
 
 
 def require_runtime(fn: str) -> None:
@@ -130,16 +130,6 @@ class Communicator:
         if self.rank < 0:
             raise ValueError("nvshmem_tutorial.training.Communicator: this PE is not a member of the team")
         self.gpu = _nvst.device() >= 0
-        members = [_nvst.team_translate_pe(self.team, i) for i in range(self.world)]
-        self.spans_nodes = any(via_proxy(p) for p in members if p != _nvst.my_pe())
-
-    def settle(self) -> None:
-        """Across nodes a GPU collective waits on the proxy, whose copies a
-        pageable copy queued behind it would block (nvshmem_tutorial.distributed
-        waits here for the same reason): wait for the stream, outside graph
-        capture."""
-        if self.gpu and self.spans_nodes and not torch.cuda.is_current_stream_capturing():
-            torch.cuda.current_stream().synchronize()
 
     @property
     def device(self) -> torch.device:
@@ -159,7 +149,6 @@ class Communicator:
         dt = self._check("all_reduce", t)
         if self.gpu:
             _nvst.coll.all_reduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, "sum", current_stream(), self.team)
-            self.settle()
         elif t.numel():
             a = t.numpy()
             _nvst.all_reduce(a, a, "sum", self.team)
@@ -173,7 +162,6 @@ class Communicator:
         if self.gpu:
             _nvst.coll.reduce_scatter(inp.data_ptr(), out.data_ptr(), out.numel(), dt, "sum", current_stream(),
                                       self.team)
-            self.settle()
         elif out.numel():
             _nvst.reduce_scatter(inp.numpy(), out.numpy(), "sum", self.team)
 
@@ -185,7 +173,6 @@ class Communicator:
                              f"it needs {self.world} x {inp.numel()}")
         if self.gpu:
             _nvst.coll.all_gather(inp.data_ptr(), out.data_ptr(), inp.numel(), dt, current_stream(), self.team)
-            self.settle()
         elif inp.numel():
             _nvst.all_gather(inp.numpy(), out.numpy(), self.team)
 
@@ -195,7 +182,6 @@ class Communicator:
             raise ValueError(f"nvshmem_tutorial.training.broadcast: root {root} out of range [0, {self.world})")
         if self.gpu:
             _nvst.coll.broadcast(t.data_ptr(), t.data_ptr(), t.numel(), dt, root, current_stream(), self.team)
-            self.settle()
         elif t.numel():
             _nvst.broadcast(t.numpy(), root, self.team)
 

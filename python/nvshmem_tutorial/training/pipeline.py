@@ -19,16 +19,11 @@ class _Channel:
     counts arrivals; the receiver returns a credit to the sender's credit
     word for that slot once it has copied the message out. Before its
     (u + 1)-th use of a slot the sender waits for u credits, so no message
-    overwrites one not yet read. On GPUs every wait is on the stream.
+    overwrites one not yet read. On GPUs every wait is on the stream."""
 
-    settle: called after each wait, before the channel queues its copy
-    (Communicator.settle: across nodes a copy queued behind the waiting
-    kernel would hold up the proxy's own copies, docs/status.md)."""
-
-    def __init__(self, slots: int, numel: int, dtype: torch.dtype, what: str, settle: Callable[[], None]):
+    def __init__(self, slots: int, numel: int, dtype: torch.dtype, what: str):
         self.slots = slots
         self.numel = numel
-        self.settle = settle
         self.recv_buf = SymmetricTensor(slots * numel, dtype, f"pipeline {what} slots")
         self.send_buf = SymmetricTensor(slots * numel, dtype, f"pipeline {what} send staging")
         self.data = SymmetricTensor(slots, torch.int64, f"pipeline {what} data signals")
@@ -40,7 +35,6 @@ class _Channel:
                              f"activations of {self.numel} elements (activation_shape)")
         slot, use = index % self.slots, index // self.slots
         self.credit.wait_at_least(slot, use)
-        self.settle()
         stage = self.send_buf.tensor[slot * self.numel:(slot + 1) * self.numel]
         stage.copy_(t.reshape(-1))  # the put reads symmetric memory (the proxy needs it across nodes)
         self.recv_buf.put_signal(slot * self.numel, stage, self.data, slot, pe)
@@ -48,7 +42,6 @@ class _Channel:
     def recv(self, index: int, pe: int, out: torch.Tensor) -> None:
         slot, use = index % self.slots, index // self.slots
         self.data.wait_at_least(slot, use + 1)
-        self.settle()
         out.reshape(-1).copy_(self.recv_buf.tensor[slot * self.numel:(slot + 1) * self.numel])
         self.credit.signal_add(slot, pe)
 
@@ -114,8 +107,8 @@ class PipelineEngine:
         numel = 1
         for s in self.activation_shape:
             numel *= s
-        self._act = _Channel(slots, numel, dtype, "activation", self.comm.settle)
-        self._grad = _Channel(slots, numel, dtype, "gradient", self.comm.settle)
+        self._act = _Channel(slots, numel, dtype, "activation")
+        self._grad = _Channel(slots, numel, dtype, "gradient")
         self.comm.barrier()
 
     @staticmethod
