@@ -253,3 +253,17 @@ def test_seed_bootstrap_forms_start_a_job():
         nt.init_with_unique_id(uid, 2, 2, False)
     with pytest.raises(TypeError, match="low_latency_mode"):
         nt.init_with_unique_id(uid, 0, 1, "no")
+
+
+def test_package_holds_every_module_of_the_source_tree():
+    """The package imported (the build tree's, or an installed one) has every
+    .py of python/nvshmem_tutorial: a module missing there runs from a wheel
+    but fails at import from the build."""
+    import pathlib
+
+    source = pathlib.Path(__file__).resolve().parents[2] / "python" / "nvshmem_tutorial"
+    built = pathlib.Path(nt.__file__).resolve().parent
+    want = {p.relative_to(source) for p in source.rglob("*.py")}
+    have = {p.relative_to(built) for p in built.rglob("*.py")}
+    assert want, f"no modules found under {source}"
+    assert not want - have, f"missing from {built}: {sorted(map(str, want - have))}"
