@@ -228,8 +228,8 @@ void launch_signal_wait_until(std::uint64_t* sig, int cmp, std::uint64_t value, 
 const void* a_kernel_of_this_module() { return reinterpret_cast<const void*>(&barrier_all_kernel); }
 
 void preload_runtime_kernels() {
-  // The proxy launches signal_add while user kernels spin waiting for that
-  // very signal; a receiver's wait kernel is running when the host API
+  // The copy agent launches signal_add while user kernels spin waiting for
+  // that very signal; a receiver's wait kernel is running when the host API
   // enqueues the credit signal behind it.
   preload_kernels({reinterpret_cast<const void*>(signal_add_kernel), reinterpret_cast<const void*>(signal_op_kernel),
                    reinterpret_cast<const void*>(putmem_signal_block_kernel),

@@ -11,12 +11,13 @@
 // earlier kernel's blocks from starting. Both calls are no-ops for kernels
 // launched without the attribute, and CUDA graphs keep the edge.
 //
-// A kernel that waits on the proxy (work across nodes) must not call
-// allow_next_kernel: the proxy launches small kernels of its own (staging
-// copies, signal additions) that need room on the SMs, and the next
-// kernel's waiting blocks could take it, so that the proxy never finishes
-// what the kernel waits for (the collective suite across logical
-// nodes once hung so).
+// A kernel that waits on the proxy (work across nodes) does not call
+// allow_next_kernel. While the proxy thread launched small kernels of its
+// own (staging copies, signal additions), the next kernel's waiting blocks
+// could take their room on the SMs, so that the proxy never finished what
+// the kernel waited for (the collective suite across logical nodes once
+// hung so). The copy agent now makes those launches in its own context;
+// early launches across nodes stay off until a run there shows them safe.
 #pragma once
 
 #include <cuda_runtime.h>
