@@ -363,8 +363,7 @@ class Buffer:
         self._device = _nvst.device()
         self._zero_copy_x = {}  # buffer set -> get_next_low_latency_combine_buffer's tensor
         self._comm = torch.cuda.Stream()
-        # Across nodes every call waits for its kernels before returning:
-        # see _finish.
+        # Nodes the job spans: the layout counts tokens per node across them.
         self._num_nodes = _nvst.n_pes() // _nvst.team_n_pes(_nvst.TEAM_NODE)
 
     # ---- DeepEP's static helpers ------------------------------------------------
