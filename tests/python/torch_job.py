@@ -61,10 +61,13 @@ def same(a, b, what):
         raise AssertionError(f"{what}: {wrong} bytes differ")
 
 
-def raises(exc, fn, what):
+def raises(exc, fn, what, says=None):
+    """fn() raises exc, whose message holds `says` when given."""
     try:
         fn()
-    except exc:
+    except exc as e:
+        if says is not None and says not in str(e):
+            raise AssertionError(f"{what}: the message does not say {says!r}: {e}") from e
         return
     raise AssertionError(f"{what}: no {exc.__name__} raised")
 
@@ -534,6 +537,28 @@ def _():
            "use_ue8m0 without round_scale")
     raises(TypeError, lambda: buf.low_latency_dispatch(x, idx, M, E, dispatch_wait_recv_cost_stats=wait_d.int()),
            "int32 wait statistics")
+    # Bad inputs are refused on the caller before anything is launched, each
+    # naming what is wrong (every rank makes the same calls).
+    for bad_x, bad_idx, exc, says, what in [
+            (x.float(), idx, TypeError, "x has dtype", "float32 x"),
+            (x[None], idx, ValueError, "x must be [T, H]", "3-D x"),
+            (x, idx.int(), TypeError, "topk_idx has dtype", "int32 topk_idx"),
+            (x, idx[:, :, None], ValueError, "topk_idx [T, K]", "3-D topk_idx"),
+            (x[:-1], idx, ValueError, "x must be [T, H]", "x and topk_idx of different T"),
+            (x.cpu(), idx, ValueError, "x is on cpu", "x on the CPU"),
+            (None, idx, TypeError, "x must be a torch.Tensor", "x not a tensor")]:
+        raises(exc, lambda: buf.low_latency_dispatch(bad_x, bad_idx, M, E), f"dispatch: {what}", says)
+    recv_x, _, handle, _, _ = buf.low_latency_dispatch(x, idx, M, E, use_fp8=False)
+    for bad_y, bad_w, out, exc, says, what in [
+            (torch.zeros((El, 1, H), dtype=torch.bfloat16, device=DEV), w, None, ValueError, "x must be [",
+             "x of another shape"),
+            (recv_x.float(), w, None, TypeError, "x has dtype", "float32 x"),
+            (recv_x, w[:, 1:].contiguous(), None, ValueError, "topk_weights must both be", "weights of another shape"),
+            (recv_x, w.double(), None, TypeError, "topk_weights has dtype", "float64 weights"),
+            (recv_x, w, torch.empty((1, H), dtype=torch.bfloat16, device=DEV), ValueError, "out must be [",
+             "out of another shape"),
+            (recv_x, w, [], TypeError, "out must be a torch.Tensor", "out not a tensor")]:
+        raises(exc, lambda: buf.low_latency_combine(bad_y, idx, bad_w, handle, out=out), f"combine: {what}", says)
     # LogFMT combine (through the receive hook): expert outputs x / 8 (under
     # 1, so every group is compressed) against the exact sum, within 2.2 %
     # of the terms' magnitudes plus bf16 rounding, and not all exact.
