@@ -31,15 +31,17 @@ int bench_host(const BenchOptions& o) {
   Report report;
   report.label = o.label;
   using clock = std::chrono::steady_clock;
+  // One timed sample: us per op over iters ops, every PE starting together.
+  auto sample_us = [&](auto&& op) {
+    nvst::bootstrap_barrier();
+    const auto t0 = clock::now();
+    for (int i = 0; i < o.iters; ++i) op();
+    return std::chrono::duration<double, std::micro>(clock::now() - t0).count() / o.iters;
+  };
   auto time_us = [&](auto&& op) {
     for (int i = 0; i < o.warmup; ++i) op();
     std::vector<double> samples;
-    for (int s = 0; s < o.samples; ++s) {
-      nvst::bootstrap_barrier();
-      auto t0 = clock::now();
-      for (int i = 0; i < o.iters; ++i) op();
-      samples.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() / o.iters);
-    }
+    for (int s = 0; s < o.samples; ++s) samples.push_back(sample_us(op));
     double t = median(samples);
     nvst::bootstrap_broadcast(&t, sizeof(t), 0);
     return t;
@@ -55,10 +57,7 @@ int bench_host(const BenchOptions& o) {
     std::vector<double> mine, theirs;
     for (int s = 0; s < o.samples; ++s) {
       for (int i = 0; i < o.warmup; ++i) op();
-      nvst::bootstrap_barrier();
-      auto t0 = clock::now();
-      for (int i = 0; i < o.iters; ++i) op();
-      mine.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() / o.iters);
+      mine.push_back(sample_us(op));
       theirs.push_back(raw_sample());
     }
     double m[2] = {median(mine), median(theirs)};
