@@ -30,7 +30,7 @@ import torch
 import torch.distributed as tdist
 
 from . import _nvst
-from .tensors import DTYPE_NAMES, check_tensor, current_stream, nvst_group, require_initialized
+from .tensors import DTYPE_CODES, DTYPE_NAMES, check_tensor, current_stream, nvst_group, require_initialized
 
 
 class ReduceOp:
@@ -48,7 +48,16 @@ _TORCH_OPS = [
     (tdist.ReduceOp.MIN, "min"),
     (tdist.ReduceOp.PRODUCT, "prod"),
 ]
-_OP_CODES = {"sum": 0, "max": 1, "min": 2, "prod": 3}
+# Reductions as the compiled module's codes: our names, and torch's ops
+# where they can be dict keys (others go through _op_name).
+_OP_CODES: dict[Any, int] = dict(_nvst.coll.OPS)
+for _op, _name in _TORCH_OPS:
+    try:
+        _OP_CODES[_op] = _nvst.coll.OPS[_name]
+    except TypeError:
+        pass
+
+
 class Work:
     """What async_op=True returns: the collective is already ordered on the
     current stream; wait() makes the then-current stream wait for it."""
@@ -77,7 +86,7 @@ class Work:
 
 
 def _op_name(op: Any, fn: str) -> str:
-    if isinstance(op, str) and op in _OP_CODES:
+    if isinstance(op, str) and op in _nvst.coll.OPS:
         return op
     for torch_op, name in _TORCH_OPS:
         try:
@@ -88,29 +97,40 @@ def _op_name(op: Any, fn: str) -> str:
     raise ValueError(f"nvshmem_tutorial.distributed.{fn}: op {op!r} is not SUM, MAX, MIN or PRODUCT")
 
 
-def _prologue(fn: str, group: Any, tensors: Sequence[tuple[str, torch.Tensor]]) -> tuple[str, int]:
-    """(dtype name, this PE's GPU) of a collective's tensors: CUDA tensors
-    on this PE's GPU, contiguous, of one supported dtype. The good case is
-    one pass over them; only a bad call goes through the checks that say
-    what is wrong."""
-    device = _nvst.device() if _nvst.initialized() else -1
-    if device >= 0 and (group is None or group is tdist.group.WORLD or group is nvst_group()):
-        dtype = tensors[0][1].dtype
-        name = DTYPE_NAMES.get(dtype)
-        for _, t in tensors:
-            if not (isinstance(t, torch.Tensor) and t.dtype is dtype and t.get_device() == device
-                    and t.is_contiguous()):
-                name = None
-        if name is not None:
-            return name, device
+def _op_code(op: Any, fn: str) -> int:
+    """The compiled module's code of a reduction (a dict lookup in the good case)."""
+    try:
+        code = _OP_CODES.get(op)
+    except TypeError:  # unhashable: said by _op_name
+        code = None
+    return code if code is not None else _nvst.coll.OPS[_op_name(op, fn)]
+
+
+def _prologue(fn: str, group: Any, names: tuple[str, ...], *tensors: torch.Tensor) -> tuple[int, int]:
+    """(dtype code, this PE's GPU) of a collective's tensors (`names`: theirs,
+    for the errors): CUDA tensors on this PE's GPU, contiguous, of one
+    supported dtype. The good case is one pass over them; only a bad call
+    goes through the checks that say what is wrong."""
+    try:
+        dtype = tensors[0].dtype
+        code = DTYPE_CODES.get(dtype)
+        device = _nvst.device()  # raises before init: said below
+        if code is not None and device >= 0 and (group is None or group is tdist.group.WORLD or group is nvst_group()):
+            for t in tensors:
+                if t.dtype is not dtype or t.get_device() != device or not t.is_contiguous():
+                    break
+            else:
+                return code, device
+    except (AttributeError, RuntimeError):
+        pass
     require_initialized(fn)
     if group is not None and group is not nvst_group() and group is not tdist.group.WORLD:
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: only the group the job was joined from "
                          "(init_from_torch's) is supported")
-    for name, t in tensors:
+    for name, t in zip(names, tensors):
         check_tensor(t, fn, name, DTYPE_NAMES)
     raise TypeError(f"nvshmem_tutorial.distributed.{fn}: tensors have different dtypes "
-                    + ", ".join(f"{n}={t.dtype}" for n, t in tensors))
+                    + ", ".join(f"{n}={t.dtype}" for n, t in zip(names, tensors)))
 
 
 def _done(async_op: bool) -> Work | None:
@@ -133,10 +153,9 @@ def all_reduce(tensor: torch.Tensor, op: Any = ReduceOp.SUM, group: Any = None, 
     Returns:
         A Work when async_op, else None.
     """
-    dt, dev = _prologue("all_reduce", group, [("tensor", tensor)])
-    name = _op_name(op, "all_reduce")
+    dt, dev = _prologue("all_reduce", group, ("tensor",), tensor)
     p = tensor.data_ptr()
-    _nvst.coll.all_reduce(p, p, tensor.numel(), dt, name, current_stream(dev))
+    _nvst.coll.all_reduce(p, p, tensor.numel(), dt, _op_code(op, "all_reduce"), current_stream(dev))
     return _done(async_op)
 
 
@@ -155,7 +174,7 @@ def all_gather_into_tensor(
         A Work when async_op, else None.
     """
     fn = "all_gather_into_tensor"
-    dt, dev = _prologue(fn, group, [("output_tensor", output_tensor), ("input_tensor", input_tensor)])
+    dt, dev = _prologue(fn, group, ("output_tensor", "input_tensor"), output_tensor, input_tensor)
     n = _nvst.n_pes()
     if output_tensor.numel() != n * input_tensor.numel():
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: output_tensor has {output_tensor.numel()} elements; "
@@ -181,13 +200,13 @@ def reduce_scatter_tensor(
         A Work when async_op, else None.
     """
     fn = "reduce_scatter_tensor"
-    dt, dev = _prologue(fn, group, [("output", output), ("input", input)])
-    name = _op_name(op, fn)
+    dt, dev = _prologue(fn, group, ("output", "input"), output, input)
+    op_code = _op_code(op, fn)
     n = _nvst.n_pes()
     if input.numel() != n * output.numel():
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input has {input.numel()} elements; "
                          f"it needs world size {n} x {output.numel()}")
-    _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, name, current_stream(dev))
+    _nvst.coll.reduce_scatter(input.data_ptr(), output.data_ptr(), output.numel(), dt, op_code, current_stream(dev))
     return _done(async_op)
 
 
@@ -203,7 +222,7 @@ def broadcast(tensor: torch.Tensor, src: int, group: Any = None, async_op: bool 
     Returns:
         A Work when async_op, else None.
     """
-    dt, dev = _prologue("broadcast", group, [("tensor", tensor)])
+    dt, dev = _prologue("broadcast", group, ("tensor",), tensor)
     n = _nvst.n_pes()
     if not 0 <= src < n:
         raise ValueError(f"nvshmem_tutorial.distributed.broadcast: src {src} out of range [0, {n})")
@@ -251,7 +270,7 @@ def all_to_all_single(
         A Work when async_op, else None.
     """
     fn = "all_to_all_single"
-    dt, dev = _prologue(fn, group, [("output", output), ("input", input)])
+    dt, dev = _prologue(fn, group, ("output", "input"), output, input)
     n = _nvst.n_pes()
     if input.dim() == 0 or output.dim() == 0:
         raise ValueError(f"nvshmem_tutorial.distributed.{fn}: input and output need at least one dimension")

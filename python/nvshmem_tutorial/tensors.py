@@ -26,6 +26,9 @@ DTYPE_NAMES = {
     torch.int64: "int64",
 }
 
+# The same dtypes as the codes the compiled collectives take.
+DTYPE_CODES = {dtype: _nvst.coll.DTYPES[name] for dtype, name in DTYPE_NAMES.items()}
+
 _state = {"group": None}
 _allocations: set[int] = set()  # base addresses of live nvshmem_alloc_tensor results
 

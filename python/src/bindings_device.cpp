@@ -98,13 +98,19 @@ py::capsule dlpack_bytes(std::uintptr_t addr, std::int64_t nbytes, py::object ow
   });
 }
 
-nvst::coll::DType dtype_named(const std::string& name) {
-  if (name == "float32") return nvst::coll::DType::kF32;
-  if (name == "bfloat16") return nvst::coll::DType::kBF16;
-  if (name == "float16") return nvst::coll::DType::kF16;
-  if (name == "int32") return nvst::coll::DType::kI32;
-  if (name == "int64") return nvst::coll::DType::kI64;
-  throw py::type_error("nvshmem_tutorial: dtype " + name + " is not one of float32, bfloat16, float16, int32, int64");
+// A collective's dtype and reduction cross from Python as the codes in
+// coll.DTYPES and coll.OPS (ints: a call converts no strings).
+nvst::coll::DType dtype_of(int code) {
+  if (code < 0 || code > static_cast<int>(nvst::coll::DType::kI64))
+    throw py::value_error("nvshmem_tutorial: dtype code " + std::to_string(code) +
+                          " is not one of coll.DTYPES' (float32, bfloat16, float16, int32, int64)");
+  return static_cast<nvst::coll::DType>(code);
+}
+nvst::coll::RedOp redop_of(int code) {
+  if (code < 0 || code > static_cast<int>(nvst::coll::RedOp::kProd))
+    throw py::value_error("nvshmem_tutorial: reduction code " + std::to_string(code) +
+                          " is not one of coll.OPS' (sum, max, min, prod)");
+  return static_cast<nvst::coll::RedOp>(code);
 }
 
 }  // namespace
@@ -215,12 +221,18 @@ void bind_device(py::module_& m) {
 
   // Collectives on device addresses (any device memory; stream-ordered).
   py::module_ c = m.def_submodule("coll", "Collectives on device addresses (the torch layer calls these).");
+  py::dict dtypes, ops;
+  for (int i = 0; i <= static_cast<int>(nvst::coll::DType::kI64); ++i)
+    dtypes[nvst::coll::dtype_name(static_cast<nvst::coll::DType>(i))] = i;
+  for (int i = 0; i <= static_cast<int>(nvst::coll::RedOp::kProd); ++i)
+    ops[nvst::coll::redop_name(static_cast<nvst::coll::RedOp>(i))] = i;
+  c.attr("DTYPES") = dtypes;  // name -> the code the calls below take
+  c.attr("OPS") = ops;
   c.def(
       "all_reduce",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, const std::string& op,
-         std::uintptr_t stream, int team) {
-        const auto t = dtype_named(dtype);
-        const auto o = op_of(op);
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int op, std::uintptr_t stream, int team) {
+        const auto t = dtype_of(dtype);
+        const auto o = redop_of(op);
         py::gil_scoped_release nogil;
         nvst::coll::all_reduce(as<>(in), as<>(out), count, t, o, as_stream(stream), nvst::coll::Algo::kAuto,
                                team_of(team));
@@ -229,19 +241,17 @@ void bind_device(py::module_& m) {
       py::arg("team") = 0);
   c.def(
       "all_gather",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream,
-         int team) {
-        const auto t = dtype_named(dtype);
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, std::uintptr_t stream, int team) {
+        const auto t = dtype_of(dtype);
         py::gil_scoped_release nogil;
         nvst::coll::all_gather(as<>(in), as<>(out), count, t, as_stream(stream), team_of(team));
       },
       py::arg("input"), py::arg("output"), py::arg("count"), py::arg("dtype"), py::arg("stream"), py::arg("team") = 0);
   c.def(
       "reduce_scatter",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, const std::string& op,
-         std::uintptr_t stream, int team) {
-        const auto t = dtype_named(dtype);
-        const auto o = op_of(op);
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int op, std::uintptr_t stream, int team) {
+        const auto t = dtype_of(dtype);
+        const auto o = redop_of(op);
         py::gil_scoped_release nogil;
         nvst::coll::reduce_scatter(as<>(in), as<>(out), count, t, o, as_stream(stream), team_of(team));
       },
@@ -249,9 +259,9 @@ void bind_device(py::module_& m) {
       py::arg("team") = 0);
   c.def(
       "broadcast",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, int root,
-         std::uintptr_t stream, int team) {
-        const auto t = dtype_named(dtype);
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, int root, std::uintptr_t stream,
+         int team) {
+        const auto t = dtype_of(dtype);
         py::gil_scoped_release nogil;
         nvst::coll::broadcast(as<>(in), as<>(out), count, t, root, as_stream(stream), team_of(team));
       },
@@ -266,9 +276,8 @@ void bind_device(py::module_& m) {
       py::arg("stream"), py::arg("team") = 0);
   c.def(
       "all_to_all",
-      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, const std::string& dtype, std::uintptr_t stream,
-         int team) {
-        const auto t = dtype_named(dtype);
+      [](std::uintptr_t in, std::uintptr_t out, std::size_t count, int dtype, std::uintptr_t stream, int team) {
+        const auto t = dtype_of(dtype);
         py::gil_scoped_release nogil;
         nvst::coll::all_to_all(as<>(in), as<>(out), count, t, as_stream(stream), team_of(team));
       },
@@ -277,9 +286,9 @@ void bind_device(py::module_& m) {
   c.def(
       "all_to_allv",
       [](std::uintptr_t in, std::vector<std::size_t> send_counts, std::vector<std::size_t> send_displs,
-         std::uintptr_t out, std::vector<std::size_t> recv_counts, std::vector<std::size_t> recv_displs,
-         const std::string& dtype, std::uintptr_t stream, int team) {
-        const auto t = dtype_named(dtype);
+         std::uintptr_t out, std::vector<std::size_t> recv_counts, std::vector<std::size_t> recv_displs, int dtype,
+         std::uintptr_t stream, int team) {
+        const auto t = dtype_of(dtype);
         py::gil_scoped_release nogil;
         nvst::coll::all_to_allv(as<>(in), send_counts, send_displs, as<>(out), recv_counts, recv_displs, t,
                                 as_stream(stream), team_of(team));

@@ -172,7 +172,8 @@ def _device_layer_on_host_pes(rank):
     assert everyone == [bytes([p]) * 5 for p in range(nt.n_pes())], everyone
     errors = []
     for call in (lambda: nt._nvst.dlpack_bytes(1 << 20, 16, None),          # no GPU: no tensors
-                 lambda: nt._nvst.coll.all_reduce(0, 0, 1, "float64", "sum", 0),  # unknown dtype
+                 lambda: nt._nvst.coll.all_reduce(0, 0, 1, 9, nt._nvst.coll.OPS["sum"], 0),  # no such dtype
+                 lambda: nt._nvst.coll.all_reduce(0, 0, 1, nt._nvst.coll.DTYPES["float32"], 7, 0),  # no such op
                  lambda: nt._nvst.signal_wait_until_on_stream(0, "ge", 1, 0)):    # GPU heaps only
         try:
             call()
@@ -185,8 +186,9 @@ def _device_layer_on_host_pes(rank):
 def test_device_layer_refuses_clearly_without_a_gpu():
     for errors in nt.launch(2, _device_layer_on_host_pes):
         assert errors[0].startswith("ValueError") and "GPU" in errors[0], errors[0]
-        assert errors[1].startswith("TypeError") and "float64" in errors[1], errors[1]
-        assert errors[2].startswith("NvstError") and "GPU heap" in errors[2], errors[2]  # a RuntimeError
+        assert errors[1].startswith("ValueError") and "dtype code 9" in errors[1], errors[1]
+        assert errors[2].startswith("ValueError") and "reduction code 7" in errors[2], errors[2]
+        assert errors[3].startswith("NvstError") and "GPU heap" in errors[3], errors[3]  # a RuntimeError
 
 
 def test_unique_id_for_a_job_across_hosts():

@@ -22,7 +22,7 @@ from typing import List, Optional, Sequence
 import torch
 
 from .. import _nvst
-from ..tensors import DTYPE_NAMES, alloc_tensor, current_stream, nvshmem_free_tensor
+from ..tensors import DTYPE_CODES, DTYPE_NAMES, alloc_tensor, current_stream, nvshmem_free_tensor
 
 
 def require_runtime(fn: str) -> None:
@@ -113,6 +113,7 @@ class SymmetricTensor:
 
 
 _EMPTY = torch.empty(0, dtype=torch.uint8).numpy()
+_SUM = _nvst.coll.OPS["sum"]  # the compiled collectives' code of a sum
 
 
 class Communicator:
@@ -135,20 +136,20 @@ class Communicator:
     def device(self) -> torch.device:
         return torch.device(f"cuda:{_nvst.device()}") if self.gpu else torch.device("cpu")
 
-    def _check(self, fn: str, *tensors: torch.Tensor) -> str:
+    def _check(self, fn: str, *tensors: torch.Tensor) -> int:
         for t in tensors:
             if t.device != self.device or not t.is_contiguous() or t.dtype not in DTYPE_NAMES:
                 raise ValueError(f"nvshmem_tutorial.training.{fn}: tensors must be contiguous on {self.device} "
                                  f"with a dtype of {', '.join(map(str, DTYPE_NAMES))}; got {t.dtype} on {t.device}")
         if len({t.dtype for t in tensors}) != 1:
             raise ValueError(f"nvshmem_tutorial.training.{fn}: tensors have different dtypes")
-        return DTYPE_NAMES[tensors[0].dtype]
+        return DTYPE_CODES[tensors[0].dtype]
 
     def all_reduce(self, t: torch.Tensor) -> None:
         """t <- the sum of every member's t."""
         dt = self._check("all_reduce", t)
         if self.gpu:
-            _nvst.coll.all_reduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, "sum", current_stream(), self.team)
+            _nvst.coll.all_reduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, _SUM, current_stream(), self.team)
         elif t.numel():
             a = t.numpy()
             _nvst.all_reduce(a, a, "sum", self.team)
@@ -160,7 +161,7 @@ class Communicator:
             raise ValueError(f"nvshmem_tutorial.training.reduce_scatter: input has {inp.numel()} elements, "
                              f"it needs {self.world} x {out.numel()}")
         if self.gpu:
-            _nvst.coll.reduce_scatter(inp.data_ptr(), out.data_ptr(), out.numel(), dt, "sum", current_stream(),
+            _nvst.coll.reduce_scatter(inp.data_ptr(), out.data_ptr(), out.numel(), dt, _SUM, current_stream(),
                                       self.team)
         elif out.numel():
             _nvst.reduce_scatter(inp.numpy(), out.numpy(), "sum", self.team)
