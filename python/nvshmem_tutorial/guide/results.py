@@ -16,7 +16,10 @@ from .analyze import family
 
 
 def commit() -> str:
-    """This checkout's commit (12 hex digits), or "unknown"."""
+    """This checkout's commit (12 hex digits), or "unknown". NVST_COMMIT
+    names it where the tree is a copy without its history (scripts/bench.sh)."""
+    if os.environ.get("NVST_COMMIT"):
+        return os.environ["NVST_COMMIT"]
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         out = subprocess.run(["git", "-C", here, "rev-parse", "--short=12", "HEAD"], capture_output=True,
