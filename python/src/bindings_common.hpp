@@ -25,11 +25,10 @@ inline std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr
 // Teams cross as ints (the handle); the library checks that it exists.
 inline nvst::Team team_of(int t) { return static_cast<nvst::Team>(t); }
 
+// A reduction by the library's name of it (nvst::coll::redop_name).
 inline nvst::coll::RedOp op_of(const std::string& op) {
-  if (op == "sum") return nvst::coll::RedOp::kSum;
-  if (op == "max") return nvst::coll::RedOp::kMax;
-  if (op == "min") return nvst::coll::RedOp::kMin;
-  if (op == "prod") return nvst::coll::RedOp::kProd;
+  for (int i = 0; i <= static_cast<int>(nvst::coll::RedOp::kProd); ++i)
+    if (op == nvst::coll::redop_name(static_cast<nvst::coll::RedOp>(i))) return static_cast<nvst::coll::RedOp>(i);
   throw pybind11::value_error("nvshmem_tutorial: op '" + op + "' is not one of sum, max, min, prod");
 }
 
