@@ -444,7 +444,12 @@ __global__ void __launch_bounds__(kThreads) dispatch(LowLatencyArgs a, LowLatenc
       if (a.use_fp8) out = quantize_16(q, tid < units, in.round_scale, scale);
     }
     __syncthreads();
-    if (tid == 0 && t + static_cast<int>(gridDim.x) >= in.num_tokens)  // the block's last token
+    // The block's last token: its count, by the last warp, which holds the
+    // fewest units of a row. The release waits for the block's earlier
+    // stores, and warp 0's rows started 0.6 us later behind it (a
+    // timeline of one H200 at one PE; the call's end moved 0.05-0.1 us,
+    // as the rows' stores are bound by L2's write rate).
+    if (tid == static_cast<int>(blockDim.x) - 32 && t + static_cast<int>(gridDim.x) >= in.num_tokens)
       ll_count_block(&a.dispatch_counters->ll_claimed);
     for (int u0 = 0; u0 + (tid & ~31) < units; u0 += blockDim.x) {  // the same for the whole warp
       const int u = u0 + tid;
