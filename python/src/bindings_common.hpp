@@ -25,11 +25,27 @@ inline std::uintptr_t addr(const void* p) { return reinterpret_cast<std::uintptr
 // Teams cross as ints (the handle); the library checks that it exists.
 inline nvst::Team team_of(int t) { return static_cast<nvst::Team>(t); }
 
-// A reduction by the library's name of it (nvst::coll::redop_name).
+// The collectives' reductions and dtypes as the library names them
+// (nvst::coll::redop_name, dtype_name), in the order of their codes: the
+// one list that the name and code lookups below and coll.OPS / coll.DTYPES
+// are made from.
+constexpr int kRedOps = static_cast<int>(nvst::coll::RedOp::kProd) + 1;
+constexpr int kDTypes = static_cast<int>(nvst::coll::DType::kI64) + 1;
+inline const char* redop_name(int code) { return nvst::coll::redop_name(static_cast<nvst::coll::RedOp>(code)); }
+inline const char* dtype_name(int code) { return nvst::coll::dtype_name(static_cast<nvst::coll::DType>(code)); }
+// "a, b, c": every name, for the errors.
+template <typename Name>
+std::string names_of(int count, Name name) {
+  std::string all;
+  for (int i = 0; i < count; ++i) all += (i ? ", " : "") + std::string(name(i));
+  return all;
+}
+
+// A reduction by the library's name of it.
 inline nvst::coll::RedOp op_of(const std::string& op) {
-  for (int i = 0; i <= static_cast<int>(nvst::coll::RedOp::kProd); ++i)
-    if (op == nvst::coll::redop_name(static_cast<nvst::coll::RedOp>(i))) return static_cast<nvst::coll::RedOp>(i);
-  throw pybind11::value_error("nvshmem_tutorial: op '" + op + "' is not one of sum, max, min, prod");
+  for (int i = 0; i < kRedOps; ++i)
+    if (op == redop_name(i)) return static_cast<nvst::coll::RedOp>(i);
+  throw pybind11::value_error("nvshmem_tutorial: op '" + op + "' is not one of " + names_of(kRedOps, redop_name));
 }
 
 inline nvst::Cmp cmp_of(const std::string& c) {

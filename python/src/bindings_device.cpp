@@ -101,15 +101,15 @@ py::capsule dlpack_bytes(std::uintptr_t addr, std::int64_t nbytes, py::object ow
 // A collective's dtype and reduction cross from Python as the codes in
 // coll.DTYPES and coll.OPS (ints: a call converts no strings).
 nvst::coll::DType dtype_of(int code) {
-  if (code < 0 || code > static_cast<int>(nvst::coll::DType::kI64))
-    throw py::value_error("nvshmem_tutorial: dtype code " + std::to_string(code) +
-                          " is not one of coll.DTYPES' (float32, bfloat16, float16, int32, int64)");
+  if (code < 0 || code >= kDTypes)
+    throw py::value_error("nvshmem_tutorial: dtype code " + std::to_string(code) + " is not one of coll.DTYPES' (" +
+                          names_of(kDTypes, dtype_name) + ")");
   return static_cast<nvst::coll::DType>(code);
 }
 nvst::coll::RedOp redop_of(int code) {
-  if (code < 0 || code > static_cast<int>(nvst::coll::RedOp::kProd))
-    throw py::value_error("nvshmem_tutorial: reduction code " + std::to_string(code) +
-                          " is not one of coll.OPS' (sum, max, min, prod)");
+  if (code < 0 || code >= kRedOps)
+    throw py::value_error("nvshmem_tutorial: reduction code " + std::to_string(code) + " is not one of coll.OPS' (" +
+                          names_of(kRedOps, redop_name) + ")");
   return static_cast<nvst::coll::RedOp>(code);
 }
 
@@ -222,10 +222,8 @@ void bind_device(py::module_& m) {
   // Collectives on device addresses (any device memory; stream-ordered).
   py::module_ c = m.def_submodule("coll", "Collectives on device addresses (the torch layer calls these).");
   py::dict dtypes, ops;
-  for (int i = 0; i <= static_cast<int>(nvst::coll::DType::kI64); ++i)
-    dtypes[nvst::coll::dtype_name(static_cast<nvst::coll::DType>(i))] = i;
-  for (int i = 0; i <= static_cast<int>(nvst::coll::RedOp::kProd); ++i)
-    ops[nvst::coll::redop_name(static_cast<nvst::coll::RedOp>(i))] = i;
+  for (int i = 0; i < kDTypes; ++i) dtypes[dtype_name(i)] = i;
+  for (int i = 0; i < kRedOps; ++i) ops[redop_name(i)] = i;
   c.attr("DTYPES") = dtypes;  // name -> the code the calls below take
   c.attr("OPS") = ops;
   c.def(
