@@ -78,7 +78,7 @@ void Proxy::State::stage_header(int slot, int pe, const proxy::Command& c, std::
                host_consumer.drain_next() || (dev_consumer && dev_consumer->drain_next());
   if (h->ack_now) marked[static_cast<std::size_t>(pe)] = seq + 1;
   staged.push_back({slot, pe, seq, kInboxHeader + bytes, Clock::now(), ring_ticket});
-  trace.add(ProxyTrace::kStaged, pe, seq);
+  trace.add(kind == proxy_atomic::kAckRequest ? ProxyTrace::kRequested : ProxyTrace::kStaged, pe, seq);
   ++seq;
   post_staged();
 }

@@ -17,9 +17,11 @@ namespace nvst {
 class ProxyTrace {
  public:
   // What happened. Sender: a command taken (from the host's or the kernels'
-  // FIFO; a put its producer staged: its first piece), a piece staged (its
-  // header written in front of its data), the piece posted, its write
-  // completed, the quiet released.
+  // FIFO; a put its producer staged: its first piece), a piece of a command
+  // staged (its header written in front of its data), or a request for
+  // acks staged (a header-only piece a waiting quiet sends on its own, so
+  // not a command's), the piece posted, its write completed, the quiet
+  // released.
   // Target: a piece's doorbell, its landing copy queued, seen done, its ack
   // posted.
   enum What : std::uint8_t {
@@ -28,7 +30,8 @@ class ProxyTrace {
     kStaged,
     kPosted,
     kWritten,
-    kQuietDone,  // sender
+    kQuietDone,
+    kRequested,  // sender
     kBell,
     kLanding,
     kLanded,
@@ -56,8 +59,8 @@ class ProxyTrace {
       std::fprintf(stderr, "proxy trace: cannot write %s\n", file.c_str());
       return;
     }
-    static const char* names[] = {"taken",      "taken_dev", "staged",  "posted", "written",
-                                  "quiet_done", "bell",      "landing", "landed", "acked"};
+    static const char* names[] = {"taken",     "taken_dev", "staged",  "posted", "written", "quiet_done",
+                                  "requested", "bell",      "landing", "landed", "acked"};
     for (const Event& e : events_)
       std::fprintf(f, "%lld %s %d %llu\n", static_cast<long long>(e.ns), names[e.what], e.pe,
                    static_cast<unsigned long long>(e.seq));
